@@ -1,0 +1,103 @@
+"""One small generic registry: name -> factory, with lazy ``"module:attr"`` entries.
+
+Heavy plug-ins (diffusers models, API clients) register as strings so that importing medibench
+never imports them; they load on first use. Unknown names get an error that suggests the closest.
+Third parties add entries through the ``medibench.<kind>`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Registry", "UnknownNameError"]
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    """A name that is not in a registry; the message lists close matches."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it readable.
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    """Maps names to factories. ``kind`` is used in messages and for the entry-point group."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, Callable[..., T] | str] = {}
+        self._help: dict[str, str] = {}
+        self._entry_points_loaded = False
+
+    def register(
+        self, name: str, factory: Callable[..., T] | str | None = None, *, help: str = ""
+    ) -> Any:
+        """Register ``factory`` (a callable or a lazy ``"module:attr"`` string) under ``name``.
+
+        Without ``factory`` this is a decorator.
+        """
+        if factory is None:
+
+            def deco(f: Callable[..., T]) -> Callable[..., T]:
+                self.register(name, f, help=help)
+                return f
+
+            return deco
+        if name in self._entries:
+            raise ValueError(f"{self.kind} '{name}' is already registered")
+        if isinstance(factory, str) and ":" not in factory:
+            raise ValueError(f"lazy {self.kind} entry must be 'module:attr', got {factory!r}")
+        self._entries[name] = factory
+        self._help[name] = help
+        return factory
+
+    def get(self, name: str) -> Callable[..., T]:
+        """The factory registered under ``name`` (imported now if it was lazy)."""
+        self._load_entry_points()
+        try:
+            entry = self._entries[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            known = ", ".join(sorted(self._entries)) or "(none)"
+            raise UnknownNameError(
+                f"unknown {self.kind} '{name}'.{hint} Known {self.kind}s: {known}"
+            ) from None
+        if isinstance(entry, str):
+            module, _, attr = entry.partition(":")
+            obj: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+            self._entries[name] = entry = obj
+        return entry
+
+    def create(self, name: str, /, **kwargs: Any) -> T:
+        """Call the factory registered under ``name`` with ``kwargs``."""
+        return self.get(name)(**kwargs)
+
+    def help(self, name: str) -> str:
+        return self._help.get(name, "")
+
+    def names(self) -> list[str]:
+        self._load_entry_points()
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        self._load_entry_points()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def _load_entry_points(self) -> None:
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True
+        for ep in entry_points(group=f"medibench.{self.kind}s"):
+            if ep.name not in self._entries:
+                self._entries[ep.name] = ep.value
