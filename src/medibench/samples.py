@@ -143,7 +143,8 @@ class Score(_Record):
 
     ``metrics`` maps a metric name to a float or ``None``; a metric that could not be computed is
     ``None`` with the reason in ``error`` (never 0). ``status`` is ``"missing"`` when the
-    prediction does not exist and ``"error"`` when scoring failed as a whole.
+    prediction does not exist and ``"error"`` when scoring failed as a whole. ``notes`` records
+    what the protocol did to the inputs (a resize, for instance).
     """
 
     sample_id: str = Field(min_length=1)
@@ -154,6 +155,7 @@ class Score(_Record):
     metrics: dict[str, float | None] = Field(default_factory=dict)
     status: Literal["ok", "missing", "error"] = "ok"
     error: str | None = None
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         # JSON has no inf/nan: PSNR of identical images is +inf, written as the string "inf".

@@ -1,5 +1,16 @@
-"""Reading medical images into arrays, atomic writes and content hashes."""
+"""Reading medical images into arrays, atomic writes and content hashes.
 
+Images: ``read_image`` (PNG/JPEG/TIFF/BMP, and DICOM by dispatch), ``read_mask``, ``read_dicom``,
+``read_dicom_seg``, ``read_nifti_slice``; in-memory helpers ``to_uint8`` and ``to_mask``. Every
+file that cannot be read raises ``ImageReadError`` (a ``ValueError``) naming the file and the
+problem. pydicom and nibabel are imported only when a DICOM or NIfTI file is read.
+"""
+
+from medibench.io._arrays import to_mask, to_uint8
+from medibench.io._dicom import read_dicom, read_dicom_seg
+from medibench.io._errors import ImageReadError
+from medibench.io._images import read_image, read_mask
+from medibench.io._nifti import read_nifti_slice
 from medibench.io._write import (
     atomic_write_bytes,
     atomic_write_text,
@@ -9,9 +20,17 @@ from medibench.io._write import (
 )
 
 __all__ = [
+    "ImageReadError",
     "atomic_write_bytes",
     "atomic_write_text",
+    "read_dicom",
+    "read_dicom_seg",
+    "read_image",
+    "read_mask",
+    "read_nifti_slice",
     "sha256_bytes",
     "sha256_file",
+    "to_mask",
+    "to_uint8",
     "write_image",
 ]

@@ -62,7 +62,9 @@ def write_image(path: str | os.PathLike, image: np.ndarray) -> Path:
     elif arr.ndim == 3 and arr.shape[2] == 4:
         arr = cv2.cvtColor(arr, cv2.COLOR_RGBA2BGRA)
     elif arr.ndim != 2:
-        raise ValueError(f"write_image({path}): expected (H, W), (H, W, 3) or (H, W, 4), got {arr.shape}")
+        raise ValueError(
+            f"write_image({path}): expected (H, W), (H, W, 3) or (H, W, 4), got {arr.shape}"
+        )
     ok, buf = cv2.imencode(path.suffix or ".png", np.ascontiguousarray(arr))
     if not ok:
         raise ValueError(f"write_image({path}): OpenCV could not encode '{path.suffix}'")

@@ -1,1 +1,38 @@
+"""Metrics of medibench: pure functions on numpy arrays (SPEC sections 2, 3, 5).
 
+* Structure: :func:`ssim`, :func:`ssim_map`, :func:`masked_ssim` (MedEBench CP, medibench protocol).
+* Fidelity: :func:`psnr`, :func:`masked_psnr`.
+* Masks: :func:`dice`, :func:`iou`, :func:`miedb_dice`, :func:`perception_accuracy`.
+* Overlays (perception tasks): :func:`blend_overlay`, :func:`overlay_to_mask`,
+  :func:`overlay_ill_conditioned`.
+* Colour (PaintBench): :func:`rgb_to_lab`, :func:`delta_e76`, :func:`paint_iou`.
+
+Every function that compares intensities takes an explicit ``data_range``: it is never guessed.
+"""
+
+from medibench.metrics.color import delta_e76, rgb_to_lab
+from medibench.metrics.masked_ssim import masked_ssim
+from medibench.metrics.overlap import dice, iou, miedb_dice, perception_accuracy
+from medibench.metrics.overlay import blend_overlay, overlay_ill_conditioned, overlay_to_mask
+from medibench.metrics.paint_iou import paint_iou, resize_cover
+from medibench.metrics.psnr import masked_psnr, psnr
+from medibench.metrics.ssim import ssim, ssim_map
+
+__all__ = [
+    "blend_overlay",
+    "delta_e76",
+    "dice",
+    "iou",
+    "masked_psnr",
+    "masked_ssim",
+    "miedb_dice",
+    "overlay_ill_conditioned",
+    "overlay_to_mask",
+    "paint_iou",
+    "perception_accuracy",
+    "psnr",
+    "resize_cover",
+    "rgb_to_lab",
+    "ssim",
+    "ssim_map",
+]

@@ -1,1 +1,69 @@
+"""Editing models: the :class:`EditModel` contract, the model registry and the baselines.
 
+A model is any object with a ``name`` and ``edit(image, instruction, *, seed) -> image``
+(:class:`EditModel`). Built-in models register lazily in :data:`MODELS`, so listing them imports
+nothing heavy; :func:`load_model` builds one by name. Third parties add models through the
+``medibench.models`` entry-point group.
+
+Example:
+    >>> import numpy as np
+    >>> model = load_model("classical")
+    >>> image = np.zeros((32, 32, 3), np.uint8)
+    >>> model.edit(image, "Enhance the contrast", seed=0).shape
+    (32, 32, 3)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from medibench.models._base import EditModel, UnsupportedInstructionError
+from medibench.models._instructions import (
+    SUPPORTED_INSTRUCTIONS,
+    EditIntent,
+    parse_instruction,
+)
+from medibench.registry import Registry
+
+__all__ = [
+    "MODELS",
+    "SUPPORTED_INSTRUCTIONS",
+    "EditIntent",
+    "EditModel",
+    "UnsupportedInstructionError",
+    "load_model",
+    "parse_instruction",
+]
+
+#: Registry of editing models: name -> factory taking keyword settings.
+MODELS: Registry[EditModel] = Registry("model")
+
+MODELS.register(
+    "identity",
+    "medibench.models.baselines:IdentityModel",
+    help="Returns the input unchanged: the floor every editing model must beat.",
+)
+MODELS.register(
+    "classical",
+    "medibench.models.baselines:ClassicalModel",
+    help=(
+        "Rule-based baseline that reads the instruction: Otsu/morphology segmentation overlays"
+        " (perception), blob detection + inpainting (removal), NL-means denoising, unsharp"
+        " mask, CLAHE, bilateral smoothing (transformation). Raises on other instructions."
+    ),
+)
+
+
+def load_model(name: str, /, **kwargs: Any) -> EditModel:
+    """Build the model registered as ``name`` with keyword settings ``kwargs``.
+
+    ``kwargs`` may hold a ``name`` of its own: the name the model records in runs.
+
+    Raises:
+        medibench.registry.UnknownNameError: no such model (the message suggests close names).
+        TypeError: the factory did not return an :class:`EditModel`.
+    """
+    model = MODELS.create(name, **kwargs)
+    if not isinstance(model, EditModel):
+        raise TypeError(f"model factory '{name}' returned {type(model).__name__}, not an EditModel")
+    return model

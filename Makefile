@@ -1,0 +1,41 @@
+# Two commands from a fresh clone: `make demo` (the main job) and `make test`.
+# Each creates .venv when missing and installs what it needs; torch stays pinned to the CPU build
+# through constraints.txt so no dependency pulls a multi-GB CUDA wheel.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+CONSTRAINTS := $(CURDIR)/constraints.txt
+export PIP_CONSTRAINT := $(CONSTRAINTS)
+# One thread per process: reproducible timings, no oversubscription on small machines.
+export OMP_NUM_THREADS := 1
+export OPENBLAS_NUM_THREADS := 1
+export MKL_NUM_THREADS := 1
+
+.PHONY: demo test bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.demo-installed: $(PY) pyproject.toml constraints.txt
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[demo-data]"
+	touch $@
+
+$(VENV)/.dev-installed: $(PY) pyproject.toml constraints.txt
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,demo-data]"
+	touch $@
+
+demo: $(VENV)/.demo-installed
+	$(VENV)/bin/medibench demo --out demo_run
+
+test: $(VENV)/.dev-installed
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.dev-installed
+	$(PY) bench/metrics.py
+
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check src tests bench
+
+clean:
+	rm -rf demo_run .pytest_cache

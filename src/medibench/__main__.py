@@ -1,0 +1,3 @@
+from medibench.cli import main
+
+main()

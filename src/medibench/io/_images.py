@@ -1,0 +1,203 @@
+"""Reading PNG, JPEG, TIFF and BMP files (and, by dispatch, DICOM) into numpy arrays.
+
+OpenCV decodes (it is the fastest decoder here); this module sniffs the format from the file's
+first bytes, checks that PNG and JPEG files are complete before decoding (some OpenCV builds
+decode a cut-off file into a half-grey image with only a warning), and turns OpenCV's BGR order
+into RGB.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import cv2
+import numpy as np
+
+from medibench.io._arrays import _as_mask
+from medibench.io._dicom import read_dicom
+from medibench.io._errors import ImageReadError
+
+__all__ = ["read_image", "read_mask"]
+
+ImageMode = Literal["rgb", "gray", "unchanged"]
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_IEND = b"IEND\xaeB`\x82"  # the IEND chunk type and its fixed CRC
+_JPEG_SOI = b"\xff\xd8\xff"
+_JPEG_EOI = b"\xff\xd9"
+_TIFF_MAGICS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic and BigTIFF
+_SUPPORTED = "PNG, JPEG, TIFF, BMP and DICOM (NIfTI through read_nifti_slice)"
+
+
+def read_image(path: str | os.PathLike, *, mode: ImageMode = "rgb") -> np.ndarray:
+    """Read a PNG, JPEG, TIFF, BMP or DICOM file into an array.
+
+    Modes:
+        ``"rgb"``: ``(H, W, 3)`` uint8, RGB order. Grayscale is repeated into three channels;
+            palette images are expanded; an alpha channel is dropped (not composited).
+        ``"gray"``: ``(H, W)`` uint8. Colour is reduced with OpenCV's ITU-R BT.601 luma,
+            ``Y = 0.299 R + 0.587 G + 0.114 B`` (rounded); alpha is dropped.
+        ``"unchanged"``: the stored pixels: ``(H, W)``, ``(H, W, 3)`` RGB or ``(H, W, 4)`` RGBA,
+            at the stored depth (uint8, uint16, float32 for float TIFFs). Palette PNGs come back
+            as RGB (RGBA with a transparency chunk), grayscale+alpha PNGs as RGBA. As in OpenCV,
+            this mode ignores a JPEG's EXIF orientation; the other two apply it.
+
+    16-bit (and float) sources: ``"rgb"`` and ``"gray"`` promise uint8, and medibench never
+    guesses a data range, so they raise ``ImageReadError``; read with ``mode="unchanged"`` and
+    scale with ``to_uint8(array, data_range=...)``.
+
+    DICOM (``.dcm`` suffix or ``DICM`` at byte 128) goes through ``read_dicom`` with its defaults
+    (the file's window, or min-max, to uint8); ``"rgb"`` then repeats grayscale into three
+    channels, ``"gray"`` reduces colour with the same luma, ``"unchanged"`` returns what
+    ``read_dicom`` returns. Multi-frame DICOM needs ``read_dicom(path, frame=i)``. NIfTI volumes
+    need an axis and a slice: use ``read_nifti_slice``. TIFF files give their first page.
+
+    Raises:
+        ImageReadError: missing or empty file, a directory, not an image, an unsupported format,
+            a truncated or corrupt file, a 16-bit source in ``"rgb"``/``"gray"`` mode.
+        ValueError: an unknown ``mode``.
+    """
+    if mode not in ("rgb", "gray", "unchanged"):
+        raise ValueError(f"read_image: mode must be 'rgb', 'gray' or 'unchanged', got {mode!r}")
+    path = Path(path)
+    data = _read_bytes(path)
+    kind = _sniff(path, data)
+    if kind == "dicom":
+        return _dicom_as_mode(path, mode)
+    if kind == "nifti":
+        raise ImageReadError(
+            path,
+            "is a NIfTI volume; a volume needs an axis and a slice index: "
+            "use medibench.io.read_nifti_slice(path, axis=..., index=...)",
+        )
+    _check_complete(path, data, kind)
+    # IMREAD_UNCHANGED keeps alpha and depth; the other modes need neither but want EXIF rotation.
+    flags = cv2.IMREAD_ANYCOLOR | cv2.IMREAD_ANYDEPTH
+    if mode == "unchanged":
+        flags = cv2.IMREAD_UNCHANGED
+    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flags)
+    if image is None:
+        raise ImageReadError(path, f"OpenCV could not decode this {kind.upper()} file (corrupt?)")
+    image = _bgr_to_rgb(image)
+    if mode == "unchanged":
+        return image
+    if image.dtype != np.uint8:
+        raise ImageReadError(
+            path,
+            f"holds {image.dtype} pixels but mode={mode!r} gives uint8 and medibench does not "
+            "guess a data range; use read_image(path, mode='unchanged') and then "
+            "to_uint8(array, data_range=(lo, hi))",
+        )
+    return _to_mode(image, mode)
+
+
+def read_mask(path: str | os.PathLike) -> np.ndarray:
+    """Read a mask image as a boolean ``(H, W)`` array: any non-zero pixel is inside.
+
+    The file is read with ``mode="unchanged"`` (any depth) and converted by ``to_mask``: a 3- or
+    4-channel mask is accepted only if its colour channels are identical (and its alpha, if any,
+    fully opaque); otherwise ``ImageReadError`` says how the channels differ.
+    """
+    image = read_image(path, mode="unchanged")
+    try:
+        return _as_mask(image)
+    except ValueError as exc:
+        raise ImageReadError(path, str(exc)) from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, or an ImageReadError saying why there are none."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImageReadError(path, "file not found") from None
+    except IsADirectoryError:
+        raise ImageReadError(path, "is a directory, not an image file") from None
+    except PermissionError:
+        raise ImageReadError(path, "permission denied") from None
+    except OSError as exc:
+        raise ImageReadError(path, f"could not be read ({exc.strerror or exc})") from exc
+    if not data:
+        raise ImageReadError(path, "empty file (0 bytes)")
+    return data
+
+
+def _sniff(path: Path, data: bytes) -> str:
+    """The file's format from its first bytes (the suffix decides only for DICOM and NIfTI)."""
+    name = path.name.lower()
+    if name.endswith(".dcm") or data[128:132] == b"DICM":
+        return "dicom"
+    if name.endswith((".nii", ".nii.gz")) or data[344:348] in (b"n+1\x00", b"ni1\x00"):
+        return "nifti"
+    if data.startswith(_PNG_SIGNATURE):
+        return "png"
+    if data.startswith(_JPEG_SOI):
+        return "jpeg"
+    if data.startswith(_TIFF_MAGICS):
+        return "tiff"
+    if data.startswith(b"BM") and len(data) >= 26:
+        return "bmp"
+    if _looks_like_text(data):
+        raise ImageReadError(path, f"not an image: the file holds text (supported: {_SUPPORTED})")
+    raise ImageReadError(
+        path,
+        f"not an image or an unsupported format (first bytes {data[:8]!r}; "
+        f"supported: {_SUPPORTED})",
+    )
+
+
+def _check_complete(path: Path, data: bytes, kind: str) -> None:
+    """Refuse PNG, JPEG and BMP files that were cut short, before the decoder sees them."""
+    if kind == "png" and data.rfind(_PNG_IEND) < 0:
+        raise ImageReadError(path, "truncated PNG: the file ends before its IEND chunk")
+    if kind == "jpeg" and not data.rstrip(b"\x00\r\n ").endswith(_JPEG_EOI):
+        raise ImageReadError(
+            path, "truncated JPEG: the file does not end with the end-of-image marker"
+        )
+    if kind == "bmp":
+        declared = int.from_bytes(data[2:6], "little")
+        pixels_at = int.from_bytes(data[10:14], "little")
+        if declared > len(data) or pixels_at >= len(data):
+            raise ImageReadError(
+                path, f"truncated BMP: header declares {declared} bytes, file has {len(data)}"
+            )
+
+
+def _looks_like_text(data: bytes) -> bool:
+    """True if the first KiB decodes as UTF-8 without control bytes other than whitespace."""
+    head = data[:1024]
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not just a multi-byte character cut at the boundary
+            return False
+        text = head[: exc.start].decode("utf-8")
+    return bool(text) and all(ch.isprintable() or ch in "\t\r\n\f" for ch in text)
+
+
+def _bgr_to_rgb(image: np.ndarray) -> np.ndarray:
+    """OpenCV's BGR/BGRA channel order to RGB/RGBA; grayscale passes through."""
+    if image.ndim == 3 and image.shape[2] == 3:
+        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    if image.ndim == 3 and image.shape[2] == 4:
+        return cv2.cvtColor(image, cv2.COLOR_BGRA2RGBA)
+    return image
+
+
+def _to_mode(image: np.ndarray, mode: ImageMode) -> np.ndarray:
+    """An 8-bit (H, W), (H, W, 3) or (H, W, 4) array to ``"rgb"`` or ``"gray"``."""
+    if image.ndim == 3 and image.shape[2] == 4:
+        image = image[:, :, :3]
+    if mode == "rgb":
+        return np.repeat(image[:, :, None], 3, axis=2) if image.ndim == 2 else image
+    if mode == "gray" and image.ndim == 3:
+        return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
+    return image
+
+
+def _dicom_as_mode(path: Path, mode: ImageMode) -> np.ndarray:
+    """A DICOM file through read_dicom's defaults, then shaped for ``mode``."""
+    image = read_dicom(path)
+    return image if mode == "unchanged" else _to_mode(image, mode)

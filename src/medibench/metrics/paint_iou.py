@@ -1,0 +1,97 @@
+"""PaintBench's score of one problem: IoU of correctly painted pixels, averaged over thresholds.
+
+With ``dE = delta_e76(output, answer)``, ``edit = any(input != answer)`` over the channels and
+``preservation = not edit``, for each threshold ``t`` (default 0..10)::
+
+    correct = dE <= t
+    iou_t   = |correct & edit| / (|edit| + |preservation & not correct|)
+
+and the score is the mean of ``iou_t`` (SPEC section 5). When ``|edit| = 0`` and every preserved
+pixel is correct, ``iou_t`` is 0/0 and is defined as 1.0 (nothing to paint, nothing spoiled), as
+in PaintBench's scorer.
+
+Example:
+    >>> import numpy as np
+    >>> inp = np.zeros((2, 2, 3), np.uint8)
+    >>> ans = inp.copy(); ans[0, 0] = 255              # one pixel to paint white
+    >>> paint_iou(ans, ans, inp), paint_iou(inp, ans, inp)
+    (1.0, 0.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Literal
+
+import cv2
+import numpy as np
+
+from medibench.metrics._checks import check_same_shape
+from medibench.metrics.color import _as_srgb_uint8, delta_e76
+
+__all__ = ["paint_iou", "resize_cover"]
+
+
+def paint_iou(
+    output: np.ndarray,
+    answer: np.ndarray,
+    input: np.ndarray,  # noqa: A002 - the name PaintBench and SPEC use
+    thresholds: Iterable[float] = range(11),
+    *,
+    resize: Literal["cover"] | None = None,
+) -> float:
+    """Mean over ``thresholds`` of the PaintBench IoU (module docstring), in [0, 1].
+
+    Args:
+        output: the model's image, sRGB uint8 ``(h, w, 3)``.
+        answer, input: the problem's answer and input, sRGB uint8 ``(H, W, 3)``, same shape.
+        thresholds: DeltaE76 tolerances (non-empty).
+        resize: ``None`` (default): an output of another size is a ``ValueError``.
+            ``"cover"``: resize it with nearest neighbour to cover ``(H, W)``, then centre-crop
+            (PaintBench's convention, see :func:`resize_cover`).
+    """
+    output = _as_srgb_uint8(output, "output")
+    answer = _as_srgb_uint8(answer, "answer")
+    input = _as_srgb_uint8(input, "input")  # noqa: A001
+    check_same_shape(answer, input, ("answer", "input"))
+    if answer.ndim != 3:
+        raise ValueError(f"images must be (H, W, 3), got answer.shape={answer.shape}")
+    if output.shape != answer.shape:
+        if resize != "cover":
+            raise ValueError(
+                f"output.shape={output.shape} differs from answer.shape={answer.shape}; pass "
+                "resize='cover' to resize it (nearest, cover, centre-crop) as PaintBench does"
+            )
+        output = resize_cover(output, answer.shape[:2])
+    elif resize not in (None, "cover"):
+        raise ValueError(f"resize must be None or 'cover', got {resize!r}")
+    ts = np.array(list(thresholds), dtype=np.float64)
+    if ts.size == 0 or not np.isfinite(ts).all():
+        raise ValueError("thresholds must be a non-empty list of finite numbers")
+    de = delta_e76(output, answer)
+    edit = np.any(input != answer, axis=-1)
+    # Sorted errors give |dE <= t| for every t with one binary search each.
+    de_edit = np.sort(de[edit])
+    de_kept = np.sort(de[~edit])
+    n_edit = de_edit.size
+    correct_edit = np.searchsorted(de_edit, ts, side="right")
+    wrong_kept = de_kept.size - np.searchsorted(de_kept, ts, side="right")
+    denom = n_edit + wrong_kept
+    ious = np.where(denom == 0, 1.0, correct_edit / np.maximum(denom, 1))
+    return float(ious.mean())
+
+
+def resize_cover(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Resize ``image`` (nearest) to cover ``size = (H, W)``, then centre-crop to it.
+
+    Scale ``s = max(H / h, W / w)``; the resized image is ``ceil(h s) x ceil(w s)``; the crop
+    starts at ``floor((new - target) / 2)`` on each axis.
+    """
+    h, w = image.shape[:2]
+    th, tw = size
+    scale = max(th / h, tw / w)
+    nh, nw = max(th, math.ceil(h * scale)), max(tw, math.ceil(w * scale))
+    resized = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_NEAREST)
+    top, left = (nh - th) // 2, (nw - tw) // 2
+    return resized[top : top + th, left : left + tw]
