@@ -17,7 +17,8 @@ app = typer.Typer(
     add_completion=False,
     help="Evaluate text-guided medical image editing, by the papers' protocols and corrected ones.",
 )
-console = Console()
+# Leaderboards are wide: keep them readable when stdout is a pipe or a CI log (80 columns).
+console = Console(width=None if Console().is_terminal else 120)
 err = Console(stderr=True)
 
 
@@ -204,7 +205,7 @@ def _print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None
         sub = [r for r in rows if r["perspective"] == group]
         shown = [m for m in proto.metric_names if any(r[m] is not None for r in sub)]
         for col in ["model", "n", "missing", *shown]:
-            table.add_column(col, justify="left" if col == "model" else "right")
+            table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
         for r in sub:
             table.add_row(r["model"], str(r["n"]), str(r["n_missing"]),
                           *[_fmt(r[m]) for m in shown])

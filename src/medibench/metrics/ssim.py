@@ -267,32 +267,30 @@ _WORKSPACE_LIMIT = 256 * 2**20
 def _combine(mx, my, f_sq, f_xy, *, prod, diff2, offset, cov_norm, c1, c2) -> np.ndarray:
     """The SSIM formula from centred filtered moments, in place; returns ``mx``'s buffer.
 
-    With ``mu = m + offset`` (same offset for x and y): ``mu_x^2 + mu_y^2 = 2 mu_x mu_y + d^2``,
-    ``d = m_x - m_y``, so the luminance denominator is ``A1 + d^2``.
+    With ``mu = m + o`` (the same offset ``o`` for x and y)::
+
+        A1 = 2 mu_x mu_y + C1 = 2 m_x m_y + 2 o (m_x + m_y) + 2 o^2 + C1
+        B1 = mu_x^2 + mu_y^2 + C1 = A1 + (m_x - m_y)^2
+        A2 = 2 cov (E[x'y'] - m_x m_y) + C2
+        B2 = cov (E[x'^2 + y'^2] - (m_x - m_y)^2 - 2 m_x m_y) + C2
+
+    ``cv2.addWeighted`` (``alpha a + beta b + gamma`` in one pass) replaces 8 numpy passes.
     """
+    # OpenCV arithmetic wants at most a few channels: work on 2-D views of the buffers.
+    mx, my, f_sq, f_xy, prod, diff2 = (
+        v.reshape(v.shape[0], -1) for v in (mx, my, f_sq, f_xy, prod, diff2)
+    )
+    o = float(offset)
     np.multiply(mx, my, out=prod)
     np.subtract(mx, my, out=diff2)
-    diff2 *= diff2
-    # a1 = 2 (mx + o)(my + o) + C1 = 2 (mx my + o (mx + my) + o^2) + C1
-    a1 = mx
-    a1 += my
-    a1 *= offset
-    a1 += prod
-    a1 *= 2
-    a1 += 2 * offset * offset + c1
+    np.multiply(diff2, diff2, out=diff2)
+    a2 = cv2.addWeighted(f_xy, 2 * cov_norm, prod, -2 * cov_norm, c2, dst=f_xy)
+    b2 = cv2.addWeighted(f_sq, cov_norm, diff2, -cov_norm, c2, dst=f_sq)
+    b2 = cv2.addWeighted(b2, 1.0, prod, -2 * cov_norm, 0.0, dst=f_sq)
+    a1 = cv2.addWeighted(mx, 2 * o, my, 2 * o, 2 * o * o + c1, dst=mx)
+    a1 = cv2.addWeighted(a1, 1.0, prod, 2.0, 0.0, dst=mx)
     b1 = np.add(a1, diff2, out=my)
-    # a2 = 2 cov (E[xy] - mx my) + C2;  b2 = cov (E[x^2 + y^2] - mx^2 - my^2) + C2
-    a2 = f_xy
-    a2 -= prod
-    a2 *= 2 * cov_norm
-    a2 += c2
-    b2 = f_sq
-    b2 -= diff2
-    prod *= 2
-    b2 -= prod
-    b2 *= cov_norm
-    b2 += c2
-    a1 *= a2
-    b1 *= b2
-    a1 /= b1
+    np.multiply(a1, a2, out=a1)
+    np.multiply(b1, b2, out=b1)
+    np.divide(a1, b1, out=a1)
     return a1

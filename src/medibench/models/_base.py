@@ -1,4 +1,4 @@
-"""The model contract: :class:`EditModel` and the error a model raises for instructions it cannot do.
+"""The model contract: :class:`EditModel`, and the error for instructions a model cannot do.
 
 Every model, local or remote, is an object with a ``name`` and one method::
 
@@ -51,7 +51,7 @@ class UnsupportedInstructionError(ValueError):
 
 
 def as_rgb_uint8(image: np.ndarray) -> np.ndarray:
-    """Check a model input: uint8 ``(H, W, 3)`` RGB, or ``(H, W)`` / ``(H, W, 1)`` gray (made RGB)."""
+    """Check a model input: uint8 ``(H, W, 3)`` RGB, or ``(H, W)`` / ``(H, W, 1)`` gray -> RGB."""
     arr = np.asarray(image)
     if arr.dtype != np.uint8:
         raise ValueError(f"image must be uint8, got dtype {arr.dtype}")

@@ -26,7 +26,7 @@ Transformation
 Anything else raises :class:`UnsupportedInstructionError`, whose message lists the above.
 
 Example:
-    >>> intent = parse_instruction("Highlight the white matter in red and the grey matter in green.")
+    >>> intent = parse_instruction("Highlight the white matter in red and the grey matter in green")
     >>> intent.action, intent.structures, intent.colors
     ('overlay', ('white matter', 'grey matter'), ('red', 'green'))
 """
@@ -235,7 +235,9 @@ def _structures_and_colors(rest: str, text: str) -> tuple[tuple[str, ...], tuple
     if _ANOTHER_STRUCTURE.match(tail) and trailing and not _CONTEXT.match(" " + trailing):
         # "the A in red and the B": B has no colour (trailing context like "in the image" is fine)
         raise UnsupportedInstructionError(
-            text, SUPPORTED_INSTRUCTIONS, reason=f"every structure needs its own colour: {trailing!r}"
+            text,
+            SUPPORTED_INSTRUCTIONS,
+            reason=f"every structure needs its own colour: {trailing!r}",
         )
     if all(segments):  # "the A in red and the B in green"
         return tuple(segments), colors
@@ -254,7 +256,7 @@ def _structures_and_colors(rest: str, text: str) -> tuple[tuple[str, ...], tuple
 
 
 def _color_mentions(rest: str) -> list[tuple[str, int, int]]:
-    """Overlay colours in ``rest`` as ``(colour, start, end)``, spans including "in a" / "overlay"."""
+    """Overlay colours in ``rest`` as ``(colour, start, end)``; spans include "in a", "overlay"."""
     mentions = []
     for m in _COLOR_WORD.finditer(rest):
         before, after = rest[: m.start()], rest[m.end() :]

@@ -308,7 +308,9 @@ def _largest_components(mask: np.ndarray, count: int, *, min_area: float = 0) ->
 
 
 def _solidity(mask: np.ndarray) -> float:
-    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    contours, _ = cv2.findContours(
+        mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE
+    )
     hull_area = cv2.contourArea(cv2.convexHull(np.vstack(contours)))
     # contourArea measures between pixel centres, so a tiny blob can exceed 1; that is fine.
     return float(mask.sum()) / max(hull_area, 1.0)

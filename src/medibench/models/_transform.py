@@ -55,9 +55,7 @@ def nl_means_denoise(
     luminance = rgb[:, :, 0] if is_gray(rgb) else cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
     h = max(1.0, h_per_sigma * estimate_noise_sigma(luminance))
     if is_gray(rgb):
-        return _as_rgb(
-            cv2.fastNlMeansDenoising(luminance, None, h, template_window, search_window)
-        )
+        return _as_rgb(cv2.fastNlMeansDenoising(luminance, None, h, template_window, search_window))
     return cv2.fastNlMeansDenoisingColored(
         np.ascontiguousarray(rgb), None, h, h, template_window, search_window
     )
@@ -74,9 +72,7 @@ def unsharp_mask(rgb: np.ndarray, *, sigma: float = 1.5, amount: float = 1.5) ->
     return _gray_or_colour(rgb, sharpen, sharpen)
 
 
-def clahe_contrast(
-    rgb: np.ndarray, *, clip_limit: float = 2.0, tiles: int = 8
-) -> np.ndarray:
+def clahe_contrast(rgb: np.ndarray, *, clip_limit: float = 2.0, tiles: int = 8) -> np.ndarray:
     """CLAHE (``cv2.createCLAHE``) on the gray channel, or on L of CIE Lab for colour images."""
     clahe = cv2.createCLAHE(clipLimit=clip_limit, tileGridSize=(tiles, tiles))
 

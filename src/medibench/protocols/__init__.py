@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from medibench.protocols._base import ProtocolResult, SampleImages, ScoringProtocol
+from medibench.protocols._base import ProtocolResult, ScoringProtocol
 from medibench.registry import Registry
 
-__all__ = ["PROTOCOLS", "ProtocolResult", "SampleImages", "ScoringProtocol", "load_protocol"]
+__all__ = ["PROTOCOLS", "ProtocolResult", "ScoringProtocol", "load_protocol"]
 
 PROTOCOLS: Registry[ScoringProtocol] = Registry("protocol")
 PROTOCOLS.register(

@@ -14,19 +14,10 @@ from typing import runtime_checkable
 
 import numpy as np
 
+from medibench.datasets import SampleImages
 from medibench.samples import Sample
 
-__all__ = ["ScoringProtocol", "ProtocolResult", "SampleImages"]
-
-
-@dataclass(frozen=True)
-class SampleImages:
-    """The decoded images of one sample: ``input`` and ``target`` uint8 RGB (H, W, 3),
-    ``mask`` bool (H, W); ``target`` and ``mask`` may be absent."""
-
-    input: np.ndarray
-    target: np.ndarray | None = None
-    mask: np.ndarray | None = None
+__all__ = ["ScoringProtocol", "ProtocolResult"]
 
 
 @dataclass
@@ -59,5 +50,5 @@ class ScoringProtocol(_Protocol):
     metric_names: tuple[str, ...]
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
-        """Score ``prediction`` (uint8 RGB, any size) for ``sample``."""
+        """Score ``prediction`` (uint8 RGB, any size) for ``sample`` given its decoded images."""
         ...
