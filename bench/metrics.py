@@ -85,38 +85,89 @@ def table(sizes: list[int], repeat: int) -> list[tuple]:
             rep = max(3, repeat * 256 // size)
 
             def sk_gauss(a=a, b=b, axis=axis):
-                return structural_similarity(a, b, data_range=255, channel_axis=axis,
-                                             gaussian_weights=True, use_sample_covariance=False)
+                return structural_similarity(
+                    a,
+                    b,
+                    data_range=255,
+                    channel_axis=axis,
+                    gaussian_weights=True,
+                    use_sample_covariance=False,
+                )
 
             def sk_uniform(a=a, b=b, axis=axis):
                 return structural_similarity(a, b, data_range=255, channel_axis=axis)
 
             def sk_masked(a=a, b=b, axis=axis, roi=roi):
-                s = structural_similarity(a, b, data_range=255, channel_axis=axis, full=True,
-                                          gaussian_weights=True, use_sample_covariance=False)[1]
+                s = structural_similarity(
+                    a,
+                    b,
+                    data_range=255,
+                    channel_axis=axis,
+                    full=True,
+                    gaussian_weights=True,
+                    use_sample_covariance=False,
+                )[1]
                 return float(s[~roi].mean())
 
             pm, gm = roi, np.roll(roi, 7, axis=1)
             cases = [
-                ("ssim f64 vs sk gauss", lambda a=a, b=b, x=axis: ssim(
-                    a, b, data_range=255, channel_axis=x), sk_gauss),
-                ("ssim f32 vs sk gauss", lambda a=a, b=b, x=axis: ssim(
-                    a, b, data_range=255, channel_axis=x, dtype=np.float32), sk_gauss),
-                ("ssim uniform vs sk default", lambda a=a, b=b, x=axis: ssim(
-                    a, b, data_range=255, channel_axis=x, window="uniform",
-                    use_sample_covariance=True), sk_uniform),
-                ("masked_ssim f64 vs sk map", lambda a=a, b=b, x=axis, r=roi: masked_ssim(
-                    a, b, r, data_range=255, channel_axis=x), sk_masked),
-                ("masked_ssim f32 vs sk map", lambda a=a, b=b, x=axis, r=roi: masked_ssim(
-                    a, b, r, data_range=255, channel_axis=x, dtype=np.float32), sk_masked),
-                ("psnr vs sk", lambda a=a, b=b: psnr(a, b, data_range=255),
-                 lambda a=a, b=b: peak_signal_noise_ratio(a, b, data_range=255)),
-                ("dice vs numpy", lambda p=pm, g=gm: dice(p, g),
-                 lambda p=pm, g=gm: 2 * np.sum(p & g) / (np.sum(p) + np.sum(g))),
+                (
+                    "ssim f64 vs sk gauss",
+                    lambda a=a, b=b, x=axis: ssim(a, b, data_range=255, channel_axis=x),
+                    sk_gauss,
+                ),
+                (
+                    "ssim f32 vs sk gauss",
+                    lambda a=a, b=b, x=axis: ssim(
+                        a, b, data_range=255, channel_axis=x, dtype=np.float32
+                    ),
+                    sk_gauss,
+                ),
+                (
+                    "ssim uniform vs sk default",
+                    lambda a=a, b=b, x=axis: ssim(
+                        a,
+                        b,
+                        data_range=255,
+                        channel_axis=x,
+                        window="uniform",
+                        use_sample_covariance=True,
+                    ),
+                    sk_uniform,
+                ),
+                (
+                    "masked_ssim f64 vs sk map",
+                    lambda a=a, b=b, x=axis, r=roi: masked_ssim(
+                        a, b, r, data_range=255, channel_axis=x
+                    ),
+                    sk_masked,
+                ),
+                (
+                    "masked_ssim f32 vs sk map",
+                    lambda a=a, b=b, x=axis, r=roi: masked_ssim(
+                        a, b, r, data_range=255, channel_axis=x, dtype=np.float32
+                    ),
+                    sk_masked,
+                ),
+                (
+                    "psnr vs sk",
+                    lambda a=a, b=b: psnr(a, b, data_range=255),
+                    lambda a=a, b=b: peak_signal_noise_ratio(a, b, data_range=255),
+                ),
+                (
+                    "dice vs numpy",
+                    lambda p=pm, g=gm: dice(p, g),
+                    lambda p=pm, g=gm: 2 * np.sum(p & g) / (np.sum(p) + np.sum(g)),
+                ),
             ]
             if size == sizes[0]:
-                cases.append(("dice vs sklearn f1", lambda p=pm, g=gm: dice(p, g),
-                              lambda p=pm, g=gm: f1_score(g.ravel(), p.ravel())))
+                cases.append(
+                    (
+                        "dice vs sklearn f1",
+                        lambda p=pm, g=gm: dice(p, g),
+                        lambda p=pm, g=gm: f1_score(g.ravel(), p.ravel()),
+                    )
+                )
             for name, ours, ref in cases:
                 t_ours = timeit(ours, rep)
                 t_ref = timeit(ref, max(2, rep // 3))
@@ -124,8 +175,17 @@ def table(sizes: list[int], repeat: int) -> list[tuple]:
                 rows.append((name, size, kind, t_ours * 1e3, t_ref * 1e3, t_ref / t_ours, diff))
             png_a = cv2.imencode(".png", a)[1]
             t_dec = timeit(lambda p=png_a: cv2.imdecode(p, cv2.IMREAD_UNCHANGED), rep)
-            rows.append(("PNG decode (1 image)", size, kind, t_dec * 1e3, float("nan"),
-                         float("nan"), float("nan")))
+            rows.append(
+                (
+                    "PNG decode (1 image)",
+                    size,
+                    kind,
+                    t_dec * 1e3,
+                    float("nan"),
+                    float("nan"),
+                    float("nan"),
+                )
+            )
     return rows
 
 
@@ -135,8 +195,14 @@ def end_to_end(n: int) -> dict[str, float]:
     for seed in range(8):
         a, b, roi = make_pair(512, True, seed)
         # Stored as files would be: BGR PNG bytes, with the predicted mask a little off.
-        pool.append((cv2.imencode(".png", a[..., ::-1])[1], cv2.imencode(".png", b[..., ::-1])[1],
-                     roi, np.roll(roi, 5, axis=0)))
+        pool.append(
+            (
+                cv2.imencode(".png", a[..., ::-1])[1],
+                cv2.imencode(".png", b[..., ::-1])[1],
+                roi,
+                np.roll(roi, 5, axis=0),
+            )
+        )
     t_decode = t_score = 0.0
     checksum = 0.0
     for i in range(n):
@@ -152,8 +218,13 @@ def end_to_end(n: int) -> dict[str, float]:
         t2 = time.perf_counter()
         t_decode += t1 - t0
         t_score += t2 - t1
-    return {"n": n, "decode_ms": t_decode / n * 1e3, "score_ms": t_score / n * 1e3,
-            "ratio": t_score / t_decode, "checksum": checksum}
+    return {
+        "n": n,
+        "decode_ms": t_decode / n * 1e3,
+        "score_ms": t_score / n * 1e3,
+        "ratio": t_score / t_decode,
+        "checksum": checksum,
+    }
 
 
 def main() -> None:
@@ -168,30 +239,43 @@ def main() -> None:
     repeat = 5 if args.quick else 15
     n = args.samples or (200 if args.quick else 1000)
     sizes = [256, 512, 1024]
-    print(f"cv2 {cv2.__version__}, threads {cv2.getNumThreads()}, CPUs {os.cpu_count()}, "
-          f"malloc tune: {os.environ.get('MALLOC_MMAP_MAX_') is not None}")
+    print(
+        f"cv2 {cv2.__version__}, threads {cv2.getNumThreads()}, CPUs {os.cpu_count()}, "
+        f"malloc tune: {os.environ.get('MALLOC_MMAP_MAX_') is not None}"
+    )
     # Sanity: the map path agrees with the mean path.
     a, b, _ = make_pair(64, True)
-    assert abs(ssim_map(a, b, data_range=255).mean() - ssim_map(a, b, data_range=255,
-               dtype=np.float32).mean()) < 1e-5
+    assert (
+        abs(
+            ssim_map(a, b, data_range=255).mean()
+            - ssim_map(a, b, data_range=255, dtype=np.float32).mean()
+        )
+        < 1e-5
+    )
     t0 = time.perf_counter()
     rows = table(sizes, repeat)
-    head = f"{'metric':28s} {'size':>5s} {'ch':>4s} {'ours ms':>9s} {'ref ms':>9s} " \
-           f"{'ref/ours':>8s} {'max|diff|':>10s}"
+    head = (
+        f"{'metric':28s} {'size':>5s} {'ch':>4s} {'ours ms':>9s} {'ref ms':>9s} "
+        f"{'ref/ours':>8s} {'max|diff|':>10s}"
+    )
     print(head)
     print("-" * len(head))
     for name, size, kind, t_o, t_r, ratio, diff in rows:
         print(f"{name:28s} {size:5d} {kind:>4s} {t_o:9.3f} {t_r:9.3f} {ratio:8.1f} {diff:10.2e}")
     e2e = end_to_end(n)
-    print(f"\nend to end, {e2e['n']} samples 512x512 RGB: decode {e2e['decode_ms']:.2f} ms, "
-          f"score {e2e['score_ms']:.2f} ms per sample; score/decode = {e2e['ratio']:.2f} "
-          "(target <= 1.5)")
+    print(
+        f"\nend to end, {e2e['n']} samples 512x512 RGB: decode {e2e['decode_ms']:.2f} ms, "
+        f"score {e2e['score_ms']:.2f} ms per sample; score/decode = {e2e['ratio']:.2f} "
+        "(target <= 1.5)"
+    )
     key = [r for r in rows if r[0] == "ssim f32 vs sk gauss" and r[1] == 512 and r[2] == "RGB"]
     if key:
         _, _, _, t_o, t_r, ratio, diff = key[0]
         ok = "met" if ratio >= 10 and diff <= 1e-5 else "NOT met"
-        print(f"SSIM float32 512 RGB: {ratio:.1f}x skimage Gaussian, |diff| {diff:.1e} "
-              f"(target >= 10x within 1e-5: {ok})")
+        print(
+            f"SSIM float32 512 RGB: {ratio:.1f}x skimage Gaussian, |diff| {diff:.1e} "
+            f"(target >= 10x within 1e-5: {ok})"
+        )
     print(f"total bench time {time.perf_counter() - t0:.1f} s")
 
 

@@ -11,8 +11,7 @@ from medibench.metrics import delta_e76, paint_iou, resize_cover, rgb_to_lab
 
 def _all_levels() -> np.ndarray:
     """Every (R, G) pair with a few B levels, as an (N, 1, 3) image."""
-    r, g, b = np.meshgrid(np.arange(256), np.arange(256), [0, 1, 10, 128, 254, 255],
-                          indexing="ij")
+    r, g, b = np.meshgrid(np.arange(256), np.arange(256), [0, 1, 10, 128, 254, 255], indexing="ij")
     return np.stack([r, g, b], -1).reshape(-1, 1, 3).astype(np.uint8)
 
 

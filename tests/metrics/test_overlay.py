@@ -22,8 +22,9 @@ def test_hand_computed_pixels():
     assert out[0, 0].tolist() == [193, 20, 0]
     assert out[0, 1].tolist() == [10, 20, 30]
     # Ties round half to even (np.rint): 0.5 * 1 + 0.5 * 0 = 0.5 -> 0; 0.5 * 3 = 1.5 -> 2.
-    tie = blend_overlay(np.array([[[1, 3, 5]]], np.uint8), np.ones((1, 1), bool), (0, 0, 0),
-                        alpha=0.5)
+    tie = blend_overlay(
+        np.array([[[1, 3, 5]]], np.uint8), np.ones((1, 1), bool), (0, 0, 0), alpha=0.5
+    )
     assert tie[0, 0].tolist() == [0, 2, 2]
     # alpha projection by hand: B - A = (92, -30, 0), O - A = (154, -50, 0)
     # <B - A, O - A> / |O - A|^2 = (14168 + 1500) / (23716 + 2500) = 0.5977 > 0.5

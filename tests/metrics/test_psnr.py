@@ -51,8 +51,9 @@ def test_masked_psnr_uses_region_pixels_of_all_channels():
     assert masked_psnr(a, b, roi, data_range=255) == pytest.approx(10 * math.log10(255**2 / 0.2))
     inside = 10 * math.log10(255**2 / ((100 + 400 + 900) / 3))
     assert masked_psnr(a, b, roi, data_range=255, region="inside") == pytest.approx(inside)
-    chw = masked_psnr(np.moveaxis(a, -1, 0), np.moveaxis(b, -1, 0), roi, data_range=255,
-                      channel_axis=0)
+    chw = masked_psnr(
+        np.moveaxis(a, -1, 0), np.moveaxis(b, -1, 0), roi, data_range=255, channel_axis=0
+    )
     assert chw == pytest.approx(10 * math.log10(255**2 / 0.2))
 
 
@@ -83,5 +84,6 @@ def test_errors():
     with pytest.raises(ValueError, match="not binary"):
         masked_psnr(a, a, np.arange(16).reshape(4, 4), data_range=1.0)
     with pytest.raises(ValueError, match="channel_axis"):
-        masked_psnr(np.zeros((4, 4, 3)), np.zeros((4, 4, 3)), a > 0, data_range=1.0,
-                    channel_axis=None)
+        masked_psnr(
+            np.zeros((4, 4, 3)), np.zeros((4, 4, 3)), a > 0, data_range=1.0, channel_axis=None
+        )

@@ -57,8 +57,15 @@ def test_ssim_matches_skimage_on_grid(rng_images, kind, window, win_size, cov, k
     if kind.endswith("float"):
         a, b, data_range = a / 255.0, b / 255.0, 1.0
     expected, expected_map = _reference(
-        a, b, window=window, win_size=win_size, cov=cov, k=k,
-        channel_axis=channel_axis, data_range=data_range, full=True,
+        a,
+        b,
+        window=window,
+        win_size=win_size,
+        cov=cov,
+        k=k,
+        channel_axis=channel_axis,
+        data_range=data_range,
+        full=True,
     )
     opts = _options(window, win_size, cov, k, channel_axis)
     assert ssim(a, b, data_range=data_range, **opts) == pytest.approx(expected, abs=1e-6)
@@ -74,8 +81,16 @@ def test_ssim_matches_skimage_on_grid(rng_images, kind, window, win_size, cov, k
 def test_ssim_matches_skimage_on_real_images(camera_pair, ihc_pair, window, cov):
     for (a, b), axis in ((camera_pair, None), (ihc_pair, -1)):
         opts = _options(window, None, cov, (0.01, 0.03), axis)
-        expected = _reference(a, b, window=window, win_size=None, cov=cov, k=(0.01, 0.03),
-                              channel_axis=axis, data_range=255)
+        expected = _reference(
+            a,
+            b,
+            window=window,
+            win_size=None,
+            cov=cov,
+            k=(0.01, 0.03),
+            channel_axis=axis,
+            data_range=255,
+        )
         assert ssim(a, b, data_range=255, **opts) == pytest.approx(expected, abs=1e-6)
         fast = ssim(a, b, data_range=255, dtype=np.float32, **opts)
         assert fast == pytest.approx(expected, abs=1e-5)
@@ -93,9 +108,17 @@ def test_real_image_edit_is_scored_lower_than_identity(ihc_pair):
 def test_channel_first_layout(rng_images):
     a, b = rng_images
     a0, b0 = np.moveaxis(a, -1, 0), np.moveaxis(b, -1, 0)
-    expected, expected_map = _reference(a0, b0, window="gaussian", win_size=None, cov=False,
-                                        k=(0.01, 0.03), channel_axis=0, data_range=255,
-                                        full=True)
+    expected, expected_map = _reference(
+        a0,
+        b0,
+        window="gaussian",
+        win_size=None,
+        cov=False,
+        k=(0.01, 0.03),
+        channel_axis=0,
+        data_range=255,
+        full=True,
+    )
     got = ssim_map(a0, b0, data_range=255, channel_axis=0)
     assert got.shape == (3, 40, 48)
     np.testing.assert_allclose(got, expected_map, atol=1e-6)
@@ -125,8 +148,9 @@ def test_inputs_are_not_modified(rng_images):
 def test_gaussian_kernel_is_set_by_sigma(camera_pair):
     a, b = camera_pair
     for sigma in (0.8, 2.5):
-        expected = structural_similarity(a, b, data_range=255, gaussian_weights=True,
-                                         sigma=sigma, use_sample_covariance=False)
+        expected = structural_similarity(
+            a, b, data_range=255, gaussian_weights=True, sigma=sigma, use_sample_covariance=False
+        )
         got = ssim(a, b, data_range=255, sigma=sigma, channel_axis=None)
         assert got == pytest.approx(expected, abs=1e-6)
 

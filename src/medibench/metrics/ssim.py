@@ -216,7 +216,7 @@ def _ssim_hwc(
     kernel = kernel.astype(dtype)
     # OpenCV reads (H, W, 1) as 2-D; the workspace holds (H, W) planes for one channel.
     shape = (h, w) if c == 1 else (h, w, c)
-    xs, ys, mx, my, f_sq, f_xy = workspace(shape, dtype, 6)
+    xs, ys, mx, my, f_sq, f_xy = _workspace(shape, dtype, 6)
 
     def smooth(img: np.ndarray, out: np.ndarray) -> np.ndarray:
         return cv2.sepFilter2D(img, -1, kernel, kernel, dst=out, borderType=cv2.BORDER_REFLECT)
@@ -243,7 +243,7 @@ def _ssim_hwc(
     return s.reshape(h, w, c), win
 
 
-def workspace(shape: tuple[int, ...], dtype: type[np.floating], n: int) -> list[np.ndarray]:
+def _workspace(shape: tuple[int, ...], dtype: type[np.floating], n: int) -> list[np.ndarray]:
     """``n`` scratch arrays, reused across calls of the same shape in one thread.
 
     Fresh multi-megabyte arrays come from ``mmap`` and pay page faults on every call (measured:

@@ -1,0 +1,245 @@
+"""The stage runner: ``generate`` then ``score``, each resumable and failure-tolerant.
+
+A run directory holds ``run.sqlite`` and ``outputs/<model>/<sample_id>_<k>.png``. Each finished
+(model, sample, k) is one transaction written after its PNG is atomically in place; re-running a
+stage skips finished rows; a per-sample failure is recorded with its error and the run goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import platform
+import re
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from medibench.io import read_image, write_image
+from medibench.runs._store import RunStore, RunStoreError
+from medibench.samples import Prediction, Sample, Score
+
+__all__ = ["StageReport", "generate", "score", "seed_for", "resolve_model", "record_environment"]
+
+_PACKAGES = ("medibench", "numpy", "scipy", "scikit-image", "opencv-python-headless", "pillow",
+             "pydicom", "nibabel", "torch", "diffusers")
+
+
+@dataclass
+class StageReport:
+    """What one stage did: counts of done, skipped and failed items, and the failures."""
+
+    stage: str
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+
+def seed_for(run_seed: int, sample_id: str, k: int) -> int:
+    """The seed a model gets for (sample, k): a 31-bit hash of the run seed and the item."""
+    digest = hashlib.sha256(f"{run_seed}|{sample_id}|{k}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def resolve_model(spec: str, **kwargs: Any):
+    """A model from the registry by name, or any importable ``"module:attr"`` factory."""
+    if ":" in spec:
+        module, _, attr = spec.partition(":")
+        factory = importlib.import_module(module)
+        for part in attr.split("."):
+            factory = getattr(factory, part)
+        return factory(**kwargs)
+    from medibench.models import load_model
+
+    return load_model(spec, **kwargs)
+
+
+def model_dir_name(name: str) -> str:
+    """A file-system-safe folder name for a model's outputs."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", name)
+
+
+def record_environment(store: RunStore, config: dict[str, Any]) -> None:
+    """Store the run config (checking it matches an existing run) and the environment."""
+    previous = store.get_meta("config")
+    if previous is not None:
+        for key in ("dataset", "seed"):
+            if previous.get(key) != config.get(key):
+                raise RunStoreError(
+                    f"{store.run_dir} was made with {key}={previous.get(key)!r}, not "
+                    f"{config.get(key)!r}; use another --out folder for a different run"
+                )
+        config = {**previous, **config,
+                  "models": sorted(set(previous.get("models", [])) | set(config.get("models", [])))}
+    store.set_meta("config", config)
+    versions = {}
+    for pkg in _PACKAGES:
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            continue
+    store.set_meta("packages", versions)
+    store.set_meta("python", platform.python_version())
+    if store.get_meta("created_at") is None:
+        store.set_meta("created_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
+def generate(
+    store: RunStore,
+    samples: Sequence[Sample],
+    model,
+    *,
+    model_name: str,
+    k: int = 1,
+    seed: int = 0,
+    only_failed: bool = False,
+    progress: bool = True,
+    console: Console | None = None,
+) -> StageReport:
+    """Run ``model`` on every (sample, k) not yet done; write PNGs and prediction rows."""
+    report = StageReport("generate")
+    out_dir = store.run_dir / "outputs" / model_dir_name(model_name)
+    done = store.prediction_keys(model_name, status="ok")
+    failed = store.prediction_keys(model_name, status="error")
+    todo = []
+    for s in samples:
+        for j in range(k):
+            key = (s.sample_id, j)
+            if key in done or (only_failed and key not in failed):
+                report.skipped += 1
+            else:
+                todo.append((s, j))
+    _clean_stale_temp_files(out_dir)
+    with _progress(progress, console, f"generate {model_name}", len(todo)) as advance:
+        for sample, j in todo:
+            item_seed = seed_for(seed, sample.sample_id, j)
+            t0 = time.perf_counter()
+            try:
+                image = read_image(sample.input, mode="rgb")
+                edited = model.edit(image, sample.instruction, seed=item_seed)
+                path = write_image(out_dir / f"{sample.sample_id}_{j}.png", edited)
+                pred = Prediction(sample_id=sample.sample_id, model=model_name, k=j,
+                                  path=str(path.relative_to(store.run_dir)), seed=item_seed,
+                                  elapsed_s=time.perf_counter() - t0)
+                report.done += 1
+            except Exception as exc:  # a per-sample failure is recorded and the run goes on
+                msg = _describe(exc)
+                pred = Prediction(sample_id=sample.sample_id, model=model_name, k=j,
+                                  seed=item_seed, status="error", error=msg,
+                                  elapsed_s=time.perf_counter() - t0)
+                report.failed += 1
+                report.failures.append((f"{sample.sample_id}_{j}", msg))
+            store.put_prediction(pred)
+            advance()
+    return report
+
+
+def score(
+    store: RunStore,
+    samples: Sequence[Sample],
+    protocol,
+    *,
+    load_images,
+    models: Iterable[str] | None = None,
+    only_failed: bool = False,
+    progress: bool = True,
+    console: Console | None = None,
+) -> StageReport:
+    """Score every prediction not yet scored by ``protocol`` (name and version)."""
+    report = StageReport("score")
+    by_id = {s.sample_id: s for s in samples}
+    wanted = set(models) if models is not None else None
+    scored = store.score_keys(protocol.name, protocol.version)
+    ok = store.score_keys(protocol.name, protocol.version, status="ok")
+    todo = []
+    for pred in store.predictions():
+        key = (pred.model, pred.sample_id, pred.k)
+        if (wanted is not None and pred.model not in wanted) or pred.sample_id not in by_id:
+            continue
+        if (only_failed and key in ok) or (not only_failed and key in scored):
+            report.skipped += 1
+            continue
+        todo.append(pred)
+    todo.sort(key=lambda p: p.sample_id)  # decode each sample's images once
+    cache: dict[str, Any] = {}
+    with _progress(progress, console, f"score {protocol.name}@{protocol.version}", len(todo)) as advance:
+        for pred in todo:
+            sample = by_id[pred.sample_id]
+            result = score_one(store.run_dir, sample, pred, protocol, load_images, cache)
+            if result.status == "error":
+                report.failed += 1
+                report.failures.append((f"{pred.model}/{pred.sample_id}_{pred.k}", result.error))
+            else:
+                report.done += 1
+            store.put_score(result)
+            advance()
+    return report
+
+
+def score_one(root: Path, sample: Sample, pred: Prediction, protocol, load_images,
+              cache: dict[str, Any] | None = None) -> Score:
+    """Score one prediction; failures become a ``Score`` with status missing or error."""
+    base = dict(sample_id=sample.sample_id, model=pred.model, k=pred.k,
+                protocol=protocol.name, protocol_version=protocol.version)
+    nulls = {m: None for m in protocol.metric_names}
+    if pred.status != "ok" or pred.path is None:
+        return Score(**base, metrics=nulls, status="missing",
+                     error=f"no prediction: {pred.error or 'not generated'}")
+    try:
+        if cache is not None and sample.sample_id in cache:
+            images = cache[sample.sample_id]
+        else:
+            images = load_images(sample)
+            if cache is not None:
+                cache.clear()
+                cache[sample.sample_id] = images
+        path = Path(pred.path)
+        prediction = read_image(path if path.is_absolute() else root / path, mode="rgb")
+        res = protocol.score(sample, images, prediction)
+    except Exception as exc:
+        return Score(**base, metrics=nulls, status="error", error=_describe(exc))
+    return Score(**base, metrics=res.metrics, status="ok", error=res.error, notes=tuple(res.notes))
+
+
+def _describe(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    loc = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
+    return f"{type(exc).__name__}: {exc}{loc}"
+
+
+def _clean_stale_temp_files(folder: Path) -> None:
+    # A killed run can leave the temp file of the PNG it was writing; it is never a result.
+    if folder.is_dir():
+        for tmp in folder.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
+class _progress:
+    """A rich progress bar (or nothing), yielding an ``advance()`` callable."""
+
+    def __init__(self, enabled: bool, console: Console | None, label: str, total: int) -> None:
+        self.enabled, self.console, self.label, self.total = enabled, console, label, total
+        self._bar: Progress | None = None
+
+    def __enter__(self):
+        if not self.enabled or self.total == 0:
+            return lambda: None
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TimeRemainingColumn(), console=self.console or Console(stderr=True),
+                             transient=False)
+        self._bar.__enter__()
+        task = self._bar.add_task(self.label, total=self.total)
+        return lambda: self._bar.advance(task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+

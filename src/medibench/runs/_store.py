@@ -1,0 +1,206 @@
+"""The run store: one SQLite file, the source of truth of a run.
+
+Tables: ``meta`` (config, protocol versions, package versions, seeds), ``samples``,
+``predictions`` and ``scores``. Each prediction or score is one row keyed by
+(model, sample, k[, protocol, version]) and written in its own transaction *after* its files are
+atomically in place, so a crash loses at most the sample in flight and a re-run never duplicates
+a row. WAL journalling keeps readers (``export``, reports) off the writer's back.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from medibench.samples import Prediction, Sample, Score
+
+__all__ = ["RunStore", "RunStoreError"]
+
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS samples (
+    sample_id TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS predictions (
+    model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL,
+    seed INTEGER, path TEXT, status TEXT NOT NULL, error TEXT, elapsed_s REAL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (model, sample_id, k));
+CREATE TABLE IF NOT EXISTS scores (
+    model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL,
+    protocol TEXT NOT NULL, protocol_version TEXT NOT NULL,
+    metrics TEXT NOT NULL, status TEXT NOT NULL, error TEXT, notes TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (model, sample_id, k, protocol, protocol_version));
+"""
+
+
+class RunStoreError(RuntimeError):
+    """The run directory is not a medibench run, or its config conflicts with the request."""
+
+
+class RunStore:
+    """Read and write one run's ``run.sqlite``."""
+
+    FILENAME = "run.sqlite"
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / self.FILENAME
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+        stored = self.get_meta("schema_version")
+        if stored is None:
+            self.set_meta("schema_version", SCHEMA_VERSION)
+        elif stored != SCHEMA_VERSION:
+            raise RunStoreError(
+                f"{self.path}: run store schema {stored}, this medibench writes {SCHEMA_VERSION}"
+            )
+
+    @classmethod
+    def open_existing(cls, run_dir: str | Path) -> RunStore:
+        """Open a run that must already exist (for export and reports)."""
+        if not (Path(run_dir) / cls.FILENAME).is_file():
+            raise RunStoreError(f"{run_dir}: not a medibench run (no {cls.FILENAME})")
+        return cls(run_dir)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta ---------------------------------------------------------------------------------
+    def set_meta(self, key: str, value: Any) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
+        )
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
+
+    # -- samples ------------------------------------------------------------------------------
+    def put_samples(self, samples: Iterable[Sample]) -> None:
+        with self._tx():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO samples (sample_id, record) VALUES (?, ?)",
+                [(s.sample_id, s.to_json()) for s in samples],
+            )
+
+    def samples(self) -> list[Sample]:
+        rows = self._db.execute("SELECT record FROM samples ORDER BY rowid")
+        return [Sample.from_json(r[0]) for r in rows]
+
+    # -- predictions --------------------------------------------------------------------------
+    def put_prediction(self, p: Prediction) -> None:
+        """Insert or replace a prediction; its old scores go with it (they scored other pixels)."""
+        with self._tx():
+            self._db.execute(
+                "DELETE FROM scores WHERE model = ? AND sample_id = ? AND k = ?",
+                (p.model, p.sample_id, p.k),
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO predictions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (p.model, p.sample_id, p.k, p.seed, p.path, p.status, p.error, p.elapsed_s,
+                 time.time()),
+            )
+
+    def predictions(self, model: str | None = None, *, status: str | None = None) -> list[Prediction]:
+        return list(self._iter_predictions(model, status))
+
+    def prediction_keys(self, model: str, *, status: str | None = "ok") -> set[tuple[str, int]]:
+        """(sample_id, k) pairs that already have a prediction (with ``status``, if given)."""
+        return {(p.sample_id, p.k) for p in self._iter_predictions(model, status)}
+
+    def _iter_predictions(self, model: str | None, status: str | None) -> Iterator[Prediction]:
+        sql, args = "SELECT model, sample_id, k, seed, path, status, error, elapsed_s FROM predictions", []
+        where = []
+        if model is not None:
+            where.append("model = ?")
+            args.append(model)
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY model, rowid"
+        for m, sid, k, seed, path, st, err, el in self._db.execute(sql, args):
+            yield Prediction(model=m, sample_id=sid, k=k, seed=seed, path=path, status=st,
+                             error=err, elapsed_s=el)
+
+    # -- scores -------------------------------------------------------------------------------
+    def put_score(self, s: Score) -> None:
+        with self._tx():
+            self._db.execute(
+                "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (s.model or "", s.sample_id, s.k, s.protocol, s.protocol_version,
+                 json.dumps({k: _enc(v) for k, v in s.metrics.items()}), s.status, s.error,
+                 json.dumps(list(s.notes)), time.time()),
+            )
+
+    def score_keys(self, protocol: str, version: str, *, status: str | None = None
+                   ) -> set[tuple[str, str, int]]:
+        """(model, sample_id, k) triples already scored by ``protocol@version``."""
+        sql = "SELECT model, sample_id, k FROM scores WHERE protocol = ? AND protocol_version = ?"
+        args: list[Any] = [protocol, version]
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        return {(m, sid, k) for m, sid, k in self._db.execute(sql, args)}
+
+    def scores(self, protocol: str | None = None) -> list[Score]:
+        sql = ("SELECT model, sample_id, k, protocol, protocol_version, metrics, status, error, "
+               "notes FROM scores")
+        args: list[Any] = []
+        if protocol is not None:
+            sql += " WHERE protocol = ?"
+            args.append(protocol)
+        sql += " ORDER BY model, rowid"
+        out = []
+        for m, sid, k, proto, ver, metrics, st, err, notes in self._db.execute(sql, args):
+            out.append(Score(
+                sample_id=sid, model=m or None, k=k, protocol=proto, protocol_version=ver,
+                metrics={n: _dec(v) for n, v in json.loads(metrics).items()}, status=st,
+                error=err, notes=tuple(json.loads(notes)),
+            ))
+        return out
+
+    def _tx(self):
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, *_: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _enc(v: float | None) -> float | str | None:
+    # SQLite JSON text has no inf: store it as a string, like the score records do.
+    if v is not None and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def _dec(v: Any) -> float | None:
+    return float(v) if isinstance(v, str) else v
