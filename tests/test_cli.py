@@ -19,14 +19,26 @@ def test_score_writes_one_record_per_sample_and_k(tmp_path):
     from medibench.io import read_image
 
     target0 = read_image(data / "img" / "s000_t.png")
-    write_image(preds / "s000_0.png", target0)          # perfect
+    write_image(preds / "s000_0.png", target0)  # perfect
     write_image(preds / "s000_1.png", read_image(data / "img" / "s000.png"))  # identity
     write_image(preds / "s001_0.png", np.zeros((64, 64, 3), np.uint8))  # other size: resized
-    (preds / "s002_0.png").write_text("not an image")   # unreadable
+    (preds / "s002_0.png").write_text("not an image")  # unreadable
     # s003 has no prediction at all
     out = tmp_path / "scores.jsonl"
-    res = runner.invoke(app, ["score", "--dataset", f"native:{data}", "--predictions",
-                              str(preds), "--out", str(out), "--model", "m"])
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            "--dataset",
+            f"native:{data}",
+            "--predictions",
+            str(preds),
+            "--out",
+            str(out),
+            "--model",
+            "m",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "5 score records (3 ok, 1 missing, 1 error)" in res.output
     recs = {(r.sample_id, r.k): r for r in map(Score.from_json, out.read_text().splitlines())}
@@ -42,7 +54,15 @@ def test_score_writes_one_record_per_sample_and_k(tmp_path):
     missing = recs[("s003", 0)]
     assert missing.status == "missing" and "no file s003_0.png" in missing.error
     assert set(json.loads(out.read_text().splitlines()[0])) >= {
-        "sample_id", "model", "k", "protocol", "protocol_version", "metrics", "status", "error"}
+        "sample_id",
+        "model",
+        "k",
+        "protocol",
+        "protocol_version",
+        "metrics",
+        "status",
+        "error",
+    }
 
 
 def test_score_with_expected_k_reports_each_missing_draw(tmp_path):
@@ -51,16 +71,38 @@ def test_score_with_expected_k_reports_each_missing_draw(tmp_path):
     preds.mkdir()
     write_image(preds / "s000_0.png", np.zeros((32, 32, 3), np.uint8))
     out = tmp_path / "s.jsonl"
-    res = runner.invoke(app, ["score", "--dataset", f"native:{data}", "--predictions",
-                              str(preds), "--out", str(out), "--k", "3"])
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            "--dataset",
+            f"native:{data}",
+            "--predictions",
+            str(preds),
+            "--out",
+            str(out),
+            "--k",
+            "3",
+        ],
+    )
     assert res.exit_code == 0, res.output
     statuses = [Score.from_json(x).status for x in out.read_text().splitlines()]
     assert statuses == ["ok", "missing", "missing"]
 
 
 def test_bad_dataset_spec_is_a_clear_error(tmp_path):
-    res = runner.invoke(app, ["score", "--dataset", "nativ:/x", "--predictions", str(tmp_path),
-                              "--out", str(tmp_path / "o.jsonl")])
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            "--dataset",
+            "nativ:/x",
+            "--predictions",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o.jsonl"),
+        ],
+    )
     assert res.exit_code == 2 and "Did you mean: native" in res.output
 
 
@@ -68,21 +110,23 @@ def test_demo_prints_leaderboards_and_export_round_trips(tmp_path):
     out = tmp_path / "demo"
     res = runner.invoke(app, ["demo", "--out", str(out), "--no-progress"])
     assert res.exit_code == 0, res.output
-    for title in ("perception (native@1)", "modification (native@1)",
-                  "transformation (native@1)"):
+    for title in ("perception (native@1)", "modification (native@1)", "transformation (native@1)"):
         assert title in res.output
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert {(r["perspective"], r["model"]) for r in rows} == {
-        (p, m) for p in ("perception", "modification", "transformation")
-        for m in ("identity", "classical")}
+        (p, m)
+        for p in ("perception", "modification", "transformation")
+        for m in ("identity", "classical")
+    }
     assert all(r["n"] == "8" and r["n_missing"] == "0" for r in rows)
     by = {(r["perspective"], r["model"]): r for r in rows}
     # the brief's bar: classical beats identity on at least one perspective
     assert float(by[("perception", "classical")]["dice"]) > 0.5
     assert float(by[("perception", "identity")]["dice"]) == 0.0
 
-    res = runner.invoke(app, ["export", str(out), "--format", "jsonl", "--out",
-                              str(tmp_path / "e.jsonl")])
+    res = runner.invoke(
+        app, ["export", str(out), "--format", "jsonl", "--out", str(tmp_path / "e.jsonl")]
+    )
     assert res.exit_code == 0, res.output
     recs = [Score.from_json(x) for x in (tmp_path / "e.jsonl").read_text().splitlines()]
     assert len(recs) == 48 and {r.protocol_version for r in recs} == {"1"}
@@ -93,7 +137,6 @@ def test_demo_prints_leaderboards_and_export_round_trips(tmp_path):
 
 
 def test_registry_listings():
-    for cmd, name in (("models", "classical"), ("datasets", "native"),
-                      ("protocols", "native@1")):
+    for cmd, name in (("models", "classical"), ("datasets", "native"), ("protocols", "native@1")):
         res = runner.invoke(app, [cmd])
         assert res.exit_code == 0 and name in res.output

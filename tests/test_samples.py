@@ -7,16 +7,28 @@ from medibench.samples import Perspective, Prediction, RecordError, Sample, Scor
 
 
 def _sample(**kw):
-    d = dict(sample_id="s1", benchmark="b", input="in.png", instruction="Remove the lesion.",
-             perspective="modification")
+    d = dict(
+        sample_id="s1",
+        benchmark="b",
+        input="in.png",
+        instruction="Remove the lesion.",
+        perspective="modification",
+    )
     d.update(kw)
     return d
 
 
 def test_sample_json_round_trip_keeps_every_field():
-    s = Sample.parse(_sample(target="t.png", mask="m.png", overlay_color="green",
-                             paraphrases=["Erase it."], source={"licence": "MIT"},
-                             metadata={"sigma": 3.5}))
+    s = Sample.parse(
+        _sample(
+            target="t.png",
+            mask="m.png",
+            overlay_color="green",
+            paraphrases=["Erase it."],
+            source={"licence": "MIT"},
+            metadata={"sigma": 3.5},
+        )
+    )
     assert s.overlay_color == ("green",)
     assert s.perspective is Perspective.modification
     back = Sample.from_json(s.to_json())
@@ -51,12 +63,28 @@ def test_not_json_is_a_clear_error():
 
 
 def test_score_json_writes_inf_as_string_and_reads_it_back():
-    s = Score(sample_id="a", model="m", k=1, protocol="native", protocol_version="1",
-              metrics={"psnr": math.inf, "ssim": 0.5, "cp": None}, error="cp: no ROI mask")
+    s = Score(
+        sample_id="a",
+        model="m",
+        k=1,
+        protocol="native",
+        protocol_version="1",
+        metrics={"psnr": math.inf, "ssim": 0.5, "cp": None},
+        error="cp: no ROI mask",
+    )
     d = json.loads(s.to_json())
     assert d["metrics"] == {"psnr": "inf", "ssim": 0.5, "cp": None}
-    assert set(d) == {"sample_id", "model", "k", "protocol", "protocol_version", "metrics",
-                      "status", "error", "notes"}
+    assert set(d) == {
+        "sample_id",
+        "model",
+        "k",
+        "protocol",
+        "protocol_version",
+        "metrics",
+        "status",
+        "error",
+        "notes",
+    }
     assert Score.from_json(s.to_json()) == s
 
 

@@ -1,4 +1,4 @@
-"""medibench: evaluate text-guided medical image editing, by the papers' protocols and corrected ones."""
+"""medibench: evaluate text-guided medical image editing by paper and corrected protocols."""
 
 from medibench.samples import OVERLAY_COLORS, Perspective, Prediction, RecordError, Sample, Score
 

@@ -29,9 +29,9 @@ def _fail(message: str) -> None:
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option(help="run folder (the starter data goes in OUT/data)")] = Path(
-        "demo_run"
-    ),
+    out: Annotated[
+        Path, typer.Option(help="run folder (the starter data goes in OUT/data)")
+    ] = Path("demo_run"),
     seed: Annotated[int, typer.Option(help="seed for the starter data and the models")] = 0,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
 ) -> None:
@@ -41,8 +41,18 @@ def demo(
     t0 = time.perf_counter()
     dataset = load_dataset(f"starter:{out / 'data'}", seed=seed)
     console.print(f"starter benchmark: {len(dataset)} samples in {out / 'data'}")
-    _run(dataset, f"starter:{out / 'data'}", ["identity", "classical"], ["native@1"],
-         k=1, seed=seed, out=out, stage="all", only_failed=False, progress=progress)
+    _run(
+        dataset,
+        f"starter:{out / 'data'}",
+        ["identity", "classical"],
+        ["native@1"],
+        k=1,
+        seed=seed,
+        out=out,
+        stage="all",
+        only_failed=False,
+        progress=progress,
+    )
     _print_leaderboards(out, "native@1", csv_path=out / "results.csv")
     console.print(f"done in {time.perf_counter() - t0:.1f} s; run store {out / 'run.sqlite'}")
 
@@ -68,8 +78,18 @@ def run(
         _fail(f"--stage must be generate, score or all, not {stage!r}")
     ds = _load(load_dataset, dataset)
     protocols = protocol or [getattr(ds, "default_protocol", "native@1")]
-    _run(ds, dataset, model, protocols, k=k, seed=seed, out=out, stage=stage,
-         only_failed=only_failed, progress=progress)
+    _run(
+        ds,
+        dataset,
+        model,
+        protocols,
+        k=k,
+        seed=seed,
+        out=out,
+        stage=stage,
+        only_failed=only_failed,
+        progress=progress,
+    )
     for p in protocols:
         _print_leaderboards(out, p)
 
@@ -104,16 +124,22 @@ def score(
         ks = range(k) if k is not None else (sorted(files) or [0])
         for j in ks:
             path = files.get(j)
-            pred = Prediction(sample_id=sample.sample_id, model=name, k=j,
-                              path=str(path.resolve()) if path else None,
-                              status="ok" if path else "error",
-                              error=None if path else f"no file {sample.sample_id}_{j}.png")
+            pred = Prediction(
+                sample_id=sample.sample_id,
+                model=name,
+                k=j,
+                path=str(path.resolve()) if path else None,
+                status="ok" if path else "error",
+                error=None if path else f"no file {sample.sample_id}_{j}.png",
+            )
             rec = score_one(predictions, sample, pred, proto, load_images)
             counts[rec.status] += 1
             lines.append(rec.to_json())
     atomic_write_text(out, "\n".join(lines) + "\n")
-    console.print(f"{len(lines)} score records ({counts['ok']} ok, {counts['missing']} missing, "
-                  f"{counts['error']} error) by {proto.name}@{proto.version} -> {out}")
+    console.print(
+        f"{len(lines)} score records ({counts['ok']} ok, {counts['missing']} missing, "
+        f"{counts['error']} error) by {proto.name}@{proto.version} -> {out}"
+    )
 
 
 @app.command()
@@ -169,10 +195,16 @@ def _run(ds, dataset_spec, models, protocols, *, k, seed, out, stage, only_faile
     samples = list(ds)
     with RunStore(out) as store:
         try:
-            record_environment(store, {
-                "dataset": dataset_spec, "models": list(models), "k": k, "seed": seed,
-                "protocols": {p.name: p.version for p in protos},
-            })
+            record_environment(
+                store,
+                {
+                    "dataset": dataset_spec,
+                    "models": list(models),
+                    "k": k,
+                    "seed": seed,
+                    "protocols": {p.name: p.version for p in protos},
+                },
+            )
         except Exception as exc:
             _fail(str(exc))
         store.put_samples(samples)
@@ -180,13 +212,29 @@ def _run(ds, dataset_spec, models, protocols, *, k, seed, out, stage, only_faile
             for spec in models:
                 model = _load(resolve_model, spec)
                 name = getattr(model, "name", spec)
-                rep = generate(store, samples, model, model_name=name, k=k, seed=seed,
-                               only_failed=only_failed, progress=progress, console=err)
+                rep = generate(
+                    store,
+                    samples,
+                    model,
+                    model_name=name,
+                    k=k,
+                    seed=seed,
+                    only_failed=only_failed,
+                    progress=progress,
+                    console=err,
+                )
                 _summarise(rep, name)
         if stage in {"score", "all"}:
             for proto in protos:
-                rep = score_stage(store, samples, proto, load_images=load_images,
-                                  only_failed=only_failed, progress=progress, console=err)
+                rep = score_stage(
+                    store,
+                    samples,
+                    proto,
+                    load_images=load_images,
+                    only_failed=only_failed,
+                    progress=progress,
+                    console=err,
+                )
                 _summarise(rep, f"{proto.name}@{proto.version}")
 
 
@@ -207,8 +255,9 @@ def _print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None
         for col in ["model", "n", "missing", *shown]:
             table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
         for r in sub:
-            table.add_row(r["model"], str(r["n"]), str(r["n_missing"]),
-                          *[_fmt(r[m]) for m in shown])
+            table.add_row(
+                r["model"], str(r["n"]), str(r["n_missing"]), *[_fmt(r[m]) for m in shown]
+            )
         console.print(table)
     if csv_path is not None:
         write_leaderboard_csv(rows, csv_path)
@@ -226,8 +275,9 @@ def _index_predictions(folder: Path) -> dict[str, dict[int, Path]]:
 
 
 def _summarise(rep, label: str) -> None:
-    err.print(f"{rep.stage} {label}: {rep.done} done, {rep.skipped} already done, "
-              f"{rep.failed} failed")
+    err.print(
+        f"{rep.stage} {label}: {rep.done} done, {rep.skipped} already done, {rep.failed} failed"
+    )
     for item, msg in rep.failures[:5]:
         err.print(f"  [yellow]failed[/] {item}: {msg}")
     if len(rep.failures) > 5:

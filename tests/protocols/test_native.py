@@ -19,13 +19,27 @@ PROTO = load_protocol("native@1")
 
 
 def _sample(perspective="modification", **kw):
-    return Sample(sample_id="x", benchmark="b", input="in.png", instruction="Remove the lesion.",
-                  perspective=perspective, **kw)
+    return Sample(
+        sample_id="x",
+        benchmark="b",
+        input="in.png",
+        instruction="Remove the lesion.",
+        perspective=perspective,
+        **kw,
+    )
 
 
 def _skimage_map(a, b):
-    _, full = structural_similarity(a, b, data_range=255, gaussian_weights=True, sigma=1.5,
-                                    use_sample_covariance=False, channel_axis=-1, full=True)
+    _, full = structural_similarity(
+        a,
+        b,
+        data_range=255,
+        gaussian_weights=True,
+        sigma=1.5,
+        use_sample_covariance=False,
+        channel_axis=-1,
+        full=True,
+    )
     return full
 
 
@@ -33,11 +47,19 @@ def test_values_match_scikit_image_references():
     pred = TARGET.copy()
     pred[0:5] = 200  # a change outside the ROI, so CP < 1
     res = PROTO.score(_sample(), SampleImages(INPUT, TARGET, MASK), pred)
-    ref_ssim = structural_similarity(pred, TARGET, data_range=255, gaussian_weights=True,
-                                     sigma=1.5, use_sample_covariance=False, channel_axis=-1)
+    ref_ssim = structural_similarity(
+        pred,
+        TARGET,
+        data_range=255,
+        gaussian_weights=True,
+        sigma=1.5,
+        use_sample_covariance=False,
+        channel_axis=-1,
+    )
     assert res.metrics["ssim"] == pytest.approx(ref_ssim, abs=1e-6)
-    assert res.metrics["psnr"] == pytest.approx(peak_signal_noise_ratio(TARGET, pred,
-                                                                        data_range=255))
+    assert res.metrics["psnr"] == pytest.approx(
+        peak_signal_noise_ratio(TARGET, pred, data_range=255)
+    )
     cp_ref = _skimage_map(pred, INPUT)[~MASK].mean()
     roi_ref = _skimage_map(pred, TARGET)[MASK].mean()
     assert res.metrics["cp"] == pytest.approx(cp_ref, abs=1e-6)

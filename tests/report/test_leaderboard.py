@@ -8,17 +8,30 @@ from medibench.samples import Sample, Score
 
 
 def _sample(sid, perspective):
-    return Sample(sample_id=sid, benchmark="b", input="x.png", instruction="Do it.",
-                  perspective=perspective)
+    return Sample(
+        sample_id=sid, benchmark="b", input="x.png", instruction="Do it.", perspective=perspective
+    )
 
 
-SAMPLES = {s.sample_id: s for s in [_sample("p1", "perception"), _sample("p2", "perception"),
-                                      _sample("m1", "modification")]}
+SAMPLES = {
+    s.sample_id: s
+    for s in [
+        _sample("p1", "perception"),
+        _sample("p2", "perception"),
+        _sample("m1", "modification"),
+    ]
+}
 
 
 def _score(sid, model, status="ok", **metrics):
-    return Score(sample_id=sid, model=model, protocol="native", protocol_version="1",
-                 metrics=metrics, status=status)
+    return Score(
+        sample_id=sid,
+        model=model,
+        protocol="native",
+        protocol_version="1",
+        metrics=metrics,
+        status=status,
+    )
 
 
 def test_means_skip_missing_values_and_count_them():
@@ -31,9 +44,15 @@ def test_means_skip_missing_values_and_count_them():
     ]
     rows = leaderboard(scores, SAMPLES, metrics=["ssim", "dice", "cp_psnr"])
     by = {(r["perspective"], r["model"]): r for r in rows}
-    assert by[("perception", "a")] == {"perspective": "perception", "model": "a", "n": 2,
-                                       "n_missing": 0, "ssim": pytest.approx(0.6), "dice": 1.0,
-                                       "cp_psnr": None}
+    assert by[("perception", "a")] == {
+        "perspective": "perception",
+        "model": "a",
+        "n": 2,
+        "n_missing": 0,
+        "ssim": pytest.approx(0.6),
+        "dice": 1.0,
+        "cp_psnr": None,
+    }
     assert by[("perception", "b")]["n_missing"] == 1
     assert by[("perception", "b")]["dice"] == 0.0  # a real 0, not a missing one
     assert by[("modification", "a")]["cp_psnr"] == math.inf
@@ -44,6 +63,7 @@ def test_csv_round_trip(tmp_path):
     path = write_leaderboard_csv(rows, tmp_path / "r.csv")
     with open(path) as fh:
         assert list(csv.DictReader(fh)) == [
-            {"all": "all", "model": "a", "n": "1", "n_missing": "0", "ssim": "0.25"}]
+            {"all": "all", "model": "a", "n": "1", "n_missing": "0", "ssim": "0.25"}
+        ]
     with pytest.raises(ValueError, match="no leaderboard rows"):
         write_leaderboard_csv([], tmp_path / "e.csv")

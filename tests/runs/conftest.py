@@ -20,11 +20,19 @@ def make_native(root, n=6, size=32):
         write_image(root / "img" / f"{sid}.png", np.dstack([img] * 3))
         write_image(root / "img" / f"{sid}_t.png", np.dstack([target] * 3))
         write_image(root / "img" / f"{sid}_m.png", mask)
-        lines.append(json.dumps({
-            "sample_id": sid, "benchmark": "tiny", "input": f"img/{sid}.png",
-            "target": f"img/{sid}_t.png", "mask": f"img/{sid}_m.png",
-            "instruction": "Remove the lesion.", "perspective": "modification",
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "sample_id": sid,
+                    "benchmark": "tiny",
+                    "input": f"img/{sid}.png",
+                    "target": f"img/{sid}_t.png",
+                    "mask": f"img/{sid}_m.png",
+                    "instruction": "Remove the lesion.",
+                    "perspective": "modification",
+                }
+            )
+        )
     (root / "samples.jsonl").write_text("\n".join(lines) + "\n")
     return root
 

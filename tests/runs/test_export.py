@@ -9,10 +9,25 @@ from medibench.runs.export import export_scores
 from medibench.samples import Score
 
 SCORES = [
-    Score(sample_id="a", model="m", k=0, protocol="native", protocol_version="1",
-          metrics={"psnr": math.inf, "ssim": 0.5}, notes=("resized",)),
-    Score(sample_id="b", model="m", k=0, protocol="native", protocol_version="1",
-          metrics={"psnr": None, "ssim": None}, status="missing", error="no prediction"),
+    Score(
+        sample_id="a",
+        model="m",
+        k=0,
+        protocol="native",
+        protocol_version="1",
+        metrics={"psnr": math.inf, "ssim": 0.5},
+        notes=("resized",),
+    ),
+    Score(
+        sample_id="b",
+        model="m",
+        k=0,
+        protocol="native",
+        protocol_version="1",
+        metrics={"psnr": None, "ssim": None},
+        status="missing",
+        error="no prediction",
+    ),
 ]
 
 

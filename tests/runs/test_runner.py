@@ -32,8 +32,9 @@ class Flaky:
 def _samples(tiny_dataset):
     ds = load_dataset(f"native:{tiny_dataset}")
     # Give each sample an instruction ending in its index so Flaky knows which to fail.
-    return [s.model_copy(update={"instruction": f"Remove the lesion {i}"})
-            for i, s in enumerate(ds)]
+    return [
+        s.model_copy(update={"instruction": f"Remove the lesion {i}"}) for i, s in enumerate(ds)
+    ]
 
 
 def test_failures_are_recorded_and_only_failed_reruns_them(tiny_dataset, tmp_path):
@@ -51,8 +52,9 @@ def test_failures_are_recorded_and_only_failed_reruns_them(tiny_dataset, tmp_pat
         assert all(v is None for s in missing for v in s.metrics.values())  # never 0
 
         model.healed, model.calls = True, 0
-        rep = generate(st, samples, model, model_name="flaky", k=2, only_failed=True,
-                       progress=False)
+        rep = generate(
+            st, samples, model, model_name="flaky", k=2, only_failed=True, progress=False
+        )
         assert (rep.done, rep.failed, rep.skipped, model.calls) == (6, 0, 6, 6)
         rep = score(st, samples, proto, load_images=load_images, progress=False)
         assert rep.done == 6 and rep.skipped == 6
@@ -75,7 +77,8 @@ def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(tiny_d
     from tests.runs.conftest import make_native
 
     data = make_native(tmp_path / "data20", n=20)
-    (tmp_path / "slowmod.py").write_text(textwrap.dedent("""
+    (tmp_path / "slowmod.py").write_text(
+        textwrap.dedent("""
         import time
         import numpy as np
 
@@ -86,11 +89,23 @@ def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(tiny_d
                 out = image.copy()
                 out[0, 0, 0] = seed % 251
                 return out
-    """))
+    """)
+    )
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "medibench", "run", "--dataset", f"native:{data}",
-           "--model", "slowmod:SlowModel", "--out", str(run), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "medibench",
+        "run",
+        "--dataset",
+        f"native:{data}",
+        "--model",
+        "slowmod:SlowModel",
+        "--out",
+        str(run),
+        "--no-progress",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     db = run / "run.sqlite"
     deadline = time.time() + 120
@@ -110,8 +125,10 @@ def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(tiny_d
 
     con = sqlite3.connect(db)
     after = con.execute("SELECT sample_id, k, seed, path, created_at FROM predictions").fetchall()
-    dup = con.execute("SELECT COUNT(*) FROM (SELECT model, sample_id, k FROM predictions "
-                      "GROUP BY 1, 2, 3 HAVING COUNT(*) > 1)").fetchone()[0]
+    dup = con.execute(
+        "SELECT COUNT(*) FROM (SELECT model, sample_id, k FROM predictions "
+        "GROUP BY 1, 2, 3 HAVING COUNT(*) > 1)"
+    ).fetchone()[0]
     n_scores = con.execute("SELECT COUNT(*) FROM scores WHERE status = 'ok'").fetchone()[0]
     assert dup == 0 and len(after) == 20 and n_scores == 20
     assert set(before) <= set(after), "a finished sample was redone or lost"

@@ -8,8 +8,15 @@ from medibench.samples import Prediction, Sample, Score
 
 
 def _score(**kw):
-    d = dict(sample_id="a", model="m", k=0, protocol="native", protocol_version="1",
-             metrics={"psnr": math.inf, "ssim": 0.75, "cp": None}, error="cp: no ROI mask")
+    d = dict(
+        sample_id="a",
+        model="m",
+        k=0,
+        protocol="native",
+        protocol_version="1",
+        metrics={"psnr": math.inf, "ssim": 0.75, "cp": None},
+        error="cp: no ROI mask",
+    )
     d.update(kw)
     return Score(**d)
 
@@ -37,8 +44,13 @@ def test_new_prediction_drops_its_stale_scores(tmp_path):
 
 
 def test_samples_and_meta_round_trip(tmp_path):
-    s = Sample(sample_id="a", benchmark="b", input="/x.png", instruction="Denoise this image.",
-               perspective="transformation")
+    s = Sample(
+        sample_id="a",
+        benchmark="b",
+        input="/x.png",
+        instruction="Denoise this image.",
+        perspective="transformation",
+    )
     with RunStore(tmp_path) as st:
         st.put_samples([s])
         record_environment(st, {"dataset": "native:/d", "seed": 3, "models": ["identity"]})
@@ -68,5 +80,8 @@ def test_seed_for_is_stable_and_distinct():
     assert len({seed_for(0, "a", k) for k in range(50)}) == 50
     assert seed_for(0, "a", 0) != seed_for(1, "a", 0)
     # pinned: the per-item seed is part of a run's reproducibility contract
-    assert seed_for(0, "perception-000", 0) == int.from_bytes(
-        __import__("hashlib").sha256(b"0|perception-000|0").digest()[:4], "big") & 0x7FFFFFFF
+    assert (
+        seed_for(0, "perception-000", 0)
+        == int.from_bytes(__import__("hashlib").sha256(b"0|perception-000|0").digest()[:4], "big")
+        & 0x7FFFFFFF
+    )

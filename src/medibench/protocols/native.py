@@ -73,14 +73,16 @@ class NativeProtocol:
         else:
             _masked(res, "cp", lambda: masked_ssim(pred, inp, mask, region="outside", **_SSIM))
             _masked(
-                res, "cp_psnr",
+                res,
+                "cp_psnr",
                 lambda: masked_psnr(pred, inp, mask, data_range=255, region="outside"),
             )
             if target is None:
                 res.missing("roi_ssim", "the sample has no target image")
             else:
                 _masked(
-                    res, "roi_ssim",
+                    res,
+                    "roi_ssim",
                     lambda: masked_ssim(pred, target, mask, region="inside", **_SSIM),
                 )
 

@@ -38,14 +38,19 @@ def leaderboard(
             continue
         group = "all" if by == "all" else str(_field(sample, by))
         groups[(group, s.model or "")].append(s)
-    names = list(metrics) if metrics is not None else sorted(
-        {m for rows in groups.values() for r in rows for m in r.metrics}
+    names = (
+        list(metrics)
+        if metrics is not None
+        else sorted({m for rows in groups.values() for r in rows for m in r.metrics})
     )
     out = []
     for (group, model), rows in sorted(groups.items()):
-        row: dict = {by: group, "model": model,
-                     "n": sum(r.status == "ok" for r in rows),
-                     "n_missing": sum(r.status != "ok" for r in rows)}
+        row: dict = {
+            by: group,
+            "model": model,
+            "n": sum(r.status == "ok" for r in rows),
+            "n_missing": sum(r.status != "ok" for r in rows),
+        }
         for m in names:
             values = [r.metrics[m] for r in rows if r.metrics.get(m) is not None]
             row[m] = math.fsum(values) / len(values) if values else None

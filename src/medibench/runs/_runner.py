@@ -28,8 +28,18 @@ from medibench.samples import Prediction, Sample, Score
 
 __all__ = ["StageReport", "generate", "score", "seed_for", "resolve_model", "record_environment"]
 
-_PACKAGES = ("medibench", "numpy", "scipy", "scikit-image", "opencv-python-headless", "pillow",
-             "pydicom", "nibabel", "torch", "diffusers")
+_PACKAGES = (
+    "medibench",
+    "numpy",
+    "scipy",
+    "scikit-image",
+    "opencv-python-headless",
+    "pillow",
+    "pydicom",
+    "nibabel",
+    "torch",
+    "diffusers",
+)
 
 
 @dataclass
@@ -77,8 +87,11 @@ def record_environment(store: RunStore, config: dict[str, Any]) -> None:
                     f"{store.run_dir} was made with {key}={previous.get(key)!r}, not "
                     f"{config.get(key)!r}; use another --out folder for a different run"
                 )
-        config = {**previous, **config,
-                  "models": sorted(set(previous.get("models", [])) | set(config.get("models", [])))}
+        config = {
+            **previous,
+            **config,
+            "models": sorted(set(previous.get("models", [])) | set(config.get("models", []))),
+        }
     store.set_meta("config", config)
     versions = {}
     for pkg in _PACKAGES:
@@ -126,15 +139,26 @@ def generate(
                 image = read_image(sample.input, mode="rgb")
                 edited = model.edit(image, sample.instruction, seed=item_seed)
                 path = write_image(out_dir / f"{sample.sample_id}_{j}.png", edited)
-                pred = Prediction(sample_id=sample.sample_id, model=model_name, k=j,
-                                  path=str(path.relative_to(store.run_dir)), seed=item_seed,
-                                  elapsed_s=time.perf_counter() - t0)
+                pred = Prediction(
+                    sample_id=sample.sample_id,
+                    model=model_name,
+                    k=j,
+                    path=str(path.relative_to(store.run_dir)),
+                    seed=item_seed,
+                    elapsed_s=time.perf_counter() - t0,
+                )
                 report.done += 1
             except Exception as exc:  # a per-sample failure is recorded and the run goes on
                 msg = _describe(exc)
-                pred = Prediction(sample_id=sample.sample_id, model=model_name, k=j,
-                                  seed=item_seed, status="error", error=msg,
-                                  elapsed_s=time.perf_counter() - t0)
+                pred = Prediction(
+                    sample_id=sample.sample_id,
+                    model=model_name,
+                    k=j,
+                    seed=item_seed,
+                    status="error",
+                    error=msg,
+                    elapsed_s=time.perf_counter() - t0,
+                )
                 report.failed += 1
                 report.failures.append((f"{sample.sample_id}_{j}", msg))
             store.put_prediction(pred)
@@ -170,7 +194,9 @@ def score(
         todo.append(pred)
     todo.sort(key=lambda p: p.sample_id)  # decode each sample's images once
     cache: dict[str, Any] = {}
-    with _progress(progress, console, f"score {protocol.name}@{protocol.version}", len(todo)) as advance:
+    with _progress(
+        progress, console, f"score {protocol.name}@{protocol.version}", len(todo)
+    ) as advance:
         for pred in todo:
             sample = by_id[pred.sample_id]
             result = score_one(store.run_dir, sample, pred, protocol, load_images, cache)
@@ -184,15 +210,30 @@ def score(
     return report
 
 
-def score_one(root: Path, sample: Sample, pred: Prediction, protocol, load_images,
-              cache: dict[str, Any] | None = None) -> Score:
+def score_one(
+    root: Path,
+    sample: Sample,
+    pred: Prediction,
+    protocol,
+    load_images,
+    cache: dict[str, Any] | None = None,
+) -> Score:
     """Score one prediction; failures become a ``Score`` with status missing or error."""
-    base = dict(sample_id=sample.sample_id, model=pred.model, k=pred.k,
-                protocol=protocol.name, protocol_version=protocol.version)
+    base = dict(
+        sample_id=sample.sample_id,
+        model=pred.model,
+        k=pred.k,
+        protocol=protocol.name,
+        protocol_version=protocol.version,
+    )
     nulls = {m: None for m in protocol.metric_names}
     if pred.status != "ok" or pred.path is None:
-        return Score(**base, metrics=nulls, status="missing",
-                     error=f"no prediction: {pred.error or 'not generated'}")
+        return Score(
+            **base,
+            metrics=nulls,
+            status="missing",
+            error=f"no prediction: {pred.error or 'not generated'}",
+        )
     try:
         if cache is not None and sample.sample_id in cache:
             images = cache[sample.sample_id]
@@ -232,9 +273,14 @@ class _progress:
     def __enter__(self):
         if not self.enabled or self.total == 0:
             return lambda: None
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeRemainingColumn(), console=self.console or Console(stderr=True),
-                             transient=False)
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=self.console or Console(stderr=True),
+            transient=False,
+        )
         self._bar.__enter__()
         task = self._bar.add_task(self.label, total=self.total)
         return lambda: self._bar.advance(task)
@@ -242,4 +288,3 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.__exit__(*exc)
-

@@ -116,11 +116,22 @@ class RunStore:
             )
             self._db.execute(
                 "INSERT OR REPLACE INTO predictions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (p.model, p.sample_id, p.k, p.seed, p.path, p.status, p.error, p.elapsed_s,
-                 time.time()),
+                (
+                    p.model,
+                    p.sample_id,
+                    p.k,
+                    p.seed,
+                    p.path,
+                    p.status,
+                    p.error,
+                    p.elapsed_s,
+                    time.time(),
+                ),
             )
 
-    def predictions(self, model: str | None = None, *, status: str | None = None) -> list[Prediction]:
+    def predictions(
+        self, model: str | None = None, *, status: str | None = None
+    ) -> list[Prediction]:
         return list(self._iter_predictions(model, status))
 
     def prediction_keys(self, model: str, *, status: str | None = "ok") -> set[tuple[str, int]]:
@@ -128,7 +139,10 @@ class RunStore:
         return {(p.sample_id, p.k) for p in self._iter_predictions(model, status)}
 
     def _iter_predictions(self, model: str | None, status: str | None) -> Iterator[Prediction]:
-        sql, args = "SELECT model, sample_id, k, seed, path, status, error, elapsed_s FROM predictions", []
+        sql, args = (
+            "SELECT model, sample_id, k, seed, path, status, error, elapsed_s FROM predictions",
+            [],
+        )
         where = []
         if model is not None:
             where.append("model = ?")
@@ -140,21 +154,39 @@ class RunStore:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY model, rowid"
         for m, sid, k, seed, path, st, err, el in self._db.execute(sql, args):
-            yield Prediction(model=m, sample_id=sid, k=k, seed=seed, path=path, status=st,
-                             error=err, elapsed_s=el)
+            yield Prediction(
+                model=m,
+                sample_id=sid,
+                k=k,
+                seed=seed,
+                path=path,
+                status=st,
+                error=err,
+                elapsed_s=el,
+            )
 
     # -- scores -------------------------------------------------------------------------------
     def put_score(self, s: Score) -> None:
         with self._tx():
             self._db.execute(
                 "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (s.model or "", s.sample_id, s.k, s.protocol, s.protocol_version,
-                 json.dumps({k: _enc(v) for k, v in s.metrics.items()}), s.status, s.error,
-                 json.dumps(list(s.notes)), time.time()),
+                (
+                    s.model or "",
+                    s.sample_id,
+                    s.k,
+                    s.protocol,
+                    s.protocol_version,
+                    json.dumps({k: _enc(v) for k, v in s.metrics.items()}),
+                    s.status,
+                    s.error,
+                    json.dumps(list(s.notes)),
+                    time.time(),
+                ),
             )
 
-    def score_keys(self, protocol: str, version: str, *, status: str | None = None
-                   ) -> set[tuple[str, str, int]]:
+    def score_keys(
+        self, protocol: str, version: str, *, status: str | None = None
+    ) -> set[tuple[str, str, int]]:
         """(model, sample_id, k) triples already scored by ``protocol@version``."""
         sql = "SELECT model, sample_id, k FROM scores WHERE protocol = ? AND protocol_version = ?"
         args: list[Any] = [protocol, version]
@@ -164,8 +196,10 @@ class RunStore:
         return {(m, sid, k) for m, sid, k in self._db.execute(sql, args)}
 
     def scores(self, protocol: str | None = None) -> list[Score]:
-        sql = ("SELECT model, sample_id, k, protocol, protocol_version, metrics, status, error, "
-               "notes FROM scores")
+        sql = (
+            "SELECT model, sample_id, k, protocol, protocol_version, metrics, status, error, "
+            "notes FROM scores"
+        )
         args: list[Any] = []
         if protocol is not None:
             sql += " WHERE protocol = ?"
@@ -173,11 +207,19 @@ class RunStore:
         sql += " ORDER BY model, rowid"
         out = []
         for m, sid, k, proto, ver, metrics, st, err, notes in self._db.execute(sql, args):
-            out.append(Score(
-                sample_id=sid, model=m or None, k=k, protocol=proto, protocol_version=ver,
-                metrics={n: _dec(v) for n, v in json.loads(metrics).items()}, status=st,
-                error=err, notes=tuple(json.loads(notes)),
-            ))
+            out.append(
+                Score(
+                    sample_id=sid,
+                    model=m or None,
+                    k=k,
+                    protocol=proto,
+                    protocol_version=ver,
+                    metrics={n: _dec(v) for n, v in json.loads(metrics).items()},
+                    status=st,
+                    error=err,
+                    notes=tuple(json.loads(notes)),
+                )
+            )
         return out
 
     def _tx(self):

@@ -63,5 +63,3 @@ def _flat_rows(scores: Sequence[Score]) -> list[dict]:
             row[f"metric.{m}"] = None if v is None else float(v)
         rows.append(row)
     return rows
-
-
