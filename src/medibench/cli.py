@@ -39,7 +39,7 @@ def demo(
     from medibench.datasets import load_dataset
 
     t0 = time.perf_counter()
-    dataset = load_dataset(f"starter:{out / 'data'}", seed=seed)
+    dataset = _load(load_dataset, f"starter:{out / 'data'}", seed=seed)
     console.print(f"starter benchmark: {len(dataset)} samples in {out / 'data'}")
     _run(
         dataset,

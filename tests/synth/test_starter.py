@@ -234,5 +234,15 @@ def test_load_starter_refuses_another_version(tmp_path: Path, starter_root: Path
     copy = tmp_path / "old"
     shutil.copytree(starter_root, copy)
     (copy / "starter.json").write_text(json.dumps({"version": "0", "seed": 0, "size": 256}))
-    with pytest.raises(DatasetError, match="another version of the starter benchmark"):
+    with pytest.raises(DatasetError, match="with version='0', not '1'"):
         load_starter(copy)
+
+
+def test_load_starter_refuses_a_build_with_another_seed(tmp_path: Path, starter_root: Path) -> None:
+    copy = tmp_path / "seed0"
+    shutil.copytree(starter_root, copy)
+    assert len(load_starter(copy, seed=0)) == 24 and len(load_starter(copy)) == 24
+    with pytest.raises(DatasetError, match="with seed=0, not 1"):
+        load_starter(copy, seed=1)
+    with pytest.raises(DatasetError, match="with size=256, not 128"):
+        load_dataset(f"starter:{copy}", size=128)

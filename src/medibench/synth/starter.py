@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -77,8 +78,8 @@ def build_starter(out_dir: str | os.PathLike, *, seed: int = 0, size: int = 256)
             _write_item(work, item)
             samples.append(item.sample)
         write_native(work, samples)
-        info = f'{{"version": "{STARTER_VERSION}", "seed": {int(seed)}, "size": {int(size)}}}\n'
-        atomic_write_text(work / _INFO, info)
+        info = json.dumps({"version": STARTER_VERSION, "seed": int(seed), "size": int(size)})
+        atomic_write_text(work / _INFO, info + "\n")
         if out.exists():
             out.rmdir()  # empty, checked above
         os.replace(work, out)
@@ -89,27 +90,36 @@ def build_starter(out_dir: str | os.PathLike, *, seed: int = 0, size: int = 256)
 
 
 def load_starter(
-    path: str | os.PathLike | None = None, *, seed: int = 0, size: int = 256
+    path: str | os.PathLike | None = None, *, seed: int | None = None, size: int | None = None
 ) -> NativeDataset:
     """The starter benchmark read as a native dataset, built first if ``path`` holds none.
 
     ``path`` defaults to :func:`starter_cache_dir` (``~/.cache/medibench/starter-<version>-
-    seed<seed>``). A folder that already holds a build is read as it is (its seed and size are
-    in ``starter.json``); one built by another starter version is refused: delete it to rebuild.
+    seed<seed>``). A new build uses ``seed`` (default 0) and ``size`` (default 256). A folder that
+    already holds a build is read as it is, unless it was built by another starter version or
+    with another ``seed``/``size`` than the ones asked for: that is refused (delete it, or ask
+    for another folder), so a run never scores data it did not ask for.
     """
-    root = Path(path) if path else starter_cache_dir(seed=seed, size=size)
+    want_seed = 0 if seed is None else int(seed)
+    want_size = 256 if size is None else int(size)
+    root = Path(path) if path else starter_cache_dir(seed=want_seed, size=want_size)
     if not (root / MANIFEST).is_file():
         try:
-            build_starter(root, seed=seed, size=size)
+            build_starter(root, seed=want_seed, size=want_size)
         except (OSError, DatasetError):
             if not (root / MANIFEST).is_file():  # not a concurrent build that finished first
                 raise
-    info = root / _INFO
-    if info.is_file() and f'"version": "{STARTER_VERSION}"' not in info.read_text("utf-8"):
-        raise DatasetError(
-            f"{root} holds another version of the starter benchmark ({info.read_text().strip()}); "
-            f"this is version {STARTER_VERSION}: delete the folder to rebuild it"
-        )
+    info_path = root / _INFO
+    if info_path.is_file():
+        info = json.loads(info_path.read_text("utf-8"))
+        asked = {"version": STARTER_VERSION, "seed": seed, "size": size}
+        for key, value in asked.items():
+            if value is not None and info.get(key) != value:
+                raise DatasetError(
+                    f"{root} holds the starter benchmark with {key}={info.get(key)!r}, not "
+                    f"{value!r} ({json.dumps(info)}): delete the folder to rebuild it, or use "
+                    "another folder"
+                )
     return read_native(root, name="starter")
 
 
