@@ -59,12 +59,14 @@ def test_lesion_overlay_covers_a_bright_disc(model):
 
 def test_plural_lesions_overlay_every_blob(model):
     rng = np.random.default_rng(1)
-    discs = ellipse((128, 128), (40, 40), (10, 10)) | ellipse((128, 128), (90, 85), (12, 12))
+    small, big = ellipse((128, 128), (40, 40), (10, 10)), ellipse((128, 128), (90, 85), (12, 12))
+    discs = small | big
     image = rgb(to_uint8(30 + rng.normal(0, 8, discs.shape) + 140 * discs))
     one = overlay_to_mask(model.edit(image, "Highlight the lesion in red", seed=0), image, "red")
     every = overlay_to_mask(model.edit(image, "Mark all lesions in red", seed=0), image, "red")
-    assert dice(every, discs) > 0.9
-    assert one.sum() < 0.7 * every.sum() and (one & discs).sum() == one.sum()
+    assert dice(every, discs) > 0.9  # measured 0.941
+    # The singular marks one disc only (the larger: 0.945), not the other (0.0).
+    assert dice(one, big) > 0.9 and not (one & small).any()
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +145,52 @@ def test_removal_touches_only_the_lesion_area(model, head_ct):
     assert mask.any() and (mask & ~lesion_area).sum() == 0
     out = model.edit(rgb(lesioned), "Remove the lesion", seed=0)
     np.testing.assert_array_equal(out[~mask, 0], lesioned[~mask])
+
+
+@pytest.fixture(scope="module")
+def head_ct_auto() -> np.ndarray:
+    """The same head CT read by medibench (automatic window), 256x256 uint8."""
+    pytest.importorskip("pydicom")
+    from pydicom.data import get_testdata_file
+
+    from medibench.io import read_dicom
+
+    path = get_testdata_file("693_UNCR.dcm")
+    if path is None:
+        pytest.skip("pydicom test file 693_UNCR.dcm is not available")
+    return cv2.resize(read_dicom(path), (256, 256), interpolation=cv2.INTER_AREA)
+
+
+def _seeded_lesions(image: np.ndarray, contrast: float, seeds: range):
+    """Soft textured ellipses of radius 9 (medibench.synth) at seeded places deep in the head."""
+    from scipy import ndimage
+
+    from medibench.synth import insert_lesion
+    from medibench.synth.lesion import body_mask, choose_lesion_center
+
+    inside = ndimage.binary_erosion(body_mask(image), iterations=20)
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        centre = choose_lesion_center(inside, 9, rng)
+        yield insert_lesion(image, center=centre, radius=9, contrast=contrast, rng=rng)
+
+
+def test_detector_delineates_bright_lesions_in_a_real_ct(model, head_ct_auto):
+    scores = [
+        dice(model.removal_mask(rgb(lesioned), "lesion"), truth)
+        for lesioned, truth in _seeded_lesions(head_ct_auto, 60, range(8))
+    ]
+    # measured 0.88 0.73 0.92 0.90 0.84 0.80 0.92 0.88 (mean 0.86)
+    assert min(scores) > 0.6 and np.mean(scores) > 0.75
+
+
+def test_detector_finds_most_dark_lesions_in_a_real_ct(model, head_ct_auto):
+    scores = [
+        dice(model.removal_mask(rgb(lesioned), "dark lesion"), truth)
+        for lesioned, truth in _seeded_lesions(head_ct_auto, -60, range(8))
+    ]
+    # measured 0.90 0.50 0.84 0.86 0.89 0.00 0.91 0.08: two are lost to dark anatomy (sulci)
+    assert sum(score > 0.5 for score in scores) >= 5 and np.median(scores) > 0.7
 
 
 def test_removal_with_nothing_to_remove_returns_the_input(model):
