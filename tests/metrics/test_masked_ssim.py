@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from medibench.metrics import masked_ssim, ssim_map
+from medibench.metrics import masked_ssim, ssim, ssim_by_region, ssim_map
 
 
 @pytest.fixture()
@@ -110,3 +110,27 @@ def test_bad_arguments(ihc_pair, kwargs, mask_shape, message):
     mask[:5, :5] = True
     with pytest.raises(ValueError, match=message):
         masked_ssim(a, b, mask, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("window", ["gaussian", "uniform"])
+def test_ssim_by_region_equals_the_single_metrics(dtype, window):
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 256, (40, 36, 3), dtype=np.uint8)
+    b = np.clip(a.astype(int) + rng.integers(-30, 30, a.shape), 0, 255).astype(np.uint8)
+    roi = np.zeros((40, 36), bool)
+    roi[5:20, 10:30] = True
+    opts = dict(data_range=255, window=window, dtype=dtype)
+    got = ssim_by_region(a, b, roi, dilate=2, **opts)
+    assert got["full"] == ssim(a, b, **opts)
+    assert got["outside"] == masked_ssim(a, b, roi, dilate=2, **opts)
+    assert got["inside"] == masked_ssim(a, b, roi, dilate=2, region="inside", **opts)
+    assert list(ssim_by_region(a, b, roi, regions=("inside",), **opts)) == ["inside"]
+
+
+def test_ssim_by_region_rejects_unknown_regions_and_empty_ones():
+    a = np.zeros((16, 16), np.uint8)
+    with pytest.raises(ValueError, match="subset of"):
+        ssim_by_region(a, a, a > 0, data_range=255, regions=("border",))
+    with pytest.raises(ValueError, match="inside"):
+        ssim_by_region(a, a, a > 0, data_range=255, regions=("inside",))

@@ -56,14 +56,14 @@ def test_values_match_scikit_image_references():
         use_sample_covariance=False,
         channel_axis=-1,
     )
-    assert res.metrics["ssim"] == pytest.approx(ref_ssim, abs=1e-6)
+    assert res.metrics["ssim"] == pytest.approx(ref_ssim, abs=1e-5)
     assert res.metrics["psnr"] == pytest.approx(
         peak_signal_noise_ratio(TARGET, pred, data_range=255)
     )
     cp_ref = _skimage_map(pred, INPUT)[~MASK].mean()
     roi_ref = _skimage_map(pred, TARGET)[MASK].mean()
-    assert res.metrics["cp"] == pytest.approx(cp_ref, abs=1e-6)
-    assert res.metrics["roi_ssim"] == pytest.approx(roi_ref, abs=1e-6)
+    assert res.metrics["cp"] == pytest.approx(cp_ref, abs=1e-5)
+    assert res.metrics["roi_ssim"] == pytest.approx(roi_ref, abs=1e-5)
     diff = (pred.astype(float) - INPUT)[~MASK]
     assert res.metrics["cp_psnr"] == pytest.approx(10 * math.log10(255**2 / np.mean(diff**2)))
     assert "dice" not in res.metrics and res.error is None and res.notes == []

@@ -11,7 +11,7 @@ Every function that compares intensities takes an explicit ``data_range``: it is
 """
 
 from medibench.metrics.color import delta_e76, rgb_to_lab
-from medibench.metrics.masked_ssim import masked_ssim
+from medibench.metrics.masked_ssim import masked_ssim, ssim_by_region
 from medibench.metrics.overlap import dice, iou, miedb_dice, perception_accuracy
 from medibench.metrics.overlay import blend_overlay, overlay_ill_conditioned, overlay_to_mask
 from medibench.metrics.paint_iou import paint_iou, resize_cover
@@ -25,6 +25,7 @@ __all__ = [
     "iou",
     "masked_psnr",
     "masked_ssim",
+    "ssim_by_region",
     "miedb_dice",
     "overlay_ill_conditioned",
     "overlay_to_mask",
