@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from medibench.metrics._region import Region, select_region
-from medibench.metrics.ssim import Window, _as_hwc, _ssim_hwc
+from medibench.metrics.ssim import Window, _as_hwc, _cropped_mean, _ssim_hwc
 
 __all__ = ["masked_ssim", "ssim_by_region"]
 
@@ -115,13 +115,7 @@ def ssim_by_region(
     )
     out = {}
     for r in regions:
-        if r == "full":
-            pad = (win - 1) // 2
-            h, w = s.shape[:2]
-            inner = s[pad : h - pad, pad : w - pad]
-            out[r] = float(inner.sum(axis=0).sum(dtype=np.float64) / inner.size)
-        else:
-            out[r] = _region_mean(s, chosen[r])
+        out[r] = _cropped_mean(s, win) if r == "full" else _region_mean(s, chosen[r])
     return out
 
 

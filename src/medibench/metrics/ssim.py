@@ -119,14 +119,19 @@ def ssim(
     s, win = _ssim_hwc(
         x, y, data_range, window, win_size, sigma, k1, k2, use_sample_covariance, dtype
     )
+    return _cropped_mean(s, win)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _cropped_mean(s: np.ndarray, win: int) -> float:
+    """Mean of an ``(H, W, C)`` map without a ``(win - 1) // 2`` border (scikit-image's crop)."""
     pad = (win - 1) // 2
     h, w = s.shape[:2]
     inner = s[pad : h - pad, pad : w - pad]
     # Column sums first: a float64 mean over a strided crop is 4x slower than this.
-    return float(inner.sum(axis=0).sum(dtype=np.float64) / (inner.size))
-
-
-# --- helpers ---------------------------------------------------------------------------------
+    return float(inner.sum(axis=0).sum(dtype=np.float64) / inner.size)
 
 
 def _as_hwc(
