@@ -17,13 +17,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from medibench.datasets._base import DatasetError, SampleImages, load_images
+from medibench.datasets._base import DatasetError, SampleImages, load_images, resolve_inside
+from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
 from medibench.datasets.native import MANIFEST, NativeDataset, read_native, write_native
 from medibench.registry import Registry
 
 __all__ = [
     "DATASETS",
+    "Dataset",
     "DatasetError",
+    "PredictionIndex",
+    "index_predictions",
+    "resolve_inside",
     "MANIFEST",
     "NativeDataset",
     "SampleImages",

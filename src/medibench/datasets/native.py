@@ -18,14 +18,14 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from medibench.datasets._base import DatasetError, resolve_inside
+from medibench.datasets._dataset import Dataset
 from medibench.io import atomic_write_bytes, atomic_write_text
 from medibench.samples import Sample
 
@@ -37,41 +37,13 @@ MANIFEST = "samples.jsonl"
 _IMAGE_FIELDS = ("input", "target", "mask")
 
 
-class NativeDataset:
+class NativeDataset(Dataset):
     """The samples of a native dataset folder, in manifest order, with absolute image paths.
 
-    Attributes:
-        name: the dataset's name (the folder name unless given).
-        root: the resolved dataset folder.
+    Predictions are found in medibench's own layout (``<model>/<sample_id>_<k>.png``).
     """
 
-    def __init__(self, name: str, root: Path, samples: Iterable[Sample]) -> None:
-        self.name = name
-        self.root = root
-        self._samples = tuple(samples)
-        self._by_id = {s.sample_id: s for s in self._samples}
-
-    def __len__(self) -> int:
-        return len(self._samples)
-
-    def __iter__(self) -> Iterator[Sample]:
-        return iter(self._samples)
-
-    def __repr__(self) -> str:
-        return f"NativeDataset(name={self.name!r}, root={str(self.root)!r}, samples={len(self)})"
-
-    def get(self, sample_id: str) -> Sample:
-        """The sample with this id; ``KeyError`` naming close ids when there is none."""
-        try:
-            return self._by_id[sample_id]
-        except KeyError:
-            close = difflib.get_close_matches(sample_id, self._by_id, n=3, cutoff=0.6)
-            hint = f" Did you mean: {', '.join(close)}?" if close else ""
-            raise KeyError(f"dataset '{self.name}' has no sample '{sample_id}'.{hint}") from None
-
-    def sample_ids(self) -> list[str]:
-        """All sample ids, in manifest order."""
-        return [s.sample_id for s in self._samples]
+    default_protocols = ("native@1",)
 
 
 def read_native(root: str | os.PathLike, *, name: str | None = None) -> NativeDataset:

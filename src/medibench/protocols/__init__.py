@@ -6,10 +6,24 @@
 
 from __future__ import annotations
 
-from medibench.protocols._base import ProtocolResult, ScoringProtocol
+from medibench.protocols._base import (
+    NOT_JUDGED,
+    Aggregation,
+    KReduction,
+    ProtocolResult,
+    ScoringProtocol,
+)
 from medibench.registry import Registry
 
-__all__ = ["PROTOCOLS", "ProtocolResult", "ScoringProtocol", "load_protocol"]
+__all__ = [
+    "NOT_JUDGED",
+    "PROTOCOLS",
+    "Aggregation",
+    "KReduction",
+    "ProtocolResult",
+    "ScoringProtocol",
+    "load_protocol",
+]
 
 PROTOCOLS: Registry[ScoringProtocol] = Registry("protocol")
 PROTOCOLS.register(

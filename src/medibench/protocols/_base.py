@@ -1,23 +1,57 @@
-"""What a protocol is: metric names + settings + resize policy, with a version.
+"""What a protocol is: metric names + settings + resize policy + aggregation, with a version.
 
 A protocol scores one prediction of one sample and returns metric values, with a reason for each
 value it could not compute (never a 0 in its place) and notes for what it did to the inputs
 (a resize, for instance). Its ``name`` and ``version`` go into every score record; changing what a
-protocol computes means a new version.
+protocol computes means a new version. How records become table values (which of k outputs
+counts, how a missing output counts, which groups and which macro averages) is part of the
+protocol too: its :class:`Aggregation`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, runtime_checkable
 from typing import Protocol as _Protocol
-from typing import runtime_checkable
 
 import numpy as np
 
 from medibench.datasets import SampleImages
 from medibench.samples import Sample
 
-__all__ = ["ScoringProtocol", "ProtocolResult"]
+__all__ = ["Aggregation", "KReduction", "ScoringProtocol", "ProtocolResult", "NOT_JUDGED"]
+
+#: The reason recorded for a judge-based metric that no judge has filled yet.
+NOT_JUDGED = "not judged (run `medibench judge` to fill it)"
+
+KReduction = Literal["first", "best", "mean"]
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """How a protocol's score records become table values.
+
+    Attributes:
+        k_modes: ``(label, reduction)`` pairs, one table column set each. ``"first"``: the
+            first available output (lowest k with a prediction; MieDB's "@1"); ``"best"``: the
+            best value over the available outputs, per metric (MieDB's "@k"); ``"mean"``: the
+            mean over the available outputs.
+        missing: how a sample with no output at all counts: ``"skip"`` (left out of the means,
+            counted in ``n_missing``) or ``"zero"`` (every metric counts as 0, as MieDB's
+            official scripts do; still counted in ``n_missing``).
+        group_by: sample fields (or ``metadata.<key>``) to break the table down by; an overall
+            row (``all``) is always added.
+        macro_over: a hierarchy of fields for the named macro average of the overall row: the
+            mean over groups of the first field of the means over groups of the next, and so on
+            (``("region",)``: mean of region means; ``("metadata.category", "task")``: PaintBench).
+        lower_is_better: metrics for which "best" means the smallest value.
+    """
+
+    k_modes: tuple[tuple[str, KReduction], ...] = (("@1", "first"),)
+    missing: Literal["skip", "zero"] = "skip"
+    group_by: tuple[str, ...] = ("perspective",)
+    macro_over: tuple[str, ...] = ()
+    lower_is_better: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -42,12 +76,27 @@ class ProtocolResult:
 
 @runtime_checkable
 class ScoringProtocol(_Protocol):
-    """A benchmark's scoring rules."""
+    """A benchmark's scoring rules.
+
+    Attributes:
+        name, version: written into every score record.
+        description: one line for ``medibench protocols``.
+        metric_names: every metric the records carry (computed here or filled by a judge).
+        judged_metrics: the subset filled by a judge stage; until then they are ``None`` with
+            :data:`NOT_JUDGED` as the reason, never 0.
+        aggregation: how records become table values.
+
+    A protocol may also define ``load_images(sample) -> SampleImages`` when it must read the
+    files its own way (the paper protocols read raw mask levels, for instance); the runner uses
+    :func:`medibench.datasets.load_images` otherwise.
+    """
 
     name: str
     version: str
     description: str
     metric_names: tuple[str, ...]
+    judged_metrics: tuple[str, ...]
+    aggregation: Aggregation
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
         """Score ``prediction`` (uint8 RGB, any size) for ``sample`` given its decoded images."""

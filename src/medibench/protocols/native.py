@@ -37,7 +37,7 @@ from medibench.metrics import (
     ssim,
     ssim_by_region,
 )
-from medibench.protocols._base import ProtocolResult
+from medibench.protocols._base import Aggregation, ProtocolResult
 from medibench.samples import Perspective, Sample
 
 __all__ = ["NativeProtocol"]
@@ -65,6 +65,10 @@ class NativeProtocol:
         "ROI SSIM vs target; Dice of the overlay-recovered mask (perception)"
     )
     metric_names: tuple[str, ...] = ("ssim", "psnr", "cp", "cp_psnr", "roi_ssim", "dice")
+    judged_metrics: tuple[str, ...] = ()
+    aggregation: Aggregation = Aggregation(
+        k_modes=(("@1", "first"),), missing="skip", group_by=("perspective", "task")
+    )
 
     def score(self, sample: Sample, images, prediction: np.ndarray) -> ProtocolResult:
         res = ProtocolResult()

@@ -1,0 +1,165 @@
+"""The dataset object every adapter returns, and where model outputs are found.
+
+A :class:`Dataset` holds :class:`~medibench.samples.Sample` records with absolute paths, the
+problems met while reading the layout (samples skipped or incomplete: reported, never fatal), the
+protocols that score it by default, and how its published model outputs are laid out on disk
+(:meth:`Dataset.find_predictions`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from medibench.samples import Sample
+
+__all__ = ["Dataset", "PredictionIndex", "index_predictions"]
+
+
+@dataclass
+class PredictionIndex:
+    """Prediction files found in a folder, by model, sample id and k.
+
+    Attributes:
+        files: ``{model: {sample_id: {k: path}}}``.
+        unknown: ``(model, path)`` of files whose sample id is not in the benchmark (reported and
+            ignored).
+    """
+
+    files: dict[str, dict[str, dict[int, Path]]] = field(default_factory=dict)
+    unknown: list[tuple[str, Path]] = field(default_factory=list)
+
+    @property
+    def models(self) -> list[str]:
+        return sorted(self.files)
+
+    def add(self, model: str, sample_id: str, k: int, path: Path) -> None:
+        self.files.setdefault(model, {}).setdefault(sample_id, {})[k] = path
+
+
+class Dataset:
+    """Samples of one benchmark, in layout order, with absolute image paths.
+
+    Attributes:
+        name: the dataset's name.
+        root: the folder it was read from.
+        problems: human-readable reports of what could not be read (a sample without its mask,
+            a missing file, a truncated field); the samples concerned are skipped or kept as the
+            adapter documents.
+        default_protocols: protocol specs (``name@version``) that score it when none is given.
+        expected_k: outputs per sample the official protocol expects (``None``: what is there).
+    """
+
+    default_protocols: tuple[str, ...] = ("native@1",)
+    expected_k: int | None = None
+    #: file name pattern of one output in a model's folder; ``sid`` and ``k`` groups.
+    prediction_pattern: re.Pattern[str] = re.compile(r"^(?P<sid>.+)_(?P<k>\d+)\.png$")
+
+    def __init__(
+        self,
+        name: str,
+        root: Path,
+        samples: Iterable[Sample],
+        *,
+        problems: Sequence[str] = (),
+    ) -> None:
+        self.name = name
+        self.root = root
+        self._samples = tuple(samples)
+        self._by_id = {s.sample_id: s for s in self._samples}
+        self.problems = list(problems)
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self._samples)
+
+    def __contains__(self, sample_id: object) -> bool:
+        return sample_id in self._by_id
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, root={str(self.root)!r}, "
+            f"samples={len(self)})"
+        )
+
+    def get(self, sample_id: str) -> Sample:
+        """The sample with this id; ``KeyError`` naming close ids when there is none."""
+        try:
+            return self._by_id[sample_id]
+        except KeyError:
+            close = difflib.get_close_matches(sample_id, self._by_id, n=3, cutoff=0.6)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise KeyError(f"dataset '{self.name}' has no sample '{sample_id}'.{hint}") from None
+
+    def sample_ids(self) -> list[str]:
+        """All sample ids, in layout order."""
+        return [s.sample_id for s in self._samples]
+
+    def find_predictions(
+        self, folder: str | Path, *, models: Sequence[str] | None = None, model: str | None = None
+    ) -> PredictionIndex:
+        """Index the outputs in ``folder``: one sub-folder per model, files
+        ``<sample_id>_<k>.png`` (medibench's own layout). A folder that holds the PNG files
+        directly is one model, named ``model`` (default: the folder's name).
+
+        Adapters whose official layout differs override this.
+        """
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"predictions folder {folder} does not exist")
+        if any(p.suffix.lower() == ".png" for p in folder.iterdir() if p.is_file()):
+            return index_predictions(
+                {model or folder.name: folder}, self.prediction_pattern, self._by_id
+            )
+        return index_predictions(
+            _model_folders(folder, models), self.prediction_pattern, self._by_id
+        )
+
+
+def index_predictions(
+    model_folders: dict[str, Path],
+    pattern: re.Pattern[str],
+    known: Iterable[str],
+    *,
+    id_of: dict[str, str] | None = None,
+) -> PredictionIndex:
+    """Index each model folder's files matching ``pattern`` (groups ``sid`` and ``k``).
+
+    ``id_of`` maps the ``sid`` group to a sample id when the layout names files by something
+    else (MieDB names outputs after the target file). Files with ids not in ``known`` go to
+    ``unknown``.
+    """
+    known = set(known)
+    index = PredictionIndex()
+    for model, folder in model_folders.items():
+        index.files.setdefault(model, {})
+        for path in sorted(folder.iterdir()):
+            m = pattern.match(path.name)
+            if not m or not path.is_file():
+                continue
+            sid = m["sid"] if id_of is None else id_of.get(m["sid"], m["sid"])
+            if sid not in known:
+                index.unknown.append((model, path))
+                continue
+            index.add(model, sid, int(m["k"]), path)
+    return index
+
+
+def _model_folders(folder: Path, models: Sequence[str] | None) -> dict[str, Path]:
+    found = {
+        p.name: p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")
+    }
+    if models is None:
+        return found
+    missing = [m for m in models if m not in found]
+    if missing:
+        raise FileNotFoundError(
+            f"no folder for model(s) {', '.join(missing)} in {folder}; "
+            f"found: {', '.join(found) or '(none)'}"
+        )
+    return {m: found[m] for m in models}
