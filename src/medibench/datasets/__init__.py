@@ -46,6 +46,26 @@ DATASETS.register(
     help="a folder with samples.jsonl: native:/path/to/folder",
 )
 DATASETS.register(
+    "medebench",
+    "medibench.datasets.medebench:read_medebench",
+    help="MedEBench (repo root or its editing/ folder): medebench:/path",
+)
+DATASETS.register(
+    "miedb",
+    "medibench.datasets.miedb:read_miedb",
+    help="MieDB-100k benchmark split (dataBenchmark/ with metadata.json): miedb:/path",
+)
+DATASETS.register(
+    "medgen",
+    "medibench.datasets.medgen:read_medgen",
+    help="MedGEN-Bench (edit.jsonl, vqa.jsonl, gen.jsonl and images): medgen:/path",
+)
+DATASETS.register(
+    "paintbench",
+    "medibench.datasets.paintbench:read_paintbench",
+    help="PaintBench layout (<task>/NNN_input.png, NNN_answer.png, NNN.json): paintbench:/path",
+)
+DATASETS.register(
     "starter",
     "medibench.synth.starter:load_starter",
     help="the built-in starter benchmark (24 samples), built on first use: starter[:/folder]",

@@ -32,8 +32,48 @@ PROTOCOLS.register(
     help="medibench corrected metrics: SSIM/PSNR vs target, CP outside the ROI, ROI SSIM, Dice",
 )
 
+for _spec, _target, _help in (
+    (
+        "medebench@paper",
+        "medebench:MedEBenchPaperProtocol",
+        "MedEBench as the official script computes CP (ROI zero-filled, skimage defaults)",
+    ),
+    (
+        "medebench@1",
+        "medebench:MedEBenchProtocol",
+        "MedEBench corrected: CP = SSIM-map mean outside the ROI, masked PSNR, ROI fidelity",
+    ),
+    (
+        "miedb@paper",
+        "miedb:MieDBPaperProtocol",
+        "MieDB-100k as the shipped scripts compute it (overlay Dice @1/@k, 'background' PSNR/SSIM)",
+    ),
+    (
+        "miedb@1",
+        "miedb:MieDBProtocol",
+        "MieDB-100k corrected: background PSNR/SSIM vs input outside the label, stored masks",
+    ),
+    (
+        "medgen@code",
+        "medgen:MedGenCodeProtocol",
+        "MedGEN-Bench image tier as its evaluation code computes it (Lanczos, PSNR cap 100)",
+    ),
+    (
+        "paintbench@1",
+        "paintbench:PaintBenchProtocol",
+        "PaintBench DeltaE76 IoU over thresholds 0..10, macro over tasks then categories",
+    ),
+):
+    PROTOCOLS.register(_spec, f"medibench.protocols.{_target}", help=_help)
+
 #: The version a bare name resolves to.
-LATEST = {"native": "native@1"}
+LATEST = {
+    "native": "native@1",
+    "medebench": "medebench@1",
+    "miedb": "miedb@1",
+    "medgen": "medgen@code",
+    "paintbench": "paintbench@1",
+}
 
 
 def load_protocol(spec: str) -> ScoringProtocol:
