@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from medibench.io import read_image, write_image
+from medibench.protocols._base import NOT_JUDGED
 from medibench.runs._store import RunStore, RunStoreError
 from medibench.samples import Prediction, Sample, Score
 
@@ -218,7 +219,13 @@ def score_one(
     load_images,
     cache: dict[str, Any] | None = None,
 ) -> Score:
-    """Score one prediction; failures become a ``Score`` with status missing or error."""
+    """Score one prediction; failures become a ``Score`` with status missing or error.
+
+    The protocol's own ``load_images(sample)`` and ``read_prediction(path)`` are used when it
+    defines them (paper protocols that must read files as the official code does); otherwise
+    ``load_images`` and ``read_image(path, mode="rgb")``. Judge-based metrics the protocol
+    declares are ``None`` with :data:`~medibench.protocols.NOT_JUDGED` as the reason.
+    """
     base = dict(
         sample_id=sample.sample_id,
         model=pred.model,
@@ -238,13 +245,18 @@ def score_one(
         if cache is not None and sample.sample_id in cache:
             images = cache[sample.sample_id]
         else:
-            images = load_images(sample)
+            images = getattr(protocol, "load_images", load_images)(sample)
             if cache is not None:
                 cache.clear()
                 cache[sample.sample_id] = images
         path = Path(pred.path)
-        prediction = read_image(path if path.is_absolute() else root / path, mode="rgb")
+        path = path if path.is_absolute() else root / path
+        reader = getattr(protocol, "read_prediction", None)
+        prediction = reader(path) if reader else read_image(path, mode="rgb")
         res = protocol.score(sample, images, prediction)
+        for name in getattr(protocol, "judged_metrics", ()):
+            if name not in res.metrics:
+                res.missing(name, NOT_JUDGED)
     except Exception as exc:
         return Score(**base, metrics=nulls, status="error", error=_describe(exc))
     return Score(**base, metrics=res.metrics, status="ok", error=res.error, notes=tuple(res.notes))
