@@ -40,7 +40,7 @@ def test_score_writes_one_record_per_sample_and_k(tmp_path):
         ],
     )
     assert res.exit_code == 0, res.output
-    assert "5 score records (3 ok, 1 missing, 1 error)" in res.output
+    assert "5 score records (3 ok, 1 missing, 1 error) for 1 model(s)" in res.output
     recs = {(r.sample_id, r.k): r for r in map(Score.from_json, out.read_text().splitlines())}
     assert set(recs) == {("s000", 0), ("s000", 1), ("s001", 0), ("s002", 0), ("s003", 0)}
     perfect = recs[("s000", 0)]
@@ -52,7 +52,7 @@ def test_score_writes_one_record_per_sample_and_k(tmp_path):
     assert bad.status == "error" and "ImageReadError" in bad.error
     assert all(v is None for v in bad.metrics.values())
     missing = recs[("s003", 0)]
-    assert missing.status == "missing" and "no file s003_0.png" in missing.error
+    assert missing.status == "missing" and "no output for k=0" in missing.error
     assert set(json.loads(out.read_text().splitlines()[0])) >= {
         "sample_id",
         "model",
@@ -112,14 +112,15 @@ def test_demo_prints_leaderboards_and_export_round_trips(tmp_path):
     assert res.exit_code == 0, res.output
     for title in ("perception (native@1)", "modification (native@1)", "transformation (native@1)"):
         assert title in res.output
-    rows = list(csv.DictReader(open(out / "results.csv")))
-    assert {(r["perspective"], r["model"]) for r in rows} == {
+    rows = [r for r in csv.DictReader(open(out / "results.csv")) if r["by"] == "perspective"]
+    assert {(r["group"], r["model"]) for r in rows} == {
         (p, m)
         for p in ("perception", "modification", "transformation")
         for m in ("identity", "classical")
     }
     assert all(r["n"] == "8" and r["n_missing"] == "0" for r in rows)
-    by = {(r["perspective"], r["model"]): r for r in rows}
+    assert {r["protocol"] + "@" + r["protocol_version"] for r in rows} == {"native@1"}
+    by = {(r["group"], r["model"]): r for r in rows}
     # the brief's bar: classical beats identity on at least one perspective
     assert float(by[("perception", "classical")]["dice"]) > 0.5
     assert float(by[("perception", "identity")]["dice"]) == 0.0
@@ -140,3 +141,48 @@ def test_registry_listings():
     for cmd, name in (("models", "classical"), ("datasets", "native"), ("protocols", "native@1")):
         res = runner.invoke(app, [cmd])
         assert res.exit_code == 0 and name in res.output
+
+
+def test_score_several_models_in_sub_folders_and_unknown_ids(tmp_path):
+    from medibench.io import read_image
+
+    data = make_native(tmp_path / "data", n=3)
+    preds = tmp_path / "outputs"
+    for m in ("good", "blank"):
+        (preds / m).mkdir(parents=True)
+    for i in range(3):
+        target = read_image(data / "img" / f"s{i:03d}_t.png")
+        write_image(preds / "good" / f"s{i:03d}_0.png", target)
+        write_image(preds / "blank" / f"s{i:03d}_0.png", np.zeros((32, 32, 3), np.uint8))
+    write_image(preds / "good" / "zzz_0.png", np.zeros((32, 32, 3), np.uint8))
+    out = tmp_path / "s.jsonl"
+    summary = tmp_path / "summary.csv"
+    args = ["score", "--predictions", str(preds), "--out", str(out), "--no-progress"]
+    res = runner.invoke(app, [*args, "--dataset", str(data), "--summary", str(summary)])
+    assert res.exit_code == 0, res.output
+    assert "ignored 1 output(s) for ids not in the benchmark: zzz_0.png" in res.output
+    recs = [Score.from_json(x) for x in out.read_text().splitlines()]
+    assert sorted({r.model for r in recs}) == ["blank", "good"] and len(recs) == 6
+    rows = {(r["model"], r["by"], r["group"]): r for r in csv.DictReader(open(summary))}
+    assert rows[("good", "all", "micro")]["psnr"] == "inf"
+    assert float(rows[("blank", "all", "micro")]["psnr"]) < 20
+    only = runner.invoke(app, [*args, "--dataset", f"native:{data}", "--model", "good"])
+    assert only.exit_code == 0 and "for 1 model(s)" in only.output
+    bad = runner.invoke(app, [*args, "--dataset", f"native:{data}", "--model", "nope"])
+    assert bad.exit_code == 2 and "no folder for model(s) nope" in bad.output
+
+
+def test_plain_folder_without_a_known_layout(tmp_path):
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            "--dataset",
+            str(tmp_path),
+            "--predictions",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o.jsonl"),
+        ],
+    )
+    assert res.exit_code == 2 and "no known dataset layout" in res.output

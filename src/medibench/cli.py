@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import time
 from pathlib import Path
 from typing import Annotated
@@ -77,7 +76,7 @@ def run(
     if stage not in {"generate", "score", "all"}:
         _fail(f"--stage must be generate, score or all, not {stage!r}")
     ds = _load(load_dataset, dataset)
-    protocols = protocol or [getattr(ds, "default_protocol", "native@1")]
+    protocols = protocol or list(ds.default_protocols)
     _run(
         ds,
         dataset,
@@ -96,50 +95,91 @@ def run(
 
 @app.command()
 def score(
-    dataset: Annotated[str, typer.Option(help="dataset spec, e.g. native:DIR")],
-    predictions: Annotated[Path, typer.Option(help="folder of <sample_id>_<k>.png files")],
+    dataset: Annotated[
+        str, typer.Option(help="dataset spec (native:DIR, medebench:DIR, miedb:DIR, ...) or DIR")
+    ],
+    predictions: Annotated[
+        Path,
+        typer.Option(
+            help="folder with one sub-folder per model (generated_images/, eval_results/, "
+            "model_outputs/), or one model's <sample_id>_<k>.png files"
+        ),
+    ],
     out: Annotated[Path, typer.Option(help="score records, one JSON object per line")],
-    protocol: Annotated[str | None, typer.Option(help="protocol name@version")] = None,
-    model: Annotated[str | None, typer.Option(help="model name to put in the records")] = None,
-    k: Annotated[
-        int | None, typer.Option(min=1, help="expect k outputs per sample (default: what is there)")
+    protocol: Annotated[
+        list[str] | None,
+        typer.Option(help="protocol name@version (repeatable; default: the dataset's)"),
     ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(help="models to score (default: all), or the name of a one-model folder"),
+    ] = None,
+    k: Annotated[
+        int | None,
+        typer.Option(min=1, help="outputs expected per sample (default: the benchmark's)"),
+    ] = None,
+    summary: Annotated[Path | None, typer.Option(help="also write the summary as CSV")] = None,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="group the summary by these sample fields (perspective, task, region, "
+            "modality, metadata.KEY; repeatable; default: the protocol's)"
+        ),
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
-    """Score a folder of predictions; a missing prediction is a 'missing' record, never a 0."""
-    from medibench.datasets import load_dataset, load_images
+    """Score existing model outputs; a missing output is a 'missing' record, never a 0."""
+    from medibench.datasets import load_dataset
     from medibench.io import atomic_write_text
     from medibench.protocols import load_protocol
-    from medibench.runs import score_one
-    from medibench.samples import Prediction
+    from medibench.runs import score_predictions
 
     ds = _load(load_dataset, dataset)
-    proto = _load(load_protocol, protocol or getattr(ds, "default_protocol", "native@1"))
-    if not predictions.is_dir():
-        _fail(f"--predictions {predictions}: not a folder")
-    found = _index_predictions(predictions)
-    lines, counts = [], {"ok": 0, "missing": 0, "error": 0}
-    name = model or predictions.name
-    for sample in ds:
-        files = found.get(sample.sample_id, {})
-        ks = range(k) if k is not None else (sorted(files) or [0])
-        for j in ks:
-            path = files.get(j)
-            pred = Prediction(
-                sample_id=sample.sample_id,
-                model=name,
-                k=j,
-                path=str(path.resolve()) if path else None,
-                status="ok" if path else "error",
-                error=None if path else f"no file {sample.sample_id}_{j}.png",
-            )
-            rec = score_one(predictions, sample, pred, proto, load_images)
-            counts[rec.status] += 1
-            lines.append(rec.to_json())
-    atomic_write_text(out, "\n".join(lines) + "\n")
-    console.print(
-        f"{len(lines)} score records ({counts['ok']} ok, {counts['missing']} missing, "
-        f"{counts['error']} error) by {proto.name}@{proto.version} -> {out}"
+    for problem in ds.problems[:5]:
+        err.print(f"[yellow]dataset:[/] {problem}")
+    if len(ds.problems) > 5:
+        err.print(f"[yellow]dataset:[/] ... and {len(ds.problems) - 5} more problems")
+    protos = [_load(load_protocol, p) for p in (protocol or ds.default_protocols)]
+    flat = predictions.is_dir() and any(p.suffix.lower() == ".png" for p in predictions.iterdir())
+    if flat and model and len(model) > 1:
+        _fail(f"{predictions} holds one model's files: give at most one --model (its name)")
+    index = _load(
+        ds.find_predictions,
+        predictions,
+        models=None if flat else model,
+        model=model[0] if flat and model else None,
     )
+    if not index.models:
+        _fail(f"no model outputs found in {predictions}")
+    if index.unknown:
+        names = ", ".join(p.name for _, p in index.unknown[:5])
+        more = f" and {len(index.unknown) - 5} more" if len(index.unknown) > 5 else ""
+        err.print(
+            f"[yellow]ignored {len(index.unknown)} output(s) for ids not in the benchmark:[/] "
+            f"{names}{more}"
+        )
+    records = score_predictions(
+        ds, index, protos, k=k or ds.expected_k, progress=progress, console=err
+    )
+    atomic_write_text(out, "".join(r.to_json() + "\n" for r in records))
+    counts = {st: sum(r.status == st for r in records) for st in ("ok", "missing", "error")}
+    console.print(
+        f"{len(records)} score records ({counts['ok']} ok, {counts['missing']} missing, "
+        f"{counts['error']} error) for {len(index.models)} model(s) by "
+        f"{', '.join(f'{p.name}@{p.version}' for p in protos)} -> {out}"
+    )
+    samples = {s.sample_id: s for s in ds}
+    rows = []
+    for proto in protos:
+        mine = [
+            r for r in records if (r.protocol, r.protocol_version) == (proto.name, proto.version)
+        ]
+        rows += _print_summary(mine, samples, proto, by=by)
+    if summary is not None:
+        from medibench.report import write_rows_csv
+
+        write_rows_csv(rows, summary)
+        console.print(f"summary -> {summary}")
 
 
 @app.command()
@@ -240,38 +280,75 @@ def _run(ds, dataset_spec, models, protocols, *, k, seed, out, stage, only_faile
 
 def _print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None = None) -> None:
     from medibench.protocols import load_protocol
-    from medibench.report import leaderboard, write_leaderboard_csv
+    from medibench.report import write_rows_csv
     from medibench.runs import RunStore
 
     proto = load_protocol(protocol_spec)
     with RunStore.open_existing(run_dir) as store:
         scores = [s for s in store.scores(proto.name) if s.protocol_version == proto.version]
         samples = {s.sample_id: s for s in store.samples()}
-    rows = leaderboard(scores, samples, by="perspective", metrics=list(proto.metric_names))
-    for group in sorted({r["perspective"] for r in rows}):
-        table = Table(title=f"{group} ({proto.name}@{proto.version})")
-        sub = [r for r in rows if r["perspective"] == group]
-        shown = [m for m in proto.metric_names if any(r[m] is not None for r in sub)]
-        for col in ["model", "n", "missing", *shown]:
-            table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
-        for r in sub:
-            table.add_row(
-                r["model"], str(r["n"]), str(r["n_missing"]), *[_fmt(r[m]) for m in shown]
-            )
-        console.print(table)
+    rows = _print_summary(scores, samples, proto)
     if csv_path is not None:
-        write_leaderboard_csv(rows, csv_path)
+        write_rows_csv(rows, csv_path)
         console.print(f"leaderboard -> {csv_path}")
 
 
-def _index_predictions(folder: Path) -> dict[str, dict[int, Path]]:
-    pattern = re.compile(r"^(?P<sid>.+)_(?P<k>\d+)\.png$")
-    found: dict[str, dict[int, Path]] = {}
-    for path in folder.iterdir():
-        m = pattern.match(path.name)
-        if m and path.is_file():
-            found.setdefault(m["sid"], {})[int(m["k"])] = path
-    return found
+def _print_summary(scores, samples, proto, by: list[str] | None = None) -> list[dict]:
+    """Print the protocol's summary tables; return the rows (with the protocol named)."""
+    import dataclasses
+
+    from medibench.report import summarize
+
+    agg = proto.aggregation
+    if by:
+        agg = dataclasses.replace(agg, group_by=tuple(by))
+    rows = summarize(scores, samples, agg, metrics=list(proto.metric_names))
+    names = [*proto.metric_names, *(n for n, _, _ in agg.pass_rates)]
+    label = f"{proto.name}@{proto.version}"
+    several_k = len(agg.k_modes) > 1
+    missing = "count as 0" if agg.missing == "zero" else "are left out of the means"
+    caption = (
+        f"samples without an output {missing} (column 'missing'); "
+        f"micro = mean over samples" + (", macro = mean over groups" if agg.macro_over else "")
+    )
+    for by in [*agg.group_by, "all"]:
+        sub = [r for r in rows if r["by"] == by]
+        # Per-perspective leaderboards read best one table each (their metrics differ).
+        parts = (
+            [
+                (g, [r for r in sub if r["group"] == g])
+                for g in dict.fromkeys(r["group"] for r in sub)
+            ]
+            if by == "perspective"
+            else [(None, sub)]
+        )
+        for group, part in parts:
+            shown = [m for m in names if any(r.get(m) is not None for r in part)]
+            title = f"{group} ({label})" if group else f"{label} by {by}"
+            table = Table(title=title, caption=caption)
+            cols = [
+                "model",
+                *(["k"] if several_k else []),
+                *([] if group else [by]),
+                "n",
+                "missing",
+                *shown,
+            ]
+            for col in cols:
+                table.add_column(
+                    col, justify="left" if col in ("model", by) else "right", no_wrap=True
+                )
+            for r in sorted(part, key=lambda r: (r["group"], r["model"], r["k_mode"])):
+                table.add_row(
+                    r["model"],
+                    *([r["k_mode"]] if several_k else []),
+                    *([] if group else [str(r["group"])]),
+                    str(r["n"]),
+                    str(r["n_missing"]),
+                    *[_fmt(r.get(m)) for m in shown],
+                )
+            console.print(table)
+    return [{"protocol": proto.name, "protocol_version": proto.version, **r} for r in rows]
 
 
 def _summarise(rep, label: str) -> None:

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from medibench.datasets._base import DatasetError, SampleImages, load_images, resolve_inside
@@ -32,6 +33,7 @@ __all__ = [
     "MANIFEST",
     "NativeDataset",
     "SampleImages",
+    "detect_layout",
     "load_dataset",
     "load_images",
     "read_native",
@@ -73,15 +75,43 @@ DATASETS.register(
 
 
 def load_dataset(spec: str, **options: Any) -> Any:
-    """Open the dataset named by ``spec`` = ``"kind"`` or ``"kind:arg"``.
+    """Open the dataset named by ``spec`` = ``"kind"``, ``"kind:arg"`` or a plain folder.
 
     ``arg`` is passed to the kind's factory as ``path``: ``native:/data/x``, ``starter``,
-    ``starter:/tmp/s``. An unknown kind raises the registry's ``UnknownNameError`` with the
-    closest known kinds. ``options`` go to the factory as keywords (``seed=`` for ``starter``).
+    ``starter:/tmp/s``, ``medebench:/data/MedEBench``. A plain folder (``/data/MedEBench``) has
+    its layout detected (:func:`detect_layout`). An unknown kind raises the registry's
+    ``UnknownNameError`` with the closest known kinds. ``options`` go to the factory as keywords
+    (``seed=`` for ``starter``).
     """
     kind, sep, arg = spec.partition(":")
     kind = kind.strip()
     if not kind:
         raise ValueError(f"dataset spec {spec!r} has no kind; expected 'kind' or 'kind:arg'")
+    if kind not in DATASETS and Path(spec).is_dir():
+        kind, sep, arg = detect_layout(spec), ":", spec
     factory = DATASETS.get(kind)
     return factory(path=arg, **options) if sep and arg else factory(**options)
+
+
+#: Kinds whose layout a plain folder is tested for, in this order.
+_DETECTABLE = ("native", "medebench", "miedb", "medgen", "paintbench")
+
+
+def detect_layout(path: str | Path) -> str:
+    """The dataset kind whose official layout the folder ``path`` has.
+
+    Raises ``DatasetError`` listing the layouts looked for when none matches.
+    """
+    import importlib
+
+    root = Path(path)
+    for kind in _DETECTABLE:
+        module = "native" if kind == "native" else kind
+        detect = getattr(importlib.import_module(f"medibench.datasets.{module}"), "detect", None)
+        if detect is not None and detect(root):
+            return kind
+    raise DatasetError(
+        f"{root}: no known dataset layout (looked for native samples.jsonl, MedEBench "
+        "editing/editing_metadata.json, MieDB dataBenchmark/metadata.json, MedGEN edit.jsonl, "
+        "PaintBench <task>/NNN_input.png); name the kind explicitly, e.g. native:DIR"
+    )

@@ -46,6 +46,11 @@ class NativeDataset(Dataset):
     default_protocols = ("native@1",)
 
 
+def detect(root: Path) -> bool:
+    """Whether the folder ``root`` is a native dataset (has ``samples.jsonl``)."""
+    return (Path(root) / MANIFEST).is_file()
+
+
 def read_native(root: str | os.PathLike, *, name: str | None = None) -> NativeDataset:
     """Read and validate the native dataset in folder ``root``.
 

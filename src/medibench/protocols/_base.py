@@ -45,6 +45,11 @@ class Aggregation:
             mean over groups of the first field of the means over groups of the next, and so on
             (``("region",)``: mean of region means; ``("metadata.category", "task")``: PaintBench).
         lower_is_better: metrics for which "best" means the smallest value.
+        pass_rates: ``(name, metric, threshold)`` triples: the table gets ``name`` = the fraction
+            of samples whose ``metric`` is at least ``threshold`` (at most, for metrics in
+            ``lower_is_better``), e.g. MieDB's Perception Accuracy ``("perception_accuracy",
+            "dice", 0.8)``. Samples without a value are left out (or count as failing under
+            ``missing="zero"``), never silently passed.
     """
 
     k_modes: tuple[tuple[str, KReduction], ...] = (("@1", "first"),)
@@ -52,6 +57,7 @@ class Aggregation:
     group_by: tuple[str, ...] = ("perspective",)
     macro_over: tuple[str, ...] = ()
     lower_is_better: frozenset[str] = frozenset()
+    pass_rates: tuple[tuple[str, str, float], ...] = ()
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""Reports: aggregation of score records into leaderboards (more to come: CIs, HTML, plots)."""
+"""Reports: protocol-aware aggregation of score records, statistics, tables."""
 
-from medibench.report._leaderboard import leaderboard, write_leaderboard_csv
+from medibench.report._aggregate import per_sample_values, sample_field, summarize
+from medibench.report._csv import write_rows_csv
 
-__all__ = ["leaderboard", "write_leaderboard_csv"]
+__all__ = ["per_sample_values", "sample_field", "summarize", "write_rows_csv"]

@@ -1,5 +1,6 @@
 """Runs: the SQLite run store and the resumable stage runner."""
 
+from medibench.runs._folder import score_predictions
 from medibench.runs._runner import (
     StageReport,
     generate,
@@ -20,5 +21,6 @@ __all__ = [
     "resolve_model",
     "score",
     "score_one",
+    "score_predictions",
     "seed_for",
 ]

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from medibench._progress import progress_bar
 from medibench.io import read_image, write_image
 from medibench.protocols._base import NOT_JUDGED
 from medibench.runs._store import RunStore, RunStoreError
@@ -132,7 +132,7 @@ def generate(
             else:
                 todo.append((s, j))
     _clean_stale_temp_files(out_dir)
-    with _progress(progress, console, f"generate {model_name}", len(todo)) as advance:
+    with progress_bar(progress, console, f"generate {model_name}", len(todo)) as advance:
         for sample, j in todo:
             item_seed = seed_for(seed, sample.sample_id, j)
             t0 = time.perf_counter()
@@ -195,7 +195,7 @@ def score(
         todo.append(pred)
     todo.sort(key=lambda p: p.sample_id)  # decode each sample's images once
     cache: dict[str, Any] = {}
-    with _progress(
+    with progress_bar(
         progress, console, f"score {protocol.name}@{protocol.version}", len(todo)
     ) as advance:
         for pred in todo:
@@ -273,30 +273,3 @@ def _clean_stale_temp_files(folder: Path) -> None:
     if folder.is_dir():
         for tmp in folder.glob(".*.tmp"):
             tmp.unlink(missing_ok=True)
-
-
-class _progress:
-    """A rich progress bar (or nothing), yielding an ``advance()`` callable."""
-
-    def __init__(self, enabled: bool, console: Console | None, label: str, total: int) -> None:
-        self.enabled, self.console, self.label, self.total = enabled, console, label, total
-        self._bar: Progress | None = None
-
-    def __enter__(self):
-        if not self.enabled or self.total == 0:
-            return lambda: None
-        self._bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=self.console or Console(stderr=True),
-            transient=False,
-        )
-        self._bar.__enter__()
-        task = self._bar.add_task(self.label, total=self.total)
-        return lambda: self._bar.advance(task)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)

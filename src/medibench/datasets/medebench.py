@@ -1,0 +1,431 @@
+"""MedEBench (arXiv 2506.01921; data repo mliuby/MedEBench): the adapter (SPEC section 2).
+
+Layout, paths in the metadata relative to the repository root::
+
+    <root>/
+      editing/editing_metadata.json      {"samples": [{id, Organ, Task, prompt, ...}, ...]}
+      editing/previous/<id>.png          input
+      editing/changed/<id>.png           ground truth
+      editing/previous_mask/<id>.png     ROI mask (missing for some samples)
+      generated_images/<model>/<id>_<k>.png   model outputs; only k = 0 is scored officially
+
+Each metadata record becomes a :class:`~medibench.samples.Sample`:
+
+=================  ==============================================================================
+Sample field       from
+=================  ==============================================================================
+sample_id          ``str(id)``
+input / target     ``previous_image`` / ``changed_image`` (absolute paths)
+mask               ``previous_mask``; ``None`` (and a problem line) when the file is missing
+instruction        ``prompt``
+paraphrases        ``(rephrased_prompt,)``; ``()`` when it is the prompt itself (see below)
+description        ``detailed_prompt`` (the text the EA/VQ judge reads)
+region             ``Organ``, normalised to one of :data:`REGIONS` (original in
+                   ``metadata["organ"]``)
+task               ``Task`` as given
+modality           keyword match in ``detailed_prompt`` (see :func:`infer_modality`), else ``""``
+perspective        rule on ``Task`` (see :func:`task_perspective`)
+source             ``{"dataset": "MedEBench", "licence": "CC BY-NC 4.0", "url": url}``
+=================  ==============================================================================
+
+Rephrasings. The official rewrite script (``src/dataset_construction/rewrite_prompt.py``) asked
+GPT-4o for three rewrites within ``max_tokens=30``, split the answer into lines and stripped
+``"0123456789. "`` from both ends of each line, then kept one at random; with fewer than three
+lines it kept the prompt itself. So a missing full stop says nothing (it was stripped from every
+generated line), and the third rewrite is often cut by the token budget ("Conduct a", "Renew the",
+"Conduct lipos"). ``metadata["rephrased_truncated"]`` is a heuristic flag, True when the
+rephrasing
+
+* ends with a function word (article, preposition, conjunction, determiner, possessive,
+  auxiliary: "Get rid of the mole on the"), or
+* is a single word, or has fewer than half as many words as the prompt ("Conduct lipos" for
+  "Perform liposuction to remove excess fat.").
+
+It misses cuts that end on a content word ("Erase the black", "Reshape the nose to give") and
+may flag a terse but complete rewrite of a long prompt. ``metadata["rephrased_is_prompt"]`` is
+True when the rephrasing is the prompt itself (the script's fallback); it is then not listed in
+``paraphrases``.
+
+Bad input: metadata that is not JSON or not ``{"samples": [...]}`` raises :class:`DatasetError`
+naming the file. Per-sample problems never stop the reading; each is one line in
+``Dataset.problems``: a record without a required field, with a bad or duplicate id, with a path
+that leaves the root (refused), or whose input image is missing is skipped; a missing mask or
+ground-truth file leaves that field ``None`` (the sample is scored where it can be); an unknown
+``Organ`` is kept as given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from medibench.datasets._base import DatasetError, resolve_inside
+from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
+from medibench.samples import Perspective, RecordError, Sample
+
+__all__ = [
+    "LICENCE",
+    "METADATA",
+    "REGIONS",
+    "MedEBenchDataset",
+    "detect",
+    "infer_modality",
+    "normalize_region",
+    "read_medebench",
+    "rephrasing_looks_truncated",
+    "task_perspective",
+]
+
+#: Metadata file, relative to the repository root.
+METADATA = "editing/editing_metadata.json"
+#: Licence of the MedEBench data.
+LICENCE = "CC BY-NC 4.0"
+#: The 13 regions of the paper, in its order.
+REGIONS = (
+    "Teeth",
+    "Eyes",
+    "Spine",
+    "Skin",
+    "Nose",
+    "Face",
+    "GI Tract",
+    "Ears",
+    "Hands",
+    "Mouth",
+    "Torso",
+    "Feet",
+    "Hair",
+)
+
+_REQUIRED = ("id", "Organ", "Task", "prompt", "previous_image", "changed_image")
+_TEXT_FIELDS = ("Organ", "Task", "prompt", "rephrased_prompt", "detailed_prompt", "url")
+_PATH_FIELDS = ("previous_image", "changed_image", "previous_mask")
+
+
+class MedEBenchDataset(Dataset):
+    """MedEBench samples in metadata order, with absolute image paths.
+
+    Predictions follow the official layout ``generated_images/<model>/<id>_<k>.png``; the
+    official scripts score only ``k = 0`` (``expected_k = 1``).
+    """
+
+    default_protocols = ("medebench@paper", "medebench@1")
+    expected_k = 1
+
+    def find_predictions(
+        self,
+        folder: str | Path,
+        *,
+        models: Sequence[str] | None = None,
+        model: str | None = None,
+        all_k: bool = False,
+    ) -> PredictionIndex:
+        """Index ``<model>/<id>_<k>.png`` under ``folder``: the ``generated_images/`` folder
+        (one sub-folder per model), the repository root that holds it, or one model's folder.
+
+        Only ``k = 0`` is indexed, as the official scripts score only ``<id>_0.png``; pass
+        ``all_k=True`` to index every k. Files whose id is not a sample id go to ``unknown``.
+        """
+        folder = Path(folder)
+        if (folder / "generated_images").is_dir() and (folder / "editing").is_dir():
+            folder = folder / "generated_images"
+        index = super().find_predictions(folder, models=models, model=model)
+        if not all_k and self.expected_k is not None:
+            for per_sample in index.files.values():
+                for ks in per_sample.values():
+                    for k in [k for k in ks if k >= self.expected_k]:
+                        del ks[k]
+                for sid in [sid for sid, ks in per_sample.items() if not ks]:
+                    del per_sample[sid]
+        return index
+
+
+def read_medebench(path: str | os.PathLike | None = None, *, name: str = "medebench"):
+    """Read MedEBench from its repository root (or its ``editing/`` folder).
+
+    Returns:
+        A :class:`MedEBenchDataset`; skipped or incomplete samples are listed in ``problems``.
+
+    Raises:
+        DatasetError: no path, no folder, no ``editing_metadata.json``, a metadata file that is
+            not JSON or not an object with a ``"samples"`` list.
+    """
+    if path is None or str(path) == "":
+        raise DatasetError("MedEBench needs its folder: use 'medebench:/path/to/MedEBench'")
+    root, metadata = _locate(Path(path))
+    records = _load_records(metadata)
+    samples: list[Sample] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for number, record in enumerate(records):
+        where = f"{metadata} samples[{number}]"
+        sample = _to_sample(record, where, root, problems)
+        if sample is None:
+            continue
+        if sample.sample_id in seen:
+            problems.append(
+                f"{where}: duplicate id {sample.sample_id!r} (first at samples"
+                f"[{seen[sample.sample_id]}]); skipped"
+            )
+            continue
+        seen[sample.sample_id] = number
+        samples.append(sample)
+    return MedEBenchDataset(name, root, samples, problems=problems)
+
+
+def detect(root: Path) -> bool:
+    """Whether ``root`` is a MedEBench repository root or its ``editing/`` folder."""
+    root = Path(root)
+    return (root / METADATA).is_file() or (root / "editing_metadata.json").is_file()
+
+
+def normalize_region(organ: str) -> str | None:
+    """The canonical region (one of :data:`REGIONS`) for an ``Organ`` string, or ``None``.
+
+    Case, spacing, ``&``/``and`` and singular/plural do not matter; ``"Gastrointestinal Tract"``
+    and ``"GI"`` are ``"GI Tract"``; ``"Bones"`` and ``"Spine and Bones"`` are ``"Spine"``.
+    """
+    key = re.sub(r"[^a-z]+", " ", organ.lower().replace("&", " and ")).strip()
+    return _REGION_ALIASES.get(key)
+
+
+def infer_modality(description: str | None) -> str:
+    """The imaging modality named in a ``detailed_prompt``, or ``""`` when none is named.
+
+    The description was generated to state the modality first ("The image modality is a
+    panoramic dental X-ray; ..."), so keywords are matched in this order and the first match
+    wins: X-ray (x-ray, radiograph), CT, MRI, ultrasound, endoscopy, dermoscopy, fundus, OCT,
+    microscopy, illustration (diagram, illustration, drawing), photo (photograph, photography,
+    photo). Nothing is guessed from the region.
+    """
+    if not description:
+        return ""
+    for modality, pattern in _MODALITY_PATTERNS:
+        if pattern.search(description):
+            return modality
+    return ""
+
+
+def task_perspective(task: str) -> tuple[Perspective, str]:
+    """The editing perspective of a MedEBench ``Task`` and the rule that chose it.
+
+    * ``perception``: the task asks to show, not change (highlight, segment, outline,
+      delineate, annotate, label, locate, detect, identify, indicate; not "mark" or "circle",
+      which MedEBench tasks use as nouns: "black marks", "dark circles");
+    * ``transformation``: a whole-image appearance change (enhance, denoise, deblur, sharpen,
+      super-resolution, contrast, brighten, style, colourise, recolour, convert, translate,
+      modality);
+    * ``modification``: everything else: adding, removing or changing anatomy or lesions (the
+      default, and nearly every MedEBench task).
+
+    Perception words are checked first, then transformation words.
+    """
+    if _PERCEPTION_WORDS.search(task):
+        return Perspective.perception, "perception keyword in Task"
+    if _TRANSFORMATION_WORDS.search(task):
+        return Perspective.transformation, "transformation keyword in Task"
+    return Perspective.modification, "default (no perception or transformation keyword)"
+
+
+def rephrasing_looks_truncated(rephrased: str, prompt: str) -> bool:
+    """The truncation heuristic of the module docstring (function-word ending, or too short)."""
+    words = re.findall(r"[A-Za-z']+", rephrased)
+    if not words:
+        return True
+    if words[-1].lower() in _FUNCTION_WORDS:
+        return True
+    n_prompt = len(re.findall(r"[A-Za-z']+", prompt))
+    return len(words) == 1 or len(words) < n_prompt / 2
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _locate(path: Path) -> tuple[Path, Path]:
+    """The repository root and the metadata file for a root or ``editing/`` folder."""
+    if not path.is_dir():
+        raise DatasetError(f"MedEBench folder {path} does not exist or is not a folder")
+    if (path / METADATA).is_file():
+        root = path.resolve()
+        return root, root / METADATA
+    if (path / "editing_metadata.json").is_file():
+        # The editing/ folder itself: the metadata's paths are relative to its parent.
+        metadata = (path / "editing_metadata.json").resolve()
+        return metadata.parent.parent, metadata
+    raise DatasetError(
+        f"{path} is not MedEBench: it has no {METADATA} (pass the repository root or its "
+        "editing/ folder)"
+    )
+
+
+def _load_records(metadata: Path) -> list[Any]:
+    try:
+        data = json.loads(metadata.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{metadata}: not valid JSON ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{metadata}: cannot be read ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("samples"), list):
+        got = type(data).__name__ if not isinstance(data, dict) else "an object without it"
+        raise DatasetError(
+            f'{metadata}: expected an object {{"samples": [...]}} with a list of samples, '
+            f"got {got}"
+        )
+    return data["samples"]
+
+
+def _to_sample(record: Any, where: str, root: Path, problems: list[str]) -> Sample | None:
+    """One metadata record as a Sample, or None (with a problem line) when it is skipped."""
+    if not isinstance(record, dict):
+        problems.append(f"{where}: not an object ({type(record).__name__}); skipped")
+        return None
+    raw_id = record.get("id")
+    sid = str(raw_id) if isinstance(raw_id, (int, str)) and not isinstance(raw_id, bool) else None
+    who = f"{where} (id {sid})" if sid else where
+    missing = [f for f in _REQUIRED if record.get(f) in (None, "")]
+    if missing:
+        problems.append(f"{who}: missing required field(s) {', '.join(missing)}; skipped")
+        return None
+    wrong = [
+        f
+        for f in (*_TEXT_FIELDS, *_PATH_FIELDS)
+        if record.get(f) is not None and not isinstance(record[f], str)
+    ]
+    if sid is None or wrong:
+        what = ", ".join(wrong) if sid is not None else "id (not an integer or string)"
+        problems.append(f"{who}: field(s) {what} of the wrong type; skipped")
+        return None
+
+    paths: dict[str, Path | None] = {}
+    for field in _PATH_FIELDS:
+        value = record.get(field)
+        if value in (None, ""):
+            paths[field] = None
+            continue
+        try:
+            paths[field] = resolve_inside(root, value, what=f"{who}, field '{field}'")
+        except DatasetError as exc:
+            problems.append(f"{exc}; sample refused")
+            return None
+    if not paths["previous_image"].is_file():
+        problems.append(
+            f"{who}: input image '{record['previous_image']}' not found; skipped"
+        )
+        return None
+    for field, label in (("changed_image", "ground-truth image"), ("previous_mask", "mask")):
+        if paths[field] is None:
+            problems.append(f"{who}: no {field}; {label} left out (scored where it can be)")
+        elif not paths[field].is_file():
+            problems.append(
+                f"{who}: {label} '{record[field]}' not found; left out (scored where it can be)"
+            )
+            paths[field] = None
+
+    organ = record["Organ"].strip()
+    region = normalize_region(organ)
+    if region is None:
+        problems.append(f"{who}: unknown Organ {organ!r} (not one of the 13 regions); kept as is")
+        region = organ
+    prompt = record["prompt"].strip()
+    rephrased = (record.get("rephrased_prompt") or "").strip()
+    perspective, rule = task_perspective(record["Task"])
+    metadata: dict[str, Any] = {"id": raw_id, "organ": organ, "perspective_rule": rule}
+    paraphrases: tuple[str, ...] = ()
+    if rephrased:
+        metadata["rephrased_is_prompt"] = rephrased == prompt
+        metadata["rephrased_truncated"] = rephrased != prompt and rephrasing_looks_truncated(
+            rephrased, prompt
+        )
+        if rephrased != prompt:
+            paraphrases = (rephrased,)
+    description = (record.get("detailed_prompt") or "").strip() or None
+    try:
+        return Sample(
+            sample_id=sid,
+            benchmark="medebench",
+            input=str(paths["previous_image"]),
+            target=None if paths["changed_image"] is None else str(paths["changed_image"]),
+            mask=None if paths["previous_mask"] is None else str(paths["previous_mask"]),
+            instruction=prompt,
+            paraphrases=paraphrases,
+            description=description,
+            region=region,
+            task=record["Task"].strip(),
+            modality=infer_modality(description),
+            perspective=perspective,
+            source={"dataset": "MedEBench", "licence": LICENCE, "url": record.get("url") or ""},
+            metadata=metadata,
+        )
+    except RecordError as exc:
+        problems.append(f"{who}: {exc}; skipped")
+        return None
+
+
+def _aliases() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for region in REGIONS:
+        key = region.lower()
+        out[key] = region
+        out[key.rstrip("s")] = region  # eyes -> eye, ears -> ear, hands -> hand
+    out.update(
+        {
+            "tooth": "Teeth",
+            "dental": "Teeth",
+            "foot": "Feet",
+            "bone": "Spine",
+            "bones": "Spine",
+            "spine and bone": "Spine",
+            "spine and bones": "Spine",
+            "spine bones": "Spine",
+            "gi": "GI Tract",
+            "gastrointestinal": "GI Tract",
+            "gastrointestinal tract": "GI Tract",
+            "ear": "Ears",
+            "eye": "Eyes",
+            "hand": "Hands",
+        }
+    )
+    return out
+
+
+_REGION_ALIASES = _aliases()
+
+_MODALITY_PATTERNS = tuple(
+    (name, re.compile(pattern, re.IGNORECASE if name != "CT" else 0))
+    for name, pattern in (
+        ("X-ray", r"\bx[- ]?rays?\b|radiograph"),
+        ("CT", r"\bCT\b|[Cc]omputed [Tt]omograph"),
+        ("MRI", r"\bMRI\b|magnetic resonance"),
+        ("ultrasound", r"ultrasound|sonograph"),
+        ("endoscopy", r"endoscop|colonoscop|gastroscop"),
+        ("dermoscopy", r"dermoscop|dermatoscop"),
+        ("fundus", r"\bfundus\b|fundoscop"),
+        ("OCT", r"\bOCT\b|optical coherence"),
+        ("microscopy", r"microscop|histolog"),
+        ("illustration", r"\bdiagram|illustration|\bdrawing"),
+        ("photo", r"photograph|\bphoto\b|\bphotos\b"),
+    )
+)
+
+_PERCEPTION_WORDS = re.compile(
+    r"\b(highlight\w*|segment\w*|outlin\w*|delineat\w*|annotat\w*|label\w*|locat(e|ing)|"
+    r"detect\w*|identif\w*|indicat\w*)\b",
+    re.IGNORECASE,
+)
+_TRANSFORMATION_WORDS = re.compile(
+    r"\b(enhanc\w*|denois\w*|deblur\w*|sharpen\w*|super[- ]?resolution|resolution|contrast|"
+    r"brighten\w*|style\w*|stylis\w*|styliz\w*|colou?ri[sz]\w*|recolou?r\w*|convert\w*|"
+    r"translat\w*|modality)\b",
+    re.IGNORECASE,
+)
+
+_FUNCTION_WORDS = frozenset(
+    """a an the this that these those some any each every its their his her your our my
+    of on in into onto to for from with without at by as about over under between through
+    and or but nor so than then if while
+    is are be been being was were will would can could should must has have had do does""".split()
+)

@@ -1,0 +1,176 @@
+"""Protocol-aware aggregation: score records -> per-sample values -> group means, micro and macro.
+
+Three steps, each set by the protocol's :class:`~medibench.protocols.Aggregation`:
+
+1. **k reduction**, per (model, sample): ``first`` takes the record of the lowest k that has an
+   output; ``best`` takes, per metric, the best value over the outputs; ``mean`` averages them.
+2. **missing outputs**: a sample with no output at all is left out of the means (``skip``) or
+   counts 0 for every metric that applies to its perspective (``zero``, MieDB's scripts). Either
+   way it is counted in ``n_missing``. A metric that is ``None`` on a scored record (not
+   computable, not judged) is left out of that metric's mean, never counted as 0.
+3. **grouping**: per value of each ``group_by`` field, the per-sample (micro) mean; an overall
+   ``all`` row (micro); and, with ``macro_over``, an overall macro row: the mean over groups of
+   the first field of the means over groups of the next field, and so on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from medibench.protocols import Aggregation
+from medibench.samples import Sample, Score
+
+__all__ = ["summarize", "per_sample_values", "sample_field"]
+
+Values = dict[str, float | None]
+
+
+def summarize(
+    scores: Iterable[Score],
+    samples: Mapping[str, Sample],
+    aggregation: Aggregation,
+    *,
+    metrics: Sequence[str],
+) -> list[dict[str, Any]]:
+    """Summary rows, one per (model, k mode, grouping, group).
+
+    Each row: ``model``, ``k_mode`` (the label, e.g. ``"@1"``), ``by`` (the field, ``"all"`` for
+    the overall rows), ``group`` (its value; ``"micro"`` or ``"macro over region"`` for the
+    overall rows), ``n`` (samples with an output), ``n_missing`` (samples without), then one key
+    per metric and per pass rate: the mean, or ``None`` when no sample has a value.
+    """
+    for field in (*aggregation.group_by, *aggregation.macro_over):
+        if not field.startswith("metadata.") and field not in Sample.model_fields:
+            raise ValueError(
+                f"cannot group by {field!r}: use a sample field (perspective, task, region, "
+                "modality, benchmark, split) or metadata.<key>"
+            )
+    names = list(metrics) + [name for name, _, _ in aggregation.pass_rates]
+    by_model: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
+    for s in scores:
+        if s.sample_id in samples:
+            by_model[s.model or ""][s.sample_id].append(s)
+    rows: list[dict[str, Any]] = []
+    for model in sorted(by_model):
+        for label, how in aggregation.k_modes:
+            values = per_sample_values(by_model[model], samples, aggregation, how, metrics)
+            for by in aggregation.group_by:
+                groups: dict[str, list[str]] = defaultdict(list)
+                for sid in values:
+                    groups[str(sample_field(samples[sid], by))].append(sid)
+                for group in sorted(groups):
+                    rows.append(_row(model, label, by, group, groups[group], values, names))
+            rows.append(_row(model, label, "all", "micro", list(values), values, names))
+            if aggregation.macro_over:
+                macro = _row(
+                    model,
+                    label,
+                    "all",
+                    "macro over " + " > ".join(aggregation.macro_over),
+                    list(values),
+                    values,
+                    names,
+                )
+                for m in names:
+                    macro[m] = _macro(list(values), values, samples, aggregation.macro_over, m)
+                rows.append(macro)
+    return rows
+
+
+def per_sample_values(
+    records: Mapping[str, list[Score]],
+    samples: Mapping[str, Sample],
+    aggregation: Aggregation,
+    how: str,
+    metrics: Sequence[str],
+) -> dict[str, tuple[bool, Values]]:
+    """``{sample_id: (has_output, {metric: value})}`` after the k reduction and missing policy."""
+    out: dict[str, tuple[bool, Values]] = {}
+    for sid, recs in records.items():
+        ok = sorted((r for r in recs if r.status == "ok"), key=lambda r: r.k)
+        if not ok:
+            out[sid] = (False, {m: None for m in metrics})
+            continue
+        if how == "first":
+            vals = {m: ok[0].metrics.get(m) for m in metrics}
+        else:
+            vals = {}
+            for m in metrics:
+                got = [r.metrics[m] for r in ok if r.metrics.get(m) is not None]
+                if not got:
+                    vals[m] = None
+                elif how == "best":
+                    vals[m] = min(got) if m in aggregation.lower_is_better else max(got)
+                elif how == "mean":
+                    vals[m] = _mean(got)
+                else:
+                    raise ValueError(f"unknown k reduction {how!r}: use first, best or mean")
+        out[sid] = (True, vals)
+    if aggregation.missing == "zero":
+        applicable = _applicable(out, samples)
+        for sid, (has, vals) in out.items():
+            if not has:
+                key = sample_field(samples[sid], "perspective")
+                out[sid] = (False, {m: 0.0 if m in applicable[key] else None for m in vals})
+    for name, metric, threshold in aggregation.pass_rates:
+        lower = metric in aggregation.lower_is_better
+        for _has, vals in out.values():
+            v = vals.get(metric)
+            vals[name] = None if v is None else float(v <= threshold if lower else v >= threshold)
+    return out
+
+
+def sample_field(sample: Sample, field: str) -> Any:
+    """A sample's field by name, or ``metadata.<key>``; enums give their value."""
+    if field.startswith("metadata."):
+        return sample.metadata.get(field.removeprefix("metadata."), "")
+    value = getattr(sample, field)
+    return getattr(value, "value", value)
+
+
+def _applicable(values: Mapping[str, tuple[bool, Values]], samples: Mapping[str, Sample]):
+    # A metric applies to a perspective when some scored sample of it has a value.
+    seen: dict[Any, set[str]] = defaultdict(set)
+    for sid, (has, vals) in values.items():
+        if has:
+            key = sample_field(samples[sid], "perspective")
+            seen[key].update(m for m, v in vals.items() if v is not None)
+    return seen
+
+
+def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "model": model,
+        "k_mode": label,
+        "by": by,
+        "group": group,
+        "n": sum(values[s][0] for s in sids),
+        "n_missing": sum(not values[s][0] for s in sids),
+    }
+    for m in names:
+        got = [values[s][1].get(m) for s in sids]
+        row[m] = _mean([v for v in got if v is not None])
+    return row
+
+
+def _macro(sids, values, samples, hierarchy, metric) -> float | None:
+    if not hierarchy:
+        return _mean([v for s in sids if (v := values[s][1].get(metric)) is not None])
+    groups: dict[Any, list[str]] = defaultdict(list)
+    for s in sids:
+        groups[sample_field(samples[s], hierarchy[0])].append(s)
+    means = [_macro(g, values, samples, hierarchy[1:], metric) for g in groups.values()]
+    return _mean([m for m in means if m is not None])
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    if any(math.isinf(v) for v in values):
+        pos = any(v == math.inf for v in values)
+        neg = any(v == -math.inf for v in values)
+        return None if pos and neg else (math.inf if pos else -math.inf)
+    return math.fsum(values) / len(values)

@@ -1,0 +1,153 @@
+import csv
+import math
+
+import pytest
+
+from medibench.protocols import Aggregation
+from medibench.report import summarize, write_rows_csv
+from medibench.samples import Sample, Score
+
+
+def _sample(sid, perspective, region="r1", **meta):
+    return Sample(
+        sample_id=sid,
+        benchmark="b",
+        input="x.png",
+        instruction="Do it.",
+        perspective=perspective,
+        region=region,
+        metadata=meta,
+    )
+
+
+SAMPLES = {
+    s.sample_id: s
+    for s in [
+        _sample("p1", "perception", "r1"),
+        _sample("p2", "perception", "r1"),
+        _sample("p3", "perception", "r2"),
+        _sample("t1", "transformation", "r2"),
+    ]
+}
+
+
+def _score(sid, k, model="a", status="ok", **metrics):
+    return Score(
+        sample_id=sid,
+        model=model,
+        k=k,
+        protocol="x",
+        protocol_version="1",
+        metrics=metrics,
+        status=status,
+    )
+
+
+def _missing(sid, k, names=("dice", "psnr")):
+    return _score(sid, k, status="missing", **{n: None for n in names})
+
+
+SCORES = [
+    _score("p1", 0, dice=0.5, psnr=None),
+    _score("p1", 1, dice=0.9, psnr=None),
+    _missing("p2", 0),
+    _score("p2", 1, dice=0.7, psnr=None),
+    _missing("p3", 0),
+    _missing("p3", 1),
+    _score("t1", 0, dice=None, psnr=30.0),
+    _score("t1", 1, dice=None, psnr=20.0),
+]
+
+
+def _rows(agg, **kw):
+    rows = summarize(SCORES, SAMPLES, agg, metrics=["dice", "psnr"], **kw)
+    return {(r["k_mode"], r["by"], r["group"]): r for r in rows}
+
+
+def test_first_best_and_mean_over_k_with_skipped_missing():
+    agg = Aggregation(
+        k_modes=(("@1", "first"), ("@2", "best"), ("mean", "mean")), group_by=("perspective",)
+    )
+    rows = _rows(agg)
+    p1 = rows[("@1", "perspective", "perception")]
+    # @1: first AVAILABLE output: p1 -> k0 (0.5), p2 -> k1 (0.7); p3 has none and is skipped
+    assert (p1["n"], p1["n_missing"], p1["dice"]) == (2, 1, pytest.approx(0.6))
+    assert rows[("@2", "perspective", "perception")]["dice"] == pytest.approx(0.8)
+    assert rows[("mean", "perspective", "perception")]["dice"] == pytest.approx((0.7 + 0.7) / 2)
+    assert rows[("@2", "perspective", "transformation")]["psnr"] == 30.0
+    overall = rows[("@1", "all", "micro")]
+    assert (overall["n"], overall["n_missing"]) == (3, 1)
+    assert overall["psnr"] == 30.0 and overall["dice"] == pytest.approx(0.6)
+
+
+def test_zero_policy_zeroes_only_applicable_metrics_and_pass_rates_count_it_failing():
+    agg = Aggregation(
+        k_modes=(("@1", "first"),),
+        missing="zero",
+        group_by=("perspective",),
+        pass_rates=(("acc", "dice", 0.6),),
+    )
+    rows = _rows(agg)
+    per = rows[("@1", "perspective", "perception")]
+    assert per["dice"] == pytest.approx((0.5 + 0.7 + 0.0) / 3)
+    assert per["psnr"] is None  # psnr does not apply to perception: not zero-filled
+    assert per["acc"] == pytest.approx(1 / 3)  # 0.5 fails, 0.7 passes, missing fails
+
+
+def test_macro_over_a_hierarchy_differs_from_micro():
+    agg = Aggregation(
+        k_modes=(("@1", "first"),), missing="zero", group_by=("region",), macro_over=("region",)
+    )
+    rows = _rows(agg)
+    assert rows[("@1", "region", "r1")]["dice"] == pytest.approx(0.6)
+    assert rows[("@1", "region", "r2")]["dice"] == pytest.approx(0.0)
+    assert rows[("@1", "all", "micro")]["dice"] == pytest.approx(1.2 / 3)
+    assert rows[("@1", "all", "macro over region")]["dice"] == pytest.approx(0.3)
+
+
+def test_metadata_fields_lower_is_better_and_infinities():
+    samples = {
+        "a": _sample("a", "modification", cat="x"),
+        "b": _sample("b", "modification", cat="y"),
+    }
+    scores = [
+        _score("a", 0, lpips=0.4, psnr=math.inf),
+        _score("a", 1, lpips=0.2, psnr=10.0),
+        _score("b", 0, lpips=0.8, psnr=20.0),
+    ]
+    agg = Aggregation(
+        k_modes=(("best", "best"),),
+        group_by=("metadata.cat",),
+        lower_is_better=frozenset({"lpips"}),
+        pass_rates=(("ok", "lpips", 0.6),),
+    )
+    rows = {
+        (r["by"], r["group"]): r for r in summarize(scores, samples, agg, metrics=["lpips", "psnr"])
+    }
+    assert rows[("metadata.cat", "x")]["lpips"] == 0.2
+    assert rows[("metadata.cat", "x")]["psnr"] == math.inf
+    assert rows[("all", "micro")]["ok"] == 0.5
+    assert rows[("all", "micro")]["psnr"] == math.inf
+
+
+def test_rows_csv(tmp_path):
+    rows = summarize(SCORES[:1], SAMPLES, Aggregation(group_by=()), metrics=["dice"])
+    path = write_rows_csv(rows, tmp_path / "r.csv")
+    assert list(csv.DictReader(open(path))) == [
+        {
+            "model": "a",
+            "k_mode": "@1",
+            "by": "all",
+            "group": "micro",
+            "n": "1",
+            "n_missing": "0",
+            "dice": "0.5",
+        }
+    ]
+    with pytest.raises(ValueError, match="no rows"):
+        write_rows_csv([], tmp_path / "e.csv")
+
+
+def test_unknown_group_field_is_a_clear_error():
+    with pytest.raises(ValueError, match="cannot group by 'organ'"):
+        summarize(SCORES, SAMPLES, Aggregation(group_by=("organ",)), metrics=["dice"])
