@@ -85,3 +85,33 @@ def test_seed_for_is_stable_and_distinct():
         == int.from_bytes(__import__("hashlib").sha256(b"0|perception-000|0").digest()[:4], "big")
         & 0x7FFFFFFF
     )
+
+
+def test_judged_metrics_fill_an_existing_row_and_keep_other_reasons(tmp_path):
+    with RunStore(tmp_path) as st:
+        st.put_score(
+            _score(
+                metrics={"cp": 0.9, "ea": None, "vq": None},
+                error="ea: not judged; vq: not judged; roi: no mask",
+            )
+        )
+        st.put_judged_metrics(
+            model="m",
+            sample_id="a",
+            k=0,
+            protocol="native",
+            version="1",
+            values={"ea": 0.7, "vq": None},
+            reasons={"vq": "unparsable"},
+        )
+        (s,) = st.scores()
+        assert s.metrics == {"cp": 0.9, "ea": 0.7, "vq": None}
+        assert s.error == "roi: no mask; vq: unparsable"
+        with pytest.raises(ValueError, match="without a reason"):
+            st.put_judged_metrics(
+                model="m", sample_id="a", k=0, protocol="native", version="1", values={"ea": None}
+            )
+        with pytest.raises(KeyError, match="score before judging"):
+            st.put_judged_metrics(
+                model="m", sample_id="b", k=0, protocol="native", version="1", values={"ea": 1.0}
+            )

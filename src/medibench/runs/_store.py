@@ -184,6 +184,71 @@ class RunStore:
                 ),
             )
 
+    def put_judged_metrics(
+        self,
+        *,
+        model: str,
+        sample_id: str,
+        k: int,
+        protocol: str,
+        version: str,
+        values: dict[str, float | None],
+        reasons: dict[str, str] | None = None,
+    ) -> None:
+        """Fill judge-based metrics into an existing score row (in one transaction).
+
+        ``values`` replace those metrics; a ``None`` value needs its reason in ``reasons`` (a
+        failed, refused or unparsable judgement: missing, never 0). The row's ``error`` keeps the
+        reasons of its other metrics and gets the new ones.
+        """
+        reasons = reasons or {}
+        unexplained = [m for m, v in values.items() if v is None and m not in reasons]
+        if unexplained:
+            raise ValueError(f"judged metric(s) {unexplained} are None without a reason")
+        with self._tx():
+            row = self._db.execute(
+                "SELECT metrics, error FROM scores WHERE model = ? AND sample_id = ? AND k = ? "
+                "AND protocol = ? AND protocol_version = ?",
+                (model, sample_id, k, protocol, version),
+            ).fetchone()
+            if row is None:
+                raise KeyError(
+                    f"no score row for {model}/{sample_id}_{k} under {protocol}@{version}: "
+                    "score before judging"
+                )
+            metrics = json.loads(row[0])
+            metrics.update({m: _enc(v) for m, v in values.items()})
+            # Reasons are "metric: reason" joined by "; " (ProtocolResult.error).
+            kept = [
+                part
+                for part in (row[1] or "").split("; ")
+                if part and part.split(":", 1)[0] not in values
+            ]
+            kept += [f"{m}: {reasons[m]}" for m, v in values.items() if v is None]
+            self._db.execute(
+                "UPDATE scores SET metrics = ?, error = ? WHERE model = ? AND sample_id = ? "
+                "AND k = ? AND protocol = ? AND protocol_version = ?",
+                (
+                    json.dumps(metrics),
+                    "; ".join(kept) or None,
+                    model,
+                    sample_id,
+                    k,
+                    protocol,
+                    version,
+                ),
+            )
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection, for stages that keep their own tables in the run store
+        (judgements, for instance). Use ``with store.transaction():`` around writes."""
+        return self._db
+
+    def transaction(self):
+        """A ``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on error) context."""
+        return self._tx()
+
     def score_keys(
         self, protocol: str, version: str, *, status: str | None = None
     ) -> set[tuple[str, str, int]]:
