@@ -36,8 +36,8 @@ generated line), and the third rewrite is often cut by the token budget ("Conduc
 "Conduct lipos"). ``metadata["rephrased_truncated"]`` is a heuristic flag, True when the
 rephrasing
 
-* ends with a function word (article, preposition, conjunction, determiner, possessive,
-  auxiliary: "Get rid of the mole on the"), or
+* ends with a function word (article, preposition, conjunction, determiner, possessive:
+  "Get rid of the mole on the"; not auxiliaries, which end complete rewrites: "as it is"), or
 * is a single word, or has fewer than half as many words as the prompt ("Conduct lipos" for
   "Perform liposuction to remove excess fat.").
 
@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from medibench.datasets._base import DatasetError, resolve_inside
-from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
+from medibench.datasets._dataset import Dataset, PredictionIndex
 from medibench.samples import Perspective, RecordError, Sample
 
 __all__ = [
@@ -117,34 +117,23 @@ class MedEBenchDataset(Dataset):
     expected_k = 1
 
     def find_predictions(
-        self,
-        folder: str | Path,
-        *,
-        models: Sequence[str] | None = None,
-        model: str | None = None,
-        all_k: bool = False,
+        self, folder: str | Path, *, models: Sequence[str] | None = None, model: str | None = None
     ) -> PredictionIndex:
         """Index ``<model>/<id>_<k>.png`` under ``folder``: the ``generated_images/`` folder
         (one sub-folder per model), the repository root that holds it, or one model's folder.
 
-        Only ``k = 0`` is indexed, as the official scripts score only ``<id>_0.png``; pass
-        ``all_k=True`` to index every k. Files whose id is not a sample id go to ``unknown``.
+        Every k is indexed; the official scripts score only ``<id>_0.png``, which
+        ``expected_k = 1`` tells the scorer. Files whose id is not a sample id go to ``unknown``.
         """
         folder = Path(folder)
         if (folder / "generated_images").is_dir() and (folder / "editing").is_dir():
             folder = folder / "generated_images"
-        index = super().find_predictions(folder, models=models, model=model)
-        if not all_k and self.expected_k is not None:
-            for per_sample in index.files.values():
-                for ks in per_sample.values():
-                    for k in [k for k in ks if k >= self.expected_k]:
-                        del ks[k]
-                for sid in [sid for sid, ks in per_sample.items() if not ks]:
-                    del per_sample[sid]
-        return index
+        return super().find_predictions(folder, models=models, model=model)
 
 
-def read_medebench(path: str | os.PathLike | None = None, *, name: str = "medebench"):
+def read_medebench(
+    path: str | os.PathLike | None = None, *, name: str = "medebench"
+) -> MedEBenchDataset:
     """Read MedEBench from its repository root (or its ``editing/`` folder).
 
     Returns:
@@ -272,8 +261,7 @@ def _load_records(metadata: Path) -> list[Any]:
     if not isinstance(data, dict) or not isinstance(data.get("samples"), list):
         got = type(data).__name__ if not isinstance(data, dict) else "an object without it"
         raise DatasetError(
-            f'{metadata}: expected an object {{"samples": [...]}} with a list of samples, '
-            f"got {got}"
+            f'{metadata}: expected an object {{"samples": [...]}} with a list of samples, got {got}'
         )
     return data["samples"]
 
@@ -312,9 +300,7 @@ def _to_sample(record: Any, where: str, root: Path, problems: list[str]) -> Samp
             problems.append(f"{exc}; sample refused")
             return None
     if not paths["previous_image"].is_file():
-        problems.append(
-            f"{who}: input image '{record['previous_image']}' not found; skipped"
-        )
+        problems.append(f"{who}: input image '{record['previous_image']}' not found; skipped")
         return None
     for field, label in (("changed_image", "ground-truth image"), ("previous_mask", "mask")):
         if paths[field] is None:
@@ -426,6 +412,5 @@ _TRANSFORMATION_WORDS = re.compile(
 _FUNCTION_WORDS = frozenset(
     """a an the this that these those some any each every its their his her your our my
     of on in into onto to for from with without at by as about over under between through
-    and or but nor so than then if while
-    is are be been being was were will would can could should must has have had do does""".split()
+    and or but nor so than if while""".split()
 )

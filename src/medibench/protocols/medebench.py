@@ -1,0 +1,294 @@
+"""MedEBench protocols (SPEC section 2): ``medebench@paper`` and ``medebench@1``.
+
+``medebench@paper`` computes Contextual Preservation (CP) as the official script does
+(mliuby/MedEBench ``src/eval_metrics/traditional_metrics_eval.py``, ``masked_ssim``):
+
+1. read the input, prediction and mask with PIL: ``.convert("RGB")`` for the images,
+   ``.convert("L")`` for the mask (its raw grey levels are kept, not binarised);
+2. resize the prediction to the input size with ``Image.BICUBIC`` and the mask with
+   ``Image.NEAREST`` (PIL);
+3. in float32: ``x / 255 * (1 - mask / 255)`` for both input and prediction (the ROI is
+   zero-filled; a grey mask level scales the pixel), then back to uint8 as ``ToPILImage`` does,
+   ``* 255`` and truncation toward zero (so some unmasked values drop by 1);
+4. ``skimage.metrics.structural_similarity(input, prediction, channel_axis=-1)`` with its
+   defaults: 7x7 uniform window, sample covariance, data_range 255, float64, a 3-pixel border
+   cropped from the mean (here :func:`medibench.metrics.ssim` with those settings).
+
+A sample with any of its four files missing (input, ground truth, mask, prediction) is skipped
+by the official script: here ``cp`` is ``None`` with that reason. Zero-filled windows score 1,
+so this CP grows with the ROI's area whatever the model does inside it.
+
+``medebench@1`` is the corrected definition. The prediction (and a ground truth of another
+size) is resized to the input size with PIL bicubic, as in the paper protocol, and the mask
+(binarised: any non-zero pixel is inside) with PIL nearest; each resize is recorded in the notes.
+
+==========  =====================================================================================
+metric      definition (medebench@1)
+==========  =====================================================================================
+cp          SSIM-map mean of prediction vs *input* over the pixels outside the ROI (dilated by
+            ``dilate`` px when set): Gaussian sigma 1.5 (11x11), K1 .01, K2 .03, population
+            covariance, data_range 255, float32 path, no border crop
+cp_psnr     PSNR of prediction vs input over the same pixels (``inf`` when unchanged)
+roi_ssim    SSIM-map mean of prediction vs ground truth over the ROI (not dilated)
+roi_psnr    PSNR of prediction vs ground truth over the ROI (not dilated)
+==========  =====================================================================================
+
+Both protocols declare ``ea`` and ``vq`` (GPT-4o judge, 0-1) as judged metrics, filled by the
+judge stage, and carry ``fid``, a set-level metric that no single record can hold (``None``
+with that reason; the report computes it over the output set against the ground-truth set).
+Only ``<id>_0.png`` counts officially: the dataset's ``expected_k = 1`` keeps the other
+outputs out, and the tables take the first output (``@1``), per sample, with a per-region
+breakdown, the per-sample overall mean (micro) and the mean of region means (macro).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from medibench.datasets import SampleImages
+from medibench.metrics import masked_psnr, masked_ssim, ssim
+from medibench.protocols._base import Aggregation, ProtocolResult
+from medibench.samples import Sample
+
+__all__ = ["MedEBenchPaperProtocol", "MedEBenchProtocol"]
+
+#: Why ``fid`` is ``None`` on every record.
+FID_REASON = (
+    "set-level metric: computed by the report over all outputs against the ground-truth set, "
+    "not per sample"
+)
+
+_AGGREGATION = Aggregation(
+    k_modes=(("@1", "first"),),
+    missing="skip",
+    group_by=("region",),
+    macro_over=("region",),
+)
+
+# skimage.metrics.structural_similarity defaults for uint8 images (the official call).
+_SKIMAGE_DEFAULT_SSIM = dict(
+    data_range=255,
+    window="uniform",
+    win_size=7,
+    use_sample_covariance=True,
+    k1=0.01,
+    k2=0.03,
+    channel_axis=-1,
+    dtype=np.float64,
+)
+
+# medibench's SSIM: Gaussian window, population covariance, float32 path (within 1e-5).
+_GAUSSIAN_SSIM = dict(
+    data_range=255,
+    window="gaussian",
+    sigma=1.5,
+    k1=0.01,
+    k2=0.03,
+    channel_axis=-1,
+    dtype=np.float32,
+)
+
+
+@dataclass(frozen=True)
+class MedEBenchPaperProtocol:
+    """CP exactly as the official MedEBench script computes it (module docstring)."""
+
+    name: str = "medebench"
+    version: str = "paper"
+    description: str = (
+        "official CP: PIL bicubic/nearest resize to the input, ROI zero-filled in float32 "
+        "(x/255*(1-mask/255), *255, truncated), skimage SSIM defaults (7x7 uniform, sample "
+        "covariance); EA/VQ judged; FID set-level"
+    )
+    metric_names: tuple[str, ...] = ("cp", "ea", "vq", "fid")
+    judged_metrics: tuple[str, ...] = ("ea", "vq")
+    aggregation: Aggregation = _AGGREGATION
+
+    def load_images(self, sample: Sample) -> SampleImages:
+        """The sample's files read as the official script reads them (PIL).
+
+        ``input`` and ``target``: uint8 RGB (``convert("RGB")``); ``mask``: uint8 ``(H, W)``
+        raw grey levels (``convert("L")``), not a boolean. ``None`` for a file the sample has not.
+        """
+        return SampleImages(
+            input=_pil_read(sample.input, "RGB"),
+            target=None if sample.target is None else _pil_read(sample.target, "RGB"),
+            mask=None if sample.mask is None else _pil_read(sample.mask, "L"),
+        )
+
+    def read_prediction(self, path: str | Path) -> np.ndarray:
+        """The prediction as the official script reads it: ``Image.open(path).convert("RGB")``."""
+        return _pil_read(path, "RGB")
+
+    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
+        res = ProtocolResult()
+        self._cp(images, prediction, res)
+        res.missing("fid", FID_REASON)
+        return res
+
+    def _cp(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
+        absent = [
+            what
+            for what, value in (("ground-truth image", images.target), ("mask", images.mask))
+            if value is None
+        ]
+        if absent:
+            res.missing(
+                "cp",
+                "the official script skips samples with a missing file "
+                f"(no {' and no '.join(absent)})",
+            )
+            return
+        prev = _as_rgb(images.input, "input")
+        h, w = prev.shape[:2]
+        edited = _resize(_as_rgb(prediction, "prediction"), (w, h), "bicubic", "prediction", res)
+        mask = np.asarray(images.mask)
+        if mask.dtype == bool:  # a binary mask from elsewhere: 0/255 levels, as a PNG stores it
+            mask = mask.astype(np.uint8) * 255
+        mask = _resize(_as_grey(mask), (w, h), "nearest", "mask", res)
+        keep = np.float32(1.0) - mask.astype(np.float32) / np.float32(255)
+        try:
+            res.metrics["cp"] = ssim(
+                _zero_fill(prev, keep), _zero_fill(edited, keep), **_SKIMAGE_DEFAULT_SSIM
+            )
+        except ValueError as exc:  # an image under 7x7: skimage raises too
+            res.missing("cp", str(exc))
+
+
+@dataclass(frozen=True)
+class MedEBenchProtocol:
+    """Corrected MedEBench metrics: CP outside the ROI vs input, ROI fidelity vs ground truth.
+
+    Attributes:
+        dilate: grow the ROI by this many pixels before taking its outside for ``cp`` and
+            ``cp_psnr`` (keeps the edit's halo out of the context); 0 by default.
+    """
+
+    dilate: int = 0
+    name: str = "medebench"
+    version: str = "1"
+    description: str = field(default="")
+    metric_names: tuple[str, ...] = ("cp", "cp_psnr", "roi_ssim", "roi_psnr", "ea", "vq", "fid")
+    judged_metrics: tuple[str, ...] = ("ea", "vq")
+    aggregation: Aggregation = _AGGREGATION
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dilate, bool) or not isinstance(self.dilate, int) or self.dilate < 0:
+            raise ValueError(f"dilate must be a non-negative integer (pixels), got {self.dilate!r}")
+        if not self.description:
+            object.__setattr__(
+                self,
+                "description",
+                "CP = Gaussian SSIM-map mean (sigma 1.5, float32) and PSNR vs input outside the "
+                f"ROI (dilated by {self.dilate} px); ROI SSIM/PSNR vs ground truth; PIL bicubic "
+                "resize to the input; EA/VQ judged; FID set-level",
+            )
+
+    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
+        res = ProtocolResult()
+        self._pixels(images, prediction, res)
+        res.missing("fid", FID_REASON)
+        return res
+
+    def _pixels(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
+        inp = _as_rgb(images.input, "input")
+        h, w = inp.shape[:2]
+        pred = _resize(_as_rgb(prediction, "prediction"), (w, h), "bicubic", "prediction", res)
+        if images.mask is None:
+            for m in ("cp", "cp_psnr", "roi_ssim", "roi_psnr"):
+                res.missing(m, "the sample has no ROI mask (no previous_mask file)")
+            return
+        mask = _resize(_as_binary(images.mask), (w, h), "nearest", "mask", res) > 0
+        if self.dilate:
+            res.notes.append(f"ROI dilated by {self.dilate} px for cp and cp_psnr")
+        _masked(
+            res,
+            "cp",
+            lambda: masked_ssim(pred, inp, mask, dilate=self.dilate, **_GAUSSIAN_SSIM),
+        )
+        _masked(
+            res,
+            "cp_psnr",
+            lambda: masked_psnr(pred, inp, mask, data_range=255, dilate=self.dilate),
+        )
+        if images.target is None:
+            for m in ("roi_ssim", "roi_psnr"):
+                res.missing(m, "the sample has no ground-truth image (no changed_image file)")
+            return
+        target = _resize(_as_rgb(images.target, "target"), (w, h), "bicubic", "target", res)
+        _masked(
+            res,
+            "roi_ssim",
+            lambda: masked_ssim(pred, target, mask, region="inside", **_GAUSSIAN_SSIM),
+        )
+        _masked(
+            res,
+            "roi_psnr",
+            lambda: masked_psnr(pred, target, mask, data_range=255, region="inside"),
+        )
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+_PIL_FILTERS = {"bicubic": Image.BICUBIC, "nearest": Image.NEAREST}
+
+
+def _pil_read(path: str | Path, mode: str) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(im.convert(mode))
+
+
+def _resize(
+    image: np.ndarray, size: tuple[int, int], method: str, what: str, res: ProtocolResult
+) -> np.ndarray:
+    """``image`` resized to ``size`` = (width, height) with PIL, noted; unchanged if it fits."""
+    h, w = image.shape[:2]
+    if (w, h) == size:
+        return image
+    res.notes.append(f"{what} resized from {w}x{h} to {size[0]}x{size[1]} ({method}, PIL)")
+    return np.asarray(Image.fromarray(image).resize(size, _PIL_FILTERS[method]))
+
+
+def _zero_fill(image: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``x/255 * keep`` in float32, then ``*255`` truncated to uint8 (ToTensor/ToPILImage)."""
+    scaled = image.astype(np.float32) / np.float32(255)
+    scaled *= keep[:, :, None]
+    scaled *= np.float32(255)
+    return scaled.astype(np.uint8)  # float -> uint8 casts truncate toward zero, as .byte() does
+
+
+def _masked(res: ProtocolResult, name: str, compute) -> None:
+    # An empty region (ROI covering the whole image, or no ROI) is a reason, never a 0.
+    try:
+        res.metrics[name] = compute()
+    except ValueError as exc:
+        res.missing(name, str(exc))
+
+
+def _as_rgb(image: np.ndarray, what: str) -> np.ndarray:
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8:
+        raise ValueError(f"{what} must be uint8, got {arr.dtype}")
+    if arr.ndim == 2:
+        return np.repeat(arr[:, :, None], 3, axis=2)
+    if arr.ndim == 3 and arr.shape[2] in (3, 4):
+        return np.ascontiguousarray(arr[:, :, :3])
+    raise ValueError(f"{what} must be (H, W), (H, W, 3) or (H, W, 4), got shape {arr.shape}")
+
+
+def _as_grey(mask: np.ndarray) -> np.ndarray:
+    if mask.ndim != 2 or mask.dtype != np.uint8:
+        raise ValueError(f"mask must be uint8 (H, W) grey levels, got {mask.dtype} {mask.shape}")
+    return mask
+
+
+def _as_binary(mask: np.ndarray) -> np.ndarray:
+    """A mask (bool or grey levels) as uint8 0/1, so that PIL can resize it."""
+    arr = np.asarray(mask)
+    if arr.ndim != 2:
+        raise ValueError(f"mask must be (H, W), got shape {arr.shape}")
+    return (arr != 0).astype(np.uint8)
