@@ -92,6 +92,8 @@ def resize_cover(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     th, tw = size
     scale = max(th / h, tw / w)
     nh, nw = max(th, math.ceil(h * scale)), max(tw, math.ceil(w * scale))
-    resized = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_NEAREST)
+    # INTER_NEAREST_EXACT picks the same source pixels as PIL NEAREST (PaintBench); plain
+    # INTER_NEAREST rounds differently at non-integer scales.
+    resized = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_NEAREST_EXACT)
     top, left = (nh - th) // 2, (nw - tw) // 2
     return resized[top : top + th, left : left + tw]

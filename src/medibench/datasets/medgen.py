@@ -1,0 +1,414 @@
+"""MedGEN-Bench (SPEC section 4): the image-editing records of its evaluation view.
+
+The folder is the one the official ``eval.py --data_path`` points at (made by the official
+``prepare_medgen_data.py``)::
+
+    root/
+      edit.jsonl          one JSON object per line: the image-editing records (3,872)
+      vqa.jsonl gen.jsonl optional: read and kept in ``dataset.other_records`` (not samples)
+      source/...          images; the official preparation makes ``source`` a symbolic link to
+                          the raw dataset, so links inside the folder are followed
+
+A record has ``category`` (``ImageEdit`` here), ``paper_task``, ``instruction``,
+``input_image`` / ``input_images``, ``ground_truth_image`` / ``ground_truth_images``, ``answer``
+(a string or a dict of report sections), ``choice``, ``modality`` and ``sample_id``
+(``medgen:ImageEditing:<task>:<line>``). Image fields may be a path string or a list of paths:
+the singular field wins; from a list the first path is used and the others are kept, absolute,
+in ``metadata["extra_input_images"]`` / ``metadata["extra_ground_truth_images"]``. Paths are
+relative to the folder; absolute paths and ``..`` are refused.
+
+Samples: ``sample_id`` is the record's id made file-name safe (``:`` and the other characters a
+file name cannot hold become ``-``; the original is ``metadata["medgen_sample_id"]``), ``task``
+the paper task (lower case, ``_`` as ``-``, the official aliases such as ``dye-transfer`` ->
+``style-transfer`` resolved), ``perspective`` from :data:`PERSPECTIVES`, ``target`` the ground
+truth, ``mask`` none, ``description`` the answer text.
+
+What is reported in ``problems`` (the adapter keeps going):
+
+* a record without ``sample_id``, ``instruction``, a task, an input or a ground-truth image, or
+  whose image file is missing or whose path is refused: skipped;
+* a record of another category (``VQA``...) or a known non-editing task: skipped;
+* an unknown task: **kept** as a ``modification`` sample (an editing record the table does not
+  know is still an edit to score), with ``metadata["unknown_task"] = True``;
+* a duplicate id: the later record is skipped.
+
+A line that is not JSON, or not a JSON object, is a :class:`DatasetError` naming the file and
+line.
+
+Model outputs: the official inference writes ``<vlm>_<edit model>_edit.jsonl``, the benchmark
+records plus ``output_image`` (a path) and ``response``; :meth:`MedGenDataset.find_predictions`
+reads those files, and also medibench's own ``<model>/<sample_id>_<k>.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from medibench.datasets._base import DatasetError
+from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
+from medibench.samples import Perspective, Sample
+
+__all__ = [
+    "EDIT_FILE",
+    "MedGenDataset",
+    "PERSPECTIVES",
+    "detect",
+    "normalize_task",
+    "read_medgen",
+]
+
+EDIT_FILE = "edit.jsonl"
+_OTHER_FILES = {"vqa": "vqa.jsonl", "gen": "gen.jsonl"}
+
+#: The perspective of each MedGEN editing task.
+PERSPECTIVES: dict[str, Perspective] = {
+    "style-transfer": Perspective.transformation,
+    "artifact-removal": Perspective.transformation,
+    "noise-reconstruction": Perspective.transformation,
+    "resolution-editing": Perspective.transformation,
+    "contrast-enhancement": Perspective.transformation,
+    "anatomical-annotation": Perspective.perception,
+    "instruction-editing": Perspective.modification,
+    "organic-removal": Perspective.modification,
+    "organic-reconstruction": Perspective.modification,
+}
+
+# Tasks of the other two formats: an edit.jsonl record carrying one is not an editing sample.
+_NON_EDITING_TASKS = frozenset(
+    {
+        "multiple-choice",
+        "blank-filling",
+        "report-generation",
+        "question-answering",
+        "disease-prediction",
+        "3d-to-2d-projection",
+        "2d-to-3d-reconstruction",
+    }
+)
+# Historical task names the official eval.py maps to the canonical ones.
+_ALIASES = {
+    "multi-choice": "multiple-choice",
+    "question-answer": "question-answering",
+    "resolution-edit": "resolution-editing",
+    "instruction-edit": "instruction-editing",
+    "dye-transfer": "style-transfer",
+    "3d-2d-projection": "3d-to-2d-projection",
+    "2d-3d-reconstruction": "2d-to-3d-reconstruction",
+    "organ-removal": "organic-removal",
+    "organ-reconstruction": "organic-reconstruction",
+}
+# Generic mission names old exports stored in paper_task, with the real task in sub-category.
+_GENERIC_TASKS = frozenset(
+    {"image-edit", "image-editing", "multimodal-generation", "generate", "generation"}
+)
+_EDIT_CATEGORIES = frozenset({"imageedit", "imageediting"})
+_UNSAFE = re.compile(r'[/\\:*?"<>|\s]')
+
+
+class MedGenDataset(Dataset):
+    """MedGEN-Bench editing samples in ``edit.jsonl`` order, with absolute image paths.
+
+    Attributes:
+        other_records: ``{"vqa": [...], "gen": [...]}``, the records of ``vqa.jsonl`` and
+            ``gen.jsonl`` when present, as read (they are not editing samples).
+    """
+
+    default_protocols = ("medgen@code",)
+    expected_k = 1
+
+    def __init__(self, *args: Any, other_records: dict[str, list[dict]] | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.other_records = other_records or {}
+        # The official ids contain ':'; outputs may name either form.
+        self._id_of = {
+            s.metadata["medgen_sample_id"]: s.sample_id
+            for s in self
+            if "medgen_sample_id" in s.metadata
+        }
+
+    def find_predictions(
+        self, folder: str | Path, *, models: Sequence[str] | None = None, model: str | None = None
+    ) -> PredictionIndex:
+        """Index model outputs in ``folder``.
+
+        Accepted layouts:
+
+        * the official inference folder: ``<vlm>_<edit model>_edit.jsonl`` files, one model each
+          (named by the file name without ``_edit``; ``model`` renames a single file's model);
+        * one sub-folder per model holding such a JSONL file and/or medibench's
+          ``<sample_id>_<k>.png`` files (either id form);
+        * one model's folder (PNG or JSONL files directly in it), named ``model`` or the folder.
+
+        From a JSONL file, a record with an ``error`` or without ``output_image`` is not an
+        output (as the official resume logic treats it); for a repeated id the last complete
+        record wins; the output is ``k = 0``. A relative ``output_image`` is looked up next to
+        the JSONL file, in its parent folder, in the dataset folder, then in the working folder;
+        a path that exists nowhere is indexed as it is, so scoring reports the missing file.
+        Records and files whose id is not a sample go to ``unknown``. When a PNG and a JSONL
+        record give the same id and k, the JSONL record wins.
+        """
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"predictions folder {folder} does not exist")
+        sources = self._model_sources(folder, models, model)
+        index = PredictionIndex()
+        for name, (png_folder, jsonl_files) in sources.items():
+            index.files.setdefault(name, {})
+            if png_folder is not None:
+                found = index_predictions(
+                    {name: png_folder},
+                    self.prediction_pattern,
+                    self.sample_ids(),
+                    id_of=self._id_of,
+                )
+                index.files[name].update(found.files.get(name, {}))
+                index.unknown.extend(found.unknown)
+            for jsonl in jsonl_files:
+                self._index_jsonl(index, name, jsonl)
+        return index
+
+    def _model_sources(
+        self, folder: Path, models: Sequence[str] | None, model: str | None
+    ) -> dict[str, tuple[Path | None, list[Path]]]:
+        top_jsonl = sorted(p for p in folder.glob("*.jsonl") if p.is_file())
+        has_png = any(p.suffix.lower() == ".png" for p in folder.iterdir() if p.is_file())
+        sources: dict[str, tuple[Path | None, list[Path]]] = {}
+        if has_png:
+            sources[model or folder.name] = (folder, top_jsonl)
+        elif top_jsonl:
+            for path in top_jsonl:
+                name = model if model and len(top_jsonl) == 1 else _model_name(path)
+                sources[name] = (None, [path])
+        else:
+            for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+                if not sub.name.startswith("."):
+                    sources[sub.name] = (sub, sorted(p for p in sub.glob("*.jsonl") if p.is_file()))
+        if models is not None:
+            absent = [m for m in models if m not in sources]
+            if absent:
+                raise FileNotFoundError(
+                    f"no outputs for model(s) {', '.join(absent)} in {folder}; "
+                    f"found: {', '.join(sources) or '(none)'}"
+                )
+            sources = {m: sources[m] for m in models}
+        return sources
+
+    def _index_jsonl(self, index: PredictionIndex, name: str, jsonl: Path) -> None:
+        for _, record in _read_jsonl(jsonl):
+            ref = record.get("output_image")
+            if record.get("error") or not isinstance(ref, str) or not ref.strip():
+                continue
+            path = _output_path(ref, jsonl, self.root)
+            raw = str(record.get("sample_id") or "")
+            sid = self._id_of.get(raw, raw)
+            if sid not in self:
+                index.unknown.append((name, path))
+                continue
+            index.add(name, sid, 0, path)
+
+
+def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") -> MedGenDataset:
+    """Read MedGEN-Bench's evaluation folder (the one holding ``edit.jsonl``).
+
+    Returns:
+        A :class:`MedGenDataset`; skipped or questionable records are listed in ``problems``.
+
+    Raises:
+        DatasetError: no path, no folder, no ``edit.jsonl``, a line of one of the JSONL files
+            that is not a JSON object (the message names the file and line).
+    """
+    if path is None or str(path) == "":
+        raise DatasetError("MedGEN-Bench needs its folder: use 'medgen:/path/to/MedGEN_data'")
+    root = Path(path)
+    if not root.is_dir():
+        raise DatasetError(f"MedGEN-Bench folder {root} does not exist or is not a folder")
+    if not (root / EDIT_FILE).is_file():
+        raise DatasetError(f"{root} is not a MedGEN-Bench folder: it has no {EDIT_FILE}")
+    root = root.absolute()
+    samples: list[Sample] = []
+    problems: list[str] = []
+    first: dict[str, str] = {}
+    edit = root / EDIT_FILE
+    for number, record in _read_jsonl(edit):
+        where = f"{edit} line {number}"
+        sample = _to_sample(record, where, root, problems)
+        if sample is None:
+            continue
+        if sample.sample_id in first:
+            problems.append(
+                f"{where}: sample '{sample.metadata['medgen_sample_id']}' has the same id as "
+                f"{first[sample.sample_id]}; skipped"
+            )
+            continue
+        first[sample.sample_id] = f"line {number}"
+        samples.append(sample)
+    other = {
+        key: [record for _, record in _read_jsonl(root / file)]
+        for key, file in _OTHER_FILES.items()
+        if (root / file).is_file()
+    }
+    return MedGenDataset(name, root, samples, problems=problems, other_records=other)
+
+
+def detect(root: Path) -> bool:
+    """Whether ``root`` is a MedGEN-Bench evaluation folder (it holds ``edit.jsonl``)."""
+    return (Path(root) / EDIT_FILE).is_file()
+
+
+def normalize_task(paper_task: object, sub_category: object = None) -> str:
+    """The canonical task name: lower case, ``_`` as ``-``, official aliases resolved; a generic
+    name such as ``image-edit`` is replaced by ``sub_category`` when there is one."""
+    task = _canonical(paper_task)
+    if sub_category and (not task or task in _GENERIC_TASKS):
+        return _canonical(sub_category)
+    return task or _canonical(sub_category)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _canonical(value: object) -> str:
+    name = str(value or "").strip().lower().replace("_", "-")
+    return _ALIASES.get(name, name)
+
+
+def _read_jsonl(path: Path):
+    """``(line number, record)`` of each non-blank line; DatasetError for a line that is not a
+    JSON object."""
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path} line {number}: not valid JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise DatasetError(
+                    f"{path} line {number}: expected a JSON object, got {type(record).__name__}"
+                )
+            yield number, record
+
+
+def _to_sample(record: dict, where: str, root: Path, problems: list[str]) -> Sample | None:
+    raw_id = record.get("sample_id")
+    who = f"{where} (sample '{raw_id}')" if raw_id else where
+    category = record.get("category")
+    if category is not None and str(category).replace(" ", "").lower() not in _EDIT_CATEGORIES:
+        problems.append(f"{who}: category {category!r} is not ImageEdit; skipped")
+        return None
+    missing = [f for f in ("sample_id", "instruction") if not _text(record.get(f))]
+    task = normalize_task(record.get("paper_task"), record.get("sub-category"))
+    if not task:
+        missing.append("paper_task")
+    inputs = _images(record, "input_image", "input_images")
+    targets = _images(record, "ground_truth_image", "ground_truth_images")
+    if not inputs:
+        missing.append("input_image")
+    if not targets:
+        missing.append("ground_truth_image")
+    if missing:
+        problems.append(f"{who}: missing or empty field(s) {', '.join(missing)}; skipped")
+        return None
+    if task in _NON_EDITING_TASKS:
+        problems.append(f"{who}: task '{task}' is not an image-editing task; skipped")
+        return None
+    paths: dict[str, list[str]] = {}
+    for field, refs in (("input_image", inputs), ("ground_truth_image", targets)):
+        resolved = []
+        for ref in refs:
+            path, problem = _resolve(root, ref)
+            if problem:
+                problems.append(f"{who}: {field} '{ref}' {problem}; skipped")
+                return None
+            resolved.append(path)
+        paths[field] = resolved
+    metadata: dict[str, Any] = {
+        "medgen_sample_id": str(raw_id),
+        "paper_task": record.get("paper_task"),
+    }
+    perspective = PERSPECTIVES.get(task)
+    if perspective is None:
+        perspective = Perspective.modification
+        metadata["unknown_task"] = True
+        problems.append(
+            f"{who}: unknown task '{task}' (known: {', '.join(PERSPECTIVES)}); kept as a "
+            "modification sample"
+        )
+    for key in ("answer", "choice", "paper_format", "sub-category"):
+        if record.get(key) not in (None, "", []):
+            metadata[key] = record[key]
+    if len(paths["input_image"]) > 1:
+        metadata["extra_input_images"] = paths["input_image"][1:]
+    if len(paths["ground_truth_image"]) > 1:
+        metadata["extra_ground_truth_images"] = paths["ground_truth_image"][1:]
+    return Sample(
+        sample_id=_UNSAFE.sub("-", str(raw_id)).strip(".") or "-",
+        benchmark="medgen",
+        input=paths["input_image"][0],
+        instruction=str(record["instruction"]).strip(),
+        target=paths["ground_truth_image"][0],
+        task=task,
+        modality=_text(record.get("modality")),
+        perspective=perspective,
+        description=_answer_text(record.get("answer")),
+        source={"benchmark": "MedGEN-Bench", "record": where, "id": str(raw_id)},
+        metadata=metadata,
+    )
+
+
+def _text(value: object) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _images(record: dict, singular: str, plural: str) -> list[str]:
+    """The image paths of a record: the singular field first (string or list), else the plural."""
+    for field in (singular, plural):
+        value = record.get(field)
+        if isinstance(value, str) and value.strip():
+            return [value.strip()]
+        if isinstance(value, list) and value:
+            return [str(v) for v in value]
+    return []
+
+
+def _resolve(root: Path, ref: str) -> tuple[str, str | None]:
+    """The absolute path of ``ref`` inside ``root``, or a problem. Symbolic links are followed:
+    the official preparation links ``source/`` to the raw dataset outside the folder."""
+    if not ref.strip():
+        return "", "is empty"
+    if Path(ref).is_absolute() or ref.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", ref):
+        return "", "is absolute (image paths must be relative to the dataset folder)"
+    lexical = Path(os.path.normpath(root / ref))
+    if lexical != root and root not in lexical.parents:
+        return "", f"leaves the dataset folder {root} (via '..')"
+    if not lexical.is_file():
+        return "", "does not exist"
+    return str(lexical), None
+
+
+def _answer_text(answer: object) -> str | None:
+    if isinstance(answer, str):
+        return answer.strip() or None
+    if isinstance(answer, dict) and answer:
+        return "\n".join(f"{key}: {value}" for key, value in answer.items())
+    return None
+
+
+def _model_name(jsonl: Path) -> str:
+    # get_output_filename() writes "<vlm>_<edit model>_edit.jsonl".
+    stem = jsonl.stem
+    return stem[: -len("_edit")] if stem.endswith("_edit") and len(stem) > 5 else stem
+
+
+def _output_path(ref: str, jsonl: Path, root: Path) -> Path:
+    path = Path(ref)
+    if path.is_absolute():
+        return path
+    candidates = [jsonl.parent / path, jsonl.parent.parent / path, root / path, Path.cwd() / path]
+    return next((c.absolute() for c in candidates if c.is_file()), candidates[0].absolute())

@@ -1,0 +1,314 @@
+"""PaintBench layouts (SPEC section 5): procedural editing problems with exact answers.
+
+The folder is one benchmark as PaintBench's ``generate_benchmark.py`` writes it (``benchmarks/
+PaintBench``; ``benchmarks/TinyGrafixBench`` has the same layout), or the ``benchmarks/`` folder
+holding a ``PaintBench`` sub-folder::
+
+    root/
+      <task>/NNN_input.png   the input (NNN: problem id, 3 digits)
+      <task>/NNN_answer.png  the exact answer
+      <task>/NNN.json        {"instruction", "category", "task", "mode", "visual_condition",
+                              "problem_id", "seed", "n", "W", "H", ...task parameters}
+      problems.jsonl         optional index ({"task", "problem_id", "instruction", ...})
+
+Samples: ``sample_id = f"{task}-{NNN}"`` (file-name safe), ``task`` the folder name,
+``perspective`` ``modification`` (every PaintBench task asks for a specific change of the
+picture), ``instruction`` from the JSON (else from ``problems.jsonl``), ``target`` the answer,
+``mask`` none (the edit region is ``any(input != answer)``, computed by the protocol), and in
+``metadata``: ``category`` (from the JSON, else PaintBench's task table), ``task``,
+``problem_id``, ``mode``, ``visual_condition``, ``seed`` and the other JSON fields.
+
+``preservation/`` is PaintBench's diagnostic folder (answer = input, no category), left out of
+its benchmark numbers: it is skipped (reported) unless ``include_diagnostic=True``, which keeps
+it with category ``"diagnostic"``.
+
+Reported in ``problems`` (the adapter keeps going): a problem without its answer image; a JSON
+file that cannot be read, is not an object or has a non-string field where text is expected
+(skipped); no instruction anywhere (skipped); a task with no category (skipped: it cannot enter
+the macro average); a category PaintBench does not define (kept, reported).
+
+Model outputs (PaintBench's ``eval.py``): ``model_outputs/<model>/<benchmark>/<task>/
+NNNN_output.png``, where ``NNNN`` is the problem id with **4** digits (inputs have 3) and
+``<benchmark>`` the name of this folder (``PaintBench``). See
+:meth:`PaintBenchDataset.find_predictions`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from medibench.datasets._base import DatasetError
+from medibench.datasets._dataset import Dataset, PredictionIndex
+from medibench.samples import Perspective, Sample
+
+__all__ = [
+    "CATEGORIES",
+    "PaintBenchDataset",
+    "TASK_CATEGORIES",
+    "detect",
+    "read_paintbench",
+]
+
+#: PaintBench's task -> category table (generate_benchmark.py); TinyGrafixBench's categories are
+#: its chart types.
+TASK_CATEGORIES: dict[str, str] = {
+    **dict.fromkeys(
+        ("translation", "rotation", "reflection", "scaling", "shearing"),
+        "geometric_transformation",
+    ),
+    **dict.fromkeys(
+        ("construction", "removal", "copying", "border", "cropping"), "structural_manipulation"
+    ),
+    **dict.fromkeys(
+        ("recolor", "flood_fill", "blending", "gradient", "point_operations"), "color_change"
+    ),
+    **dict.fromkeys(
+        ("comparison", "ordering", "pattern", "counting", "legend"), "symbolic_reasoning"
+    ),
+}
+_CHARTS = ("bar_chart", "heatmap", "line_chart", "network", "scatter_plot")
+#: Every category a PaintBench or TinyGrafixBench problem can carry.
+CATEGORIES = frozenset(TASK_CATEGORIES.values()) | frozenset(_CHARTS) | {"diagnostic"}
+_DIAGNOSTIC = "preservation"
+_INPUT = re.compile(r"^(?P<num>\d+)_input\.png$")
+_OUTPUT = re.compile(r"^(?P<num>\d+)_output\.png$")
+
+
+class PaintBenchDataset(Dataset):
+    """PaintBench problems (task folders in name order, problems in id order)."""
+
+    default_protocols = ("paintbench@1",)
+    expected_k = 1
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._by_problem = {(s.task, int(s.metadata["problem_id"])): s.sample_id for s in self}
+
+    @property
+    def benchmark_name(self) -> str:
+        """The folder name outputs are filed under (``PaintBench``)."""
+        return self.root.name
+
+    def find_predictions(
+        self, folder: str | Path, *, models: Sequence[str] | None = None, model: str | None = None
+    ) -> PredictionIndex:
+        """Index ``<model>/<benchmark>/<task>/NNNN_output.png`` under ``folder``, k = 0.
+
+        ``folder`` may be ``model_outputs/`` (one sub-folder per model; models without a
+        ``<benchmark>`` folder are left out, as PaintBench's eval does), one model's folder
+        (holding ``<benchmark>/``), or the ``<benchmark>`` folder of one model (holding task
+        folders; the model is ``model`` or the folder above). A model folder holding task folders
+        directly is accepted too. Only the official name ``NNNN_output.png``, the problem id with
+        4 digits, is an output (what eval.py opens); other ``*_output.png`` names, outputs of
+        problems or tasks not in the benchmark go to ``unknown``.
+        """
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"predictions folder {folder} does not exist")
+        bench_dirs = self._bench_dirs(folder, model)
+        if models is not None:
+            absent = [m for m in models if m not in bench_dirs]
+            if absent:
+                raise FileNotFoundError(
+                    f"no '{self.benchmark_name}' outputs for model(s) {', '.join(absent)} in "
+                    f"{folder}; found: {', '.join(bench_dirs) or '(none)'}"
+                )
+            bench_dirs = {m: bench_dirs[m] for m in models}
+        index = PredictionIndex()
+        for name, bench in bench_dirs.items():
+            index.files.setdefault(name, {})
+            for task_dir in sorted(p for p in bench.iterdir() if p.is_dir()):
+                for path in sorted(task_dir.iterdir()):
+                    m = _OUTPUT.match(path.name)
+                    if not m or not path.is_file():
+                        continue
+                    num = m["num"]
+                    sid = self._by_problem.get((task_dir.name, int(num)))
+                    if sid is None or num != f"{int(num):04d}":
+                        index.unknown.append((name, path))
+                    else:
+                        index.add(name, sid, 0, path)
+        return index
+
+    def _bench_dirs(self, folder: Path, model: str | None) -> dict[str, Path]:
+        tasks = {s.task for s in self}
+        if self._holds_tasks(folder, tasks):
+            default = folder.parent.name if folder.name == self.benchmark_name else folder.name
+            return {model or default: folder}
+        if (folder / self.benchmark_name).is_dir():
+            return {model or folder.name: folder / self.benchmark_name}
+        found = {}
+        for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+            if sub.name.startswith("."):
+                continue
+            if (sub / self.benchmark_name).is_dir():
+                found[sub.name] = sub / self.benchmark_name
+            elif self._holds_tasks(sub, tasks):
+                found[sub.name] = sub
+        return found
+
+    @staticmethod
+    def _holds_tasks(folder: Path, tasks: set[str]) -> bool:
+        return any((folder / t).is_dir() for t in tasks)
+
+
+def read_paintbench(
+    path: str | os.PathLike | None = None,
+    *,
+    name: str | None = None,
+    include_diagnostic: bool = False,
+) -> PaintBenchDataset:
+    """Read a PaintBench-layout benchmark folder (module docstring).
+
+    Returns:
+        A :class:`PaintBenchDataset` named ``name`` (default: the folder's name); skipped or
+        questionable problems are listed in ``problems``.
+
+    Raises:
+        DatasetError: no path, no folder, no task folder with ``NNN_input.png`` files, a
+            ``problems.jsonl`` line that is not a JSON object.
+    """
+    if path is None or str(path) == "":
+        raise DatasetError("PaintBench needs its folder: use 'paintbench:/path/to/PaintBench'")
+    root = Path(path)
+    if not root.is_dir():
+        raise DatasetError(f"PaintBench folder {root} does not exist or is not a folder")
+    if not detect(root) and detect(root / "PaintBench"):
+        root = root / "PaintBench"
+    if not detect(root):
+        raise DatasetError(
+            f"{root} is not a PaintBench folder: no <task>/NNN_input.png files in its sub-folders"
+        )
+    root = root.resolve()
+    index = _problem_index(root / "problems.jsonl")
+    samples: list[Sample] = []
+    problems: list[str] = []
+    for task_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        inputs = sorted((m["num"], p) for p in task_dir.iterdir() if (m := _INPUT.match(p.name)))
+        if not inputs:
+            continue
+        task = task_dir.name
+        if task == _DIAGNOSTIC and not include_diagnostic:
+            problems.append(
+                f"{task_dir}: the diagnostic '{_DIAGNOSTIC}' task is not part of PaintBench's "
+                f"scores; {len(inputs)} problems skipped (include_diagnostic=True keeps them)"
+            )
+            continue
+        for num, input_path in inputs:
+            sample = _to_sample(task_dir, num, input_path, index, problems)
+            if sample is not None:
+                samples.append(sample)
+    return PaintBenchDataset(name or root.name, root, samples, problems=problems)
+
+
+def detect(root: Path) -> bool:
+    """Whether ``root`` holds PaintBench task folders (``<task>/NNN_input.png``)."""
+    root = Path(root)
+    if not root.is_dir():
+        return False
+    return any(
+        p.is_dir() and any(_INPUT.match(f.name) for f in p.iterdir()) for p in root.iterdir()
+    )
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _problem_index(path: Path) -> dict[tuple[str, int], dict]:
+    if not path.is_file():
+        return {}
+    found = {}
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path} line {number}: not valid JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise DatasetError(f"{path} line {number}: expected a JSON object")
+            try:
+                found[(str(record["task"]), int(record["problem_id"]))] = record
+            except (KeyError, TypeError, ValueError):
+                continue  # an index line we cannot key is only a lost fallback
+    return found
+
+
+def _to_sample(
+    task_dir: Path,
+    num: str,
+    input_path: Path,
+    index: dict[tuple[str, int], dict],
+    problems: list[str],
+) -> Sample | None:
+    task = task_dir.name
+    sid = f"{task}-{num}"
+    answer = task_dir / f"{num}_answer.png"
+    if not answer.is_file():
+        problems.append(f"{task_dir}: problem {num} has no {answer.name}; skipped")
+        return None
+    meta_path = task_dir / f"{num}.json"
+    meta: dict[str, Any] = {}
+    if meta_path.is_file():
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            problems.append(f"{meta_path}: not valid JSON ({exc}); problem '{sid}' skipped")
+            return None
+        if not isinstance(meta, dict):
+            problems.append(
+                f"{meta_path}: expected a JSON object, got {type(meta).__name__}; "
+                f"problem '{sid}' skipped"
+            )
+            return None
+    bad = [k for k in ("instruction", "category", "mode") if k in meta and not _is_text(meta[k])]
+    if bad:
+        problems.append(
+            f"{meta_path}: field(s) {', '.join(bad)} must be strings; problem '{sid}' skipped"
+        )
+        return None
+    listed = index.get((task, int(num)), {})
+    instruction = (meta.get("instruction") or listed.get("instruction") or "").strip()
+    if not instruction:
+        problems.append(
+            f"{task_dir}: problem {num} has no instruction (no {meta_path.name} with one, "
+            "no problems.jsonl entry); skipped"
+        )
+        return None
+    category = meta.get("category") or listed.get("category") or TASK_CATEGORIES.get(task)
+    if task == _DIAGNOSTIC:
+        category = category or "diagnostic"
+    if not category:
+        problems.append(
+            f"{task_dir}: task '{task}' has no category (not in {meta_path.name}, not a "
+            "PaintBench task); problem skipped, it cannot enter the category macro average"
+        )
+        return None
+    if category not in CATEGORIES:
+        problems.append(
+            f"{meta_path}: unknown category '{category}' (PaintBench's: "
+            f"{', '.join(sorted(set(TASK_CATEGORIES.values())))}); problem '{sid}' kept"
+        )
+    metadata = {k: v for k, v in meta.items() if k != "instruction"}
+    metadata.update(category=category, task=task, problem_id=int(num))
+    return Sample(
+        sample_id=sid,
+        benchmark="paintbench",
+        input=str(input_path),
+        instruction=instruction,
+        target=str(answer),
+        task=task,
+        perspective=Perspective.modification,
+        source={"benchmark": "PaintBench", "problem": f"{task}/{num}"},
+        metadata=metadata,
+    )
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str)

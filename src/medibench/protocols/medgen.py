@@ -1,0 +1,195 @@
+"""``medgen@code``: MedGEN-Bench's image tier as its evaluation code computes it (SPEC section 4).
+
+What the official ``util/metrics.py`` (``FR_IQA``) and ``eval.py`` do, and this protocol does:
+
+* Images are decoded with PIL and ``convert("RGB")`` (the output and the ground truth; the
+  input is read the same way but not scored). An output of another size than the ground truth is
+  resized to it with PIL ``LANCZOS``; the resize is recorded in the notes.
+* ``psnr``: ``10 log10(255^2 / MSE)`` over the 0-255 RGB values, **100.0 when MSE = 0** (the
+  code's cap, so identical images do not give infinity; noted when it applies). The code takes
+  the MSE in float32 (``np.mean`` of a float32 array); medibench takes it exactly, so values can
+  differ in the 6th-7th significant digit.
+* ``ssim``: both images converted to 8-bit grayscale with PIL ``convert("L")`` (ITU-R 601-2
+  luma), then scikit-image's ``structural_similarity`` defaults with ``data_range=255``: 7x7
+  uniform window, sample covariance, K1 0.01, K2 0.03, float64, border cropped from the mean.
+* ``psnr_pass`` = 1.0 if ``psnr >= 28`` else 0.0 and ``ssim_pass`` = 1.0 if ``ssim >= 0.7``
+  (the thresholds of the code's ``METRIC_THRESHOLDS``), so their means are the pass rates. The
+  aggregation also declares the code's five pass rates (PSNR >= 28, SSIM >= 0.7, LPIPS <= 0.6,
+  embedding similarity >= 0.7, judge overall >= 8) for the summary tables.
+* ``lpips`` (AlexNet, 256x256) and ``embedding_similarity`` (Rad-DINO cosine in the code,
+  MedImageInsight in the paper) need a feature extractor; they are declared but not computed
+  yet: ``None`` with that reason.
+* The judge dimensions (1-10 each) are ``judged_metrics``, filled by a judge stage.
+
+Where medibench differs from the code, on purpose:
+
+* A missing output: the current code aborts the whole run; an earlier version skipped the
+  sample from the image lists but then wrote the scores back by list position, shifting them
+  onto the wrong samples. medibench records the sample as missing and leaves it out of the means
+  (``missing="skip"``), counted.
+* The code reads judge results with ``.get(key, 0)`` on keys the current rubric no longer
+  produces (``content_accuracy``, ``relevance_and_responsiveness``, ``consistency``) and on
+  ``overall_score``, and turns a failed metric batch into a list of 0.0: several metrics are
+  silently 0. medibench never fills a value it did not compute: it is ``None`` with a reason.
+* Non-finite values: the code drops them from its means; medibench never produces one here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from medibench.datasets import SampleImages
+from medibench.metrics import psnr, ssim
+from medibench.protocols._base import Aggregation, ProtocolResult
+from medibench.samples import Sample
+
+__all__ = ["MedGenCodeProtocol", "PSNR_CAP", "PSNR_PASS", "SSIM_PASS", "as_rgb", "read_rgb"]
+
+#: PSNR the code reports for identical images (MSE = 0).
+PSNR_CAP = 100.0
+#: Pass thresholds of the code's METRIC_THRESHOLDS (LPIPS passes at or below its threshold).
+PSNR_PASS = 28.0
+SSIM_PASS = 0.7
+LPIPS_PASS = 0.6
+EMBEDDING_PASS = 0.7
+JUDGE_PASS = 8.0
+
+_NEEDS_EXTRACTOR = "needs a feature extractor: a later issue"
+# skimage.metrics.structural_similarity defaults, with the code's data_range=255.
+_SSIM = dict(
+    data_range=255,
+    window="uniform",
+    win_size=7,
+    use_sample_covariance=True,
+    k1=0.01,
+    k2=0.03,
+    channel_axis=None,
+    dtype=np.float64,
+)
+
+
+@dataclass(frozen=True)
+class MedGenCodeProtocol:
+    """MedGEN-Bench's image tier as its evaluation code computes it (module docstring)."""
+
+    name: str = "medgen"
+    version: str = "code"
+    description: str = (
+        "MedGEN-Bench image tier as its code computes it: PIL LANCZOS resize to the ground truth, "
+        "RGB PSNR capped at 100, grayscale SSIM (skimage defaults), pass flags PSNR>=28, SSIM>=0.7"
+    )
+    metric_names: tuple[str, ...] = (
+        "psnr",
+        "ssim",
+        "psnr_pass",
+        "ssim_pass",
+        "lpips",
+        "embedding_similarity",
+        "anatomical_accuracy",
+        "clinical_finding_accuracy",
+        "instruction_compliance",
+        "cross_modal_consistency",
+        "hallucination_control",
+        "overall",
+    )
+    judged_metrics: tuple[str, ...] = (
+        "anatomical_accuracy",
+        "clinical_finding_accuracy",
+        "instruction_compliance",
+        "cross_modal_consistency",
+        "hallucination_control",
+        "overall",
+    )
+    aggregation: Aggregation = Aggregation(
+        k_modes=(("@1", "first"),),
+        missing="skip",
+        group_by=("task",),
+        lower_is_better=frozenset({"lpips"}),
+        pass_rates=(
+            ("psnr_pass_rate", "psnr", PSNR_PASS),
+            ("ssim_pass_rate", "ssim", SSIM_PASS),
+            ("lpips_pass_rate", "lpips", LPIPS_PASS),
+            ("embedding_pass_rate", "embedding_similarity", EMBEDDING_PASS),
+            ("overall_pass_rate", "overall", JUDGE_PASS),
+        ),
+    )
+
+    def load_images(self, sample: Sample) -> SampleImages:
+        """Input and ground truth decoded as the code does (PIL, ``convert("RGB")``); no mask."""
+        return SampleImages(
+            input=read_rgb(sample.input),
+            target=None if sample.target is None else read_rgb(sample.target),
+            mask=None,
+        )
+
+    def read_prediction(self, path: str | Path) -> np.ndarray:
+        """The output decoded as the code does (PIL, ``convert("RGB")``)."""
+        return read_rgb(path)
+
+    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
+        res = ProtocolResult()
+        res.missing("lpips", _NEEDS_EXTRACTOR)
+        res.missing("embedding_similarity", _NEEDS_EXTRACTOR)
+        target = images.target
+        if target is None:
+            for m in ("psnr", "ssim", "psnr_pass", "ssim_pass"):
+                res.missing(m, "the sample has no ground-truth image")
+            return res
+        ref = Image.fromarray(as_rgb(target, "ground truth"))
+        out = Image.fromarray(as_rgb(prediction, "prediction"))
+        if out.size != ref.size:
+            res.notes.append(
+                f"prediction resized from {out.width}x{out.height} to {ref.width}x{ref.height} "
+                "(PIL LANCZOS), as the code does"
+            )
+            out = out.resize(ref.size, Image.Resampling.LANCZOS)
+        value = psnr(np.asarray(ref), np.asarray(out), data_range=255)
+        if np.isinf(value):
+            res.notes.append(f"MSE = 0: PSNR reported as {PSNR_CAP:g}, the code's cap")
+            value = PSNR_CAP
+        res.metrics["psnr"] = value
+        res.metrics["psnr_pass"] = 1.0 if value >= PSNR_PASS else 0.0
+        try:
+            s = ssim(np.asarray(ref.convert("L")), np.asarray(out.convert("L")), **_SSIM)
+        except ValueError as exc:  # an image smaller than the 7x7 window
+            res.missing("ssim", str(exc))
+            res.missing("ssim_pass", "no SSIM")
+        else:
+            res.metrics["ssim"] = s
+            res.metrics["ssim_pass"] = 1.0 if s >= SSIM_PASS else 0.0
+        return res
+
+
+def read_rgb(path: str | Path) -> np.ndarray:
+    """An image file decoded with PIL and ``convert("RGB")``: uint8 ``(H, W, 3)``.
+
+    This is how MedGEN-Bench's and PaintBench's code read images (alpha dropped without
+    compositing, palette expanded, no EXIF rotation). Raises :class:`~medibench.io.ImageReadError`
+    naming the file when it is missing or cannot be decoded.
+    """
+    from medibench.io import ImageReadError
+
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except FileNotFoundError:
+        raise ImageReadError(path, "file not found") from None
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise ImageReadError(path, f"PIL could not decode it ({exc})") from exc
+
+
+def as_rgb(image: np.ndarray, what: str = "prediction") -> np.ndarray:
+    """``image`` as uint8 ``(H, W, 3)``: gray repeated, alpha dropped; ``ValueError`` naming
+    ``what`` for another dtype or shape."""
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8:
+        raise ValueError(f"{what} must be uint8, got {arr.dtype}")
+    if arr.ndim == 2:
+        return np.repeat(arr[:, :, None], 3, axis=2)
+    if arr.ndim == 3 and arr.shape[2] in (3, 4):
+        return np.ascontiguousarray(arr[:, :, :3])
+    raise ValueError(f"{what} must be (H, W), (H, W, 3) or (H, W, 4), got {arr.shape}")
