@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -18,7 +17,7 @@ app = typer.Typer(
 )
 # Leaderboards are wide: keep them readable when stdout is a pipe or a CI log (80 columns).
 console = Console(width=None if Console().is_terminal else 120)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # error messages stay on one line (greppable)
 
 
 def _fail(message: str) -> None:
@@ -297,57 +296,16 @@ def _print_summary(scores, samples, proto, by: list[str] | None = None) -> list[
     """Print the protocol's summary tables; return the rows (with the protocol named)."""
     import dataclasses
 
-    from medibench.report import summarize
+    from medibench.report import summarize, summary_tables
 
     agg = proto.aggregation
     if by:
         agg = dataclasses.replace(agg, group_by=tuple(by))
     rows = summarize(scores, samples, agg, metrics=list(proto.metric_names))
-    names = [*proto.metric_names, *(n for n, _, _ in agg.pass_rates)]
-    label = f"{proto.name}@{proto.version}"
-    several_k = len(agg.k_modes) > 1
-    missing = "count as 0" if agg.missing == "zero" else "are left out of the means"
-    caption = (
-        f"samples without an output {missing} (column 'missing'); "
-        f"micro = mean over samples" + (", macro = mean over groups" if agg.macro_over else "")
-    )
-    for by in [*agg.group_by, "all"]:
-        sub = [r for r in rows if r["by"] == by]
-        # Per-perspective leaderboards read best one table each (their metrics differ).
-        parts = (
-            [
-                (g, [r for r in sub if r["group"] == g])
-                for g in dict.fromkeys(r["group"] for r in sub)
-            ]
-            if by == "perspective"
-            else [(None, sub)]
-        )
-        for group, part in parts:
-            shown = [m for m in names if any(r.get(m) is not None for r in part)]
-            title = f"{group} ({label})" if group else f"{label} by {by}"
-            table = Table(title=title, caption=caption)
-            cols = [
-                "model",
-                *(["k"] if several_k else []),
-                *([] if group else [by]),
-                "n",
-                "missing",
-                *shown,
-            ]
-            for col in cols:
-                table.add_column(
-                    col, justify="left" if col in ("model", by) else "right", no_wrap=True
-                )
-            for r in sorted(part, key=lambda r: (r["group"], r["model"], r["k_mode"])):
-                table.add_row(
-                    r["model"],
-                    *([r["k_mode"]] if several_k else []),
-                    *([] if group else [str(r["group"])]),
-                    str(r["n"]),
-                    str(r["n_missing"]),
-                    *[_fmt(r.get(m)) for m in shown],
-                )
-            console.print(table)
+    for table in summary_tables(
+        rows, label=f"{proto.name}@{proto.version}", aggregation=agg, metrics=proto.metric_names
+    ):
+        console.print(table)
     return [{"protocol": proto.name, "protocol_version": proto.version, **r} for r in rows]
 
 
@@ -366,14 +324,6 @@ def _load(fn, spec, **kwargs):
         return fn(spec, **kwargs)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as exc:
         _fail(str(exc))
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if math.isinf(v):
-        return "inf"
-    return f"{v:.4f}" if abs(v) < 10 else f"{v:.2f}"
 
 
 def _list(registry) -> None:

@@ -131,7 +131,8 @@ def test_metadata_fields_lower_is_better_and_infinities():
 
 
 def test_rows_csv(tmp_path):
-    rows = summarize(SCORES[:1], SAMPLES, Aggregation(group_by=()), metrics=["dice"])
+    agg = Aggregation(group_by=(), ci_resamples=0)
+    rows = summarize(SCORES[:1], SAMPLES, agg, metrics=["dice"])
     path = write_rows_csv(rows, tmp_path / "r.csv")
     assert list(csv.DictReader(open(path))) == [
         {
@@ -142,6 +143,7 @@ def test_rows_csv(tmp_path):
             "n": "1",
             "n_missing": "0",
             "dice": "0.5",
+            "dice_n": "1",
         }
     ]
     with pytest.raises(ValueError, match="no rows"):
@@ -151,3 +153,27 @@ def test_rows_csv(tmp_path):
 def test_unknown_group_field_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot group by 'organ'"):
         summarize(SCORES, SAMPLES, Aggregation(group_by=("organ",)), metrics=["dice"])
+
+
+def test_bootstrap_cis_match_the_stats_helpers():
+    from medibench.report import bootstrap_ci, hierarchical_bootstrap_ci
+
+    agg = Aggregation(
+        k_modes=(("@1", "first"),),
+        missing="zero",
+        group_by=("region",),
+        macro_over=("region",),
+        ci_resamples=200,
+        ci_seed=7,
+    )
+    rows = _rows(agg)
+    micro = rows[("@1", "all", "micro")]
+    assert (micro["dice_ci_low"], micro["dice_ci_high"]) == bootstrap_ci(
+        [0.5, 0.7, 0.0], n_resamples=200, seed=7
+    )
+    macro = rows[("@1", "all", "macro over region")]
+    assert (macro["dice_ci_low"], macro["dice_ci_high"]) == hierarchical_bootstrap_ci(
+        [0.5, 0.7, 0.0], [("r1",), ("r1",), ("r2",)], n_resamples=200, seed=7
+    )
+    assert micro["psnr_ci_low"] == micro["psnr_ci_high"] == 30.0  # one value
+    assert rows[("@1", "region", "r1")]["psnr_ci_low"] is None  # no value

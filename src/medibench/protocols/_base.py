@@ -50,6 +50,9 @@ class Aggregation:
             ``lower_is_better``), e.g. MieDB's Perception Accuracy ``("perception_accuracy",
             "dice", 0.8)``. Samples without a value are left out (or count as failing under
             ``missing="zero"``), never silently passed.
+        ci_resamples, ci_seed, ci_level: the percentile bootstrap CI every mean gets
+            (hierarchical for the macro row: items resampled within each leaf group, as
+            PaintBench does); ``ci_resamples=0`` turns CIs off.
     """
 
     k_modes: tuple[tuple[str, KReduction], ...] = (("@1", "first"),)
@@ -58,6 +61,9 @@ class Aggregation:
     macro_over: tuple[str, ...] = ()
     lower_is_better: frozenset[str] = frozenset()
     pass_rates: tuple[tuple[str, str, float], ...] = ()
+    ci_resamples: int = 1000
+    ci_seed: int = 42
+    ci_level: float = 0.95
 
 
 @dataclass

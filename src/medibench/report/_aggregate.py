@@ -40,7 +40,8 @@ def summarize(
     Each row: ``model``, ``k_mode`` (the label, e.g. ``"@1"``), ``by`` (the field, ``"all"`` for
     the overall rows), ``group`` (its value; ``"micro"`` or ``"macro over region"`` for the
     overall rows), ``n`` (samples with an output), ``n_missing`` (samples without), then one key
-    per metric and per pass rate: the mean, or ``None`` when no sample has a value.
+    per metric and per pass rate: the mean (``None`` when no sample has a value), ``<metric>_n``
+    (how many samples have a value) and, with CIs on, ``<metric>_ci_low`` / ``_ci_high``.
     """
     for field in (*aggregation.group_by, *aggregation.macro_over):
         if not field.startswith("metadata.") and field not in Sample.model_fields:
@@ -77,6 +78,9 @@ def summarize(
                 for m in names:
                     macro[m] = _macro(list(values), values, samples, aggregation.macro_over, m)
                 rows.append(macro)
+    if aggregation.ci_resamples > 0:
+        for row in rows:
+            _add_cis(row, by_model, samples, aggregation, metrics, names)
     return rows
 
 
@@ -151,9 +155,41 @@ def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
         "n_missing": sum(not values[s][0] for s in sids),
     }
     for m in names:
-        got = [values[s][1].get(m) for s in sids]
-        row[m] = _mean([v for v in got if v is not None])
+        got = [v for s in sids if (v := values[s][1].get(m)) is not None]
+        row[m] = _mean(got)
+        row[f"{m}_n"] = len(got)
     return row
+
+
+def _add_cis(row, by_model, samples, aggregation, metrics, names) -> None:
+    """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (or ``None``)."""
+    from medibench.report._stats import bootstrap_ci, hierarchical_bootstrap_ci
+
+    how = dict(aggregation.k_modes)[row["k_mode"]]
+    values = per_sample_values(by_model[row["model"]], samples, aggregation, how, metrics)
+    if row["by"] == "all":
+        sids = list(values)
+    else:
+        sids = [s for s in values if str(sample_field(samples[s], row["by"])) == row["group"]]
+    hierarchical = row["group"].startswith("macro over ")
+    opts = dict(
+        n_resamples=aggregation.ci_resamples, seed=aggregation.ci_seed, level=aggregation.ci_level
+    )
+    for m in names:
+        present = [(s, v) for s in sids if (v := values[s][1].get(m)) is not None]
+        vals = [v for _, v in present]
+        if not vals or any(math.isinf(v) for v in vals):
+            row[f"{m}_ci_low"] = row[f"{m}_ci_high"] = None
+            continue
+        if hierarchical:
+            keys = [
+                tuple(sample_field(samples[s], f) for f in aggregation.macro_over)
+                for s, _ in present
+            ]
+            low, high = hierarchical_bootstrap_ci(vals, keys, **opts)
+        else:
+            low, high = bootstrap_ci(vals, **opts)
+        row[f"{m}_ci_low"], row[f"{m}_ci_high"] = low, high
 
 
 def _macro(sids, values, samples, hierarchy, metric) -> float | None:

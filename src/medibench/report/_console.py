@@ -1,0 +1,107 @@
+"""Summary rows as rich tables for the terminal (``medibench score``, ``run``, ``demo``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from medibench.protocols import Aggregation
+
+__all__ = ["summary_tables", "format_value"]
+
+
+def summary_tables(
+    rows: Sequence[dict], *, label: str, aggregation: Aggregation, metrics: Sequence[str]
+) -> list[Table]:
+    """One table per grouping (one per perspective for ``perspective``), then an overall table
+    in long form (a row per model and metric, with the mean and its CI)."""
+    agg = aggregation
+    names = [*metrics, *(n for n, _, _ in agg.pass_rates)]
+    several_k = len(agg.k_modes) > 1
+    missing = "count as 0" if agg.missing == "zero" else "are left out of the means"
+    caption = f"samples without an output {missing} (column 'missing'); micro = mean over samples"
+    if agg.macro_over:
+        caption += ", macro = mean over groups"
+    overall_caption = caption + "; n = samples with a value of the metric"
+    tables = []
+    for by in agg.group_by:
+        sub = [r for r in rows if r["by"] == by]
+        if by == "perspective":  # per-perspective leaderboards: their metrics differ
+            parts = [(g, [r for r in sub if r["group"] == g]) for g in _unique(sub)]
+        else:
+            parts = [(None, sub)]
+        for group, part in parts:
+            shown = [m for m in names if any(r.get(m) is not None for r in part)]
+            title = f"{group} ({label})" if group else f"{label} by {by}"
+            table = Table(title=title, caption=caption)
+            cols = [
+                "model",
+                *(["k"] if several_k else []),
+                *([] if group else [by]),
+                "n",
+                "missing",
+                *shown,
+            ]
+            for col in cols:
+                table.add_column(
+                    col, justify="left" if col in ("model", by, "k") else "right", no_wrap=True
+                )
+            for r in sorted(part, key=lambda r: (r["group"], r["model"], r["k_mode"])):
+                table.add_row(
+                    r["model"],
+                    *([r["k_mode"]] if several_k else []),
+                    *([] if group else [str(r["group"])]),
+                    str(r["n"]),
+                    str(r["n_missing"]),
+                    *[format_value(r.get(m)) for m in shown],
+                )
+            tables.append(table)
+    overall = [r for r in rows if r["by"] == "all"]
+    ci = f"{agg.ci_level:.0%} CI" if agg.ci_resamples else "CI"
+    table = Table(title=f"{label} overall", caption=overall_caption)
+    for col in [
+        "model",
+        *(["k"] if several_k else []),
+        "average",
+        "n",
+        "missing",
+        "metric",
+        "mean",
+        ci,
+    ]:
+        table.add_column(
+            col, justify="right" if col in ("n", "missing", "mean") else "left", no_wrap=True
+        )
+    for r in sorted(overall, key=lambda r: (r["model"], r["k_mode"], r["group"])):
+        for m in names:
+            if r.get(m) is None:
+                continue
+            low, high = r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")
+            interval = "-" if low is None else f"[{format_value(low)}, {format_value(high)}]"
+            table.add_row(
+                r["model"],
+                *([r["k_mode"]] if several_k else []),
+                r["group"],
+                str(r["n"]),
+                str(r["n_missing"]),
+                m,
+                format_value(r[m]),
+                interval,
+            )
+    tables.append(table)
+    return tables
+
+
+def format_value(v) -> str:
+    """4 decimals below 10, 2 above; ``inf``; ``-`` for no value."""
+    if v is None:
+        return "-"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:.4f}" if abs(v) < 10 else f"{v:.2f}"
+
+
+def _unique(rows: Sequence[dict]) -> list[str]:
+    return list(dict.fromkeys(r["group"] for r in rows))
