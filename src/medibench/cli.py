@@ -58,22 +58,67 @@ def demo(
 @app.command()
 def run(
     dataset: Annotated[str, typer.Option(help="dataset spec, e.g. native:DIR or starter:DIR")],
-    model: Annotated[list[str], typer.Option(help="model name or module:attr (repeatable)")],
-    out: Annotated[Path, typer.Option(help="run folder (created if missing, resumed if not)")],
+    model: Annotated[
+        list[str],
+        typer.Option(
+            help="model (repeatable): NAME, NAME:ARG (ip2p:WEIGHTS, openai-image:gpt-image-1), "
+            "a YAML spec file, or module:callable"
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "--run",
+            help="run folder (created if missing, resumed if not); {shard} in it becomes i-of-n",
+        ),
+    ],
     protocol: Annotated[
         list[str] | None, typer.Option(help="protocol name@version (repeatable)")
     ] = None,
-    k: Annotated[int, typer.Option(min=1, help="outputs per sample")] = 1,
+    k: Annotated[
+        int,
+        typer.Option("--samples", "--k", min=1, help="outputs per sample, each with its own seed"),
+    ] = 1,
     seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
     stage: Annotated[str, typer.Option(help="generate, score or all")] = "all",
     only_failed: Annotated[bool, typer.Option(help="re-run only failed items")] = False,
+    model_option: Annotated[
+        list[str] | None,
+        typer.Option(help="model option key=value (repeatable; for every --model)"),
+    ] = None,
+    executor: Annotated[str, typer.Option(help="local or ray")] = "local",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="items in flight (local: API requests or threads, default the model's own; "
+            "ray: model actors, default one per GPU)",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster to join (ray start --head prints it); default: local"),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="run shard i/n of the samples (default: from RANK/WORLD_SIZE or "
+            "SLURM_PROCID/SLURM_NTASKS); merge shard runs with `medibench merge`"
+        ),
+    ] = None,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
 ) -> None:
     """Run models on a dataset and score their outputs; re-running resumes."""
     from medibench.datasets import load_dataset
+    from medibench.runs._shard import resolve_shard, shard_run_dir
 
     if stage not in {"generate", "score", "all"}:
         _fail(f"--stage must be generate, score or all, not {stage!r}")
+    if executor not in {"local", "ray"}:
+        _fail(f"--executor must be local or ray, not {executor!r}")
+    part = _load(resolve_shard, shard)
+    out = shard_run_dir(out, part)
     ds = _load(load_dataset, dataset)
     protocols = protocol or list(ds.default_protocols)
     _run(
@@ -87,6 +132,11 @@ def run(
         stage=stage,
         only_failed=only_failed,
         progress=progress,
+        model_options=model_option or [],
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        shard=part,
     )
     for p in protocols:
         _print_leaderboards(out, p)
@@ -201,10 +251,20 @@ def export(
 
 @app.command()
 def models() -> None:
-    """List the registered editing models."""
+    """List the registered editing models and their options (--model-option key=value)."""
     from medibench.models import MODELS
+    from medibench.models._spec import model_options
 
-    _list(MODELS)
+    table = Table(show_header=True)
+    for col in ("model", "what it is", "options (default)"):
+        table.add_column(col)
+    for name in MODELS.names():
+        try:
+            opts = ", ".join(str(o) for o in model_options(MODELS.get(name)))
+        except Exception as exc:  # a plug-in that cannot be imported
+            opts = f"(cannot import: {exc})"
+        table.add_row(name, MODELS.help(name), opts)
+    console.print(table)
 
 
 @app.command()
@@ -224,57 +284,93 @@ def protocols() -> None:
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def _run(ds, dataset_spec, models, protocols, *, k, seed, out, stage, only_failed, progress):
+def _run(
+    ds,
+    dataset_spec,
+    models,
+    protocols,
+    *,
+    k,
+    seed,
+    out,
+    stage,
+    only_failed,
+    progress,
+    model_options=(),
+    executor="local",
+    workers=None,
+    ray_address=None,
+    shard=None,
+):
     from medibench.datasets import load_images
+    from medibench.models._spec import parse_model_spec
     from medibench.protocols import load_protocol
-    from medibench.runs import RunStore, generate, record_environment, resolve_model
+    from medibench.runs import RunStore, generate, record_environment
     from medibench.runs import score as score_stage
+    from medibench.runs._executors import LocalExecutor, RayExecutor
 
     protos = [_load(load_protocol, p) for p in protocols]
-    samples = list(ds)
+    specs = [_load(parse_model_spec, m, options=model_options) for m in models]
+    for spec in specs:
+        _load(lambda sp: sp.check_options(), spec)
+    samples = list(ds) if shard is None else shard.select(list(ds))
+    if executor == "ray":
+        runner = _load(lambda _: RayExecutor(workers=workers, address=ray_address), None)
+    else:
+        runner = LocalExecutor(workers=workers)
+    config = {
+        "dataset": dataset_spec,
+        "models": list(models),
+        "model_specs": [spec.to_dict() for spec in specs],
+        "k": k,
+        "seed": seed,
+        "protocols": {p.name: p.version for p in protos},
+    }
+    if shard is not None:
+        config["shard"] = str(shard)
     with RunStore(out) as store:
         try:
-            record_environment(
-                store,
-                {
-                    "dataset": dataset_spec,
-                    "models": list(models),
-                    "k": k,
-                    "seed": seed,
-                    "protocols": {p.name: p.version for p in protos},
-                },
-            )
+            record_environment(store, config)
         except Exception as exc:
             _fail(str(exc))
         store.put_samples(samples)
-        if stage in {"generate", "all"}:
-            for spec in models:
-                model = _load(resolve_model, spec)
-                name = getattr(model, "name", spec)
-                rep = generate(
-                    store,
-                    samples,
-                    model,
-                    model_name=name,
-                    k=k,
-                    seed=seed,
-                    only_failed=only_failed,
-                    progress=progress,
-                    console=err,
-                )
-                _summarise(rep, name)
-        if stage in {"score", "all"}:
-            for proto in protos:
-                rep = score_stage(
-                    store,
-                    samples,
-                    proto,
-                    load_images=load_images,
-                    only_failed=only_failed,
-                    progress=progress,
-                    console=err,
-                )
-                _summarise(rep, f"{proto.name}@{proto.version}")
+        try:
+            if stage in {"generate", "all"}:
+                for spec in specs:
+                    if executor == "ray":
+                        model = spec
+                        name = _load(lambda sp: runner.start(sp), spec)
+                    else:
+                        model = _load(lambda sp: sp.load(), spec)
+                        name = getattr(model, "name", spec.model)
+                    rep = generate(
+                        store,
+                        samples,
+                        model,
+                        model_name=name,
+                        k=k,
+                        seed=seed,
+                        only_failed=only_failed,
+                        progress=progress,
+                        console=err,
+                        executor=runner,
+                    )
+                    _summarise(rep, name)
+            if stage in {"score", "all"}:
+                for proto in protos:
+                    rep = score_stage(
+                        store,
+                        samples,
+                        proto,
+                        load_images=load_images,
+                        only_failed=only_failed,
+                        progress=progress,
+                        console=err,
+                        executor=runner,
+                    )
+                    _summarise(rep, f"{proto.name}@{proto.version}")
+        finally:
+            runner.close()
 
 
 def _print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None = None) -> None:
@@ -301,7 +397,13 @@ def _print_summary(scores, samples, proto, by: list[str] | None = None) -> list[
     agg = proto.aggregation
     if by:
         agg = dataclasses.replace(agg, group_by=tuple(by))
-    rows = summarize(scores, samples, agg, metrics=list(proto.metric_names))
+    rows = summarize(
+        scores,
+        samples,
+        agg,
+        metrics=list(proto.metric_names),
+        applicable=getattr(proto, "applicable_metrics", None),
+    )
     for table in summary_tables(
         rows, label=f"{proto.name}@{proto.version}", aggregation=agg, metrics=proto.metric_names
     ):

@@ -177,3 +177,20 @@ def test_bootstrap_cis_match_the_stats_helpers():
     )
     assert micro["psnr_ci_low"] == micro["psnr_ci_high"] == 30.0  # one value
     assert rows[("@1", "region", "r1")]["psnr_ci_low"] is None  # no value
+
+
+def test_applicable_metrics_decide_zero_fill_and_means():
+    # every perception sample missing: without `applicable`, nothing would be zero-filled
+    scores = [_missing("p1", 0), _missing("p2", 0), _score("t1", 0, dice=0.4, psnr=30.0)]
+
+    def applicable(sample):
+        return ("dice",) if sample.perspective.value == "perception" else ("psnr",)
+
+    agg = Aggregation(missing="zero", group_by=("perspective",), ci_resamples=0)
+    rows = summarize(scores, SAMPLES, agg, metrics=["dice", "psnr"], applicable=applicable)
+    by = {(r["by"], r["group"]): r for r in rows}
+    assert by[("perspective", "perception")]["dice"] == 0.0
+    assert by[("perspective", "perception")]["psnr"] is None
+    # t1's dice value does not describe a transformation sample: it is not counted
+    assert by[("perspective", "transformation")]["dice"] is None
+    assert by[("all", "micro")]["psnr"] == 30.0 and by[("all", "micro")]["dice_n"] == 2

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from medibench.protocols import Aggregation
@@ -34,6 +34,7 @@ def summarize(
     aggregation: Aggregation,
     *,
     metrics: Sequence[str],
+    applicable: Callable[[Sample], Iterable[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Summary rows, one per (model, k mode, grouping, group).
 
@@ -42,6 +43,10 @@ def summarize(
     overall rows), ``n`` (samples with an output), ``n_missing`` (samples without), then one key
     per metric and per pass rate: the mean (``None`` when no sample has a value), ``<metric>_n``
     (how many samples have a value) and, with CIs on, ``<metric>_ci_low`` / ``_ci_high``.
+
+    ``applicable(sample)`` (a protocol's ``applicable_metrics``) names the metrics that describe
+    a sample: only those count in its means and are zero-filled under ``missing="zero"``.
+    Without it, a metric applies to a perspective when some scored sample of it has a value.
     """
     for field in (*aggregation.group_by, *aggregation.macro_over):
         if not field.startswith("metadata.") and field not in Sample.model_fields:
@@ -57,7 +62,9 @@ def summarize(
     rows: list[dict[str, Any]] = []
     for model in sorted(by_model):
         for label, how in aggregation.k_modes:
-            values = per_sample_values(by_model[model], samples, aggregation, how, metrics)
+            values = per_sample_values(
+                by_model[model], samples, aggregation, how, metrics, applicable=applicable
+            )
             for by in aggregation.group_by:
                 groups: dict[str, list[str]] = defaultdict(list)
                 for sid in values:
@@ -80,7 +87,7 @@ def summarize(
                 rows.append(macro)
     if aggregation.ci_resamples > 0:
         for row in rows:
-            _add_cis(row, by_model, samples, aggregation, metrics, names)
+            _add_cis(row, by_model, samples, aggregation, metrics, names, applicable)
     return rows
 
 
@@ -90,6 +97,8 @@ def per_sample_values(
     aggregation: Aggregation,
     how: str,
     metrics: Sequence[str],
+    *,
+    applicable: Callable[[Sample], Iterable[str]] | None = None,
 ) -> dict[str, tuple[bool, Values]]:
     """``{sample_id: (has_output, {metric: value})}`` after the k reduction and missing policy."""
     out: dict[str, tuple[bool, Values]] = {}
@@ -113,12 +122,19 @@ def per_sample_values(
                 else:
                     raise ValueError(f"unknown k reduction {how!r}: use first, best or mean")
         out[sid] = (True, vals)
+    if applicable is not None:
+        for sid, (has, vals) in out.items():
+            keep = set(applicable(samples[sid]))
+            out[sid] = (has, {m: v if m in keep else None for m, v in vals.items()})
     if aggregation.missing == "zero":
-        applicable = _applicable(out, samples)
+        observed = _applicable(out, samples)
         for sid, (has, vals) in out.items():
             if not has:
-                key = sample_field(samples[sid], "perspective")
-                out[sid] = (False, {m: 0.0 if m in applicable[key] else None for m in vals})
+                if applicable is not None:
+                    keep = set(applicable(samples[sid]))
+                else:
+                    keep = observed[sample_field(samples[sid], "perspective")]
+                out[sid] = (False, {m: 0.0 if m in keep else None for m in vals})
     for name, metric, threshold in aggregation.pass_rates:
         lower = metric in aggregation.lower_is_better
         for _has, vals in out.values():
@@ -161,12 +177,14 @@ def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
     return row
 
 
-def _add_cis(row, by_model, samples, aggregation, metrics, names) -> None:
+def _add_cis(row, by_model, samples, aggregation, metrics, names, applicable) -> None:
     """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (or ``None``)."""
     from medibench.report._stats import bootstrap_ci, hierarchical_bootstrap_ci
 
     how = dict(aggregation.k_modes)[row["k_mode"]]
-    values = per_sample_values(by_model[row["model"]], samples, aggregation, how, metrics)
+    values = per_sample_values(
+        by_model[row["model"]], samples, aggregation, how, metrics, applicable=applicable
+    )
     if row["by"] == "all":
         sids = list(values)
     else:

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from medibench._progress import progress_bar
-from medibench.io import read_image, write_image
+from medibench.io import read_image
 from medibench.protocols._base import NOT_JUDGED
 from medibench.runs._store import RunStore, RunStoreError
 from medibench.samples import Prediction, Sample, Score
@@ -117,8 +117,15 @@ def generate(
     only_failed: bool = False,
     progress: bool = True,
     console: Console | None = None,
+    executor=None,
 ) -> StageReport:
-    """Run ``model`` on every (sample, k) not yet done; write PNGs and prediction rows."""
+    """Run ``model`` on every (sample, k) not yet done; write PNGs and prediction rows.
+
+    ``executor`` (default: a one-worker :class:`~medibench.runs.LocalExecutor`) decides where
+    the model runs; this thread writes every prediction row, after its PNG is in place.
+    """
+    from medibench.runs._executors import LocalExecutor, Task
+
     report = StageReport("generate")
     out_dir = store.run_dir / "outputs" / model_dir_name(model_name)
     done = store.prediction_keys(model_name, status="ok")
@@ -132,36 +139,26 @@ def generate(
             else:
                 todo.append((s, j))
     _clean_stale_temp_files(out_dir)
+    tasks = [Task(s, j, seed_for(seed, s.sample_id, j)) for s, j in todo]
+    executor = executor or LocalExecutor()
     with progress_bar(progress, console, f"generate {model_name}", len(todo)) as advance:
-        for sample, j in todo:
-            item_seed = seed_for(seed, sample.sample_id, j)
-            t0 = time.perf_counter()
-            try:
-                image = read_image(sample.input, mode="rgb")
-                edited = model.edit(image, sample.instruction, seed=item_seed)
-                path = write_image(out_dir / f"{sample.sample_id}_{j}.png", edited)
-                pred = Prediction(
-                    sample_id=sample.sample_id,
-                    model=model_name,
-                    k=j,
-                    path=str(path.relative_to(store.run_dir)),
-                    seed=item_seed,
-                    elapsed_s=time.perf_counter() - t0,
-                )
+        for out in executor.generate(model, tasks, out_dir):
+            item = f"{out.task.sample.sample_id}_{out.task.k}"
+            pred = Prediction(
+                sample_id=out.task.sample.sample_id,
+                model=model_name,
+                k=out.task.k,
+                path=str(out.path.relative_to(store.run_dir)) if out.path else None,
+                seed=out.task.seed,
+                status="ok" if out.error is None else "error",
+                error=out.error,
+                elapsed_s=out.elapsed_s,
+            )
+            if out.error is None:
                 report.done += 1
-            except Exception as exc:  # a per-sample failure is recorded and the run goes on
-                msg = _describe(exc)
-                pred = Prediction(
-                    sample_id=sample.sample_id,
-                    model=model_name,
-                    k=j,
-                    seed=item_seed,
-                    status="error",
-                    error=msg,
-                    elapsed_s=time.perf_counter() - t0,
-                )
+            else:  # a per-sample failure is recorded and the run goes on
                 report.failed += 1
-                report.failures.append((f"{sample.sample_id}_{j}", msg))
+                report.failures.append((item, out.error))
             store.put_prediction(pred)
             advance()
     return report
@@ -177,8 +174,15 @@ def score(
     only_failed: bool = False,
     progress: bool = True,
     console: Console | None = None,
+    executor=None,
 ) -> StageReport:
-    """Score every prediction not yet scored by ``protocol`` (name and version)."""
+    """Score every prediction not yet scored by ``protocol`` (name and version).
+
+    ``executor`` (default: this process, one after another) decides where scoring runs; this
+    thread writes every score row.
+    """
+    from medibench.runs._executors import LocalExecutor
+
     report = StageReport("score")
     by_id = {s.sample_id: s for s in samples}
     wanted = set(models) if models is not None else None
@@ -194,16 +198,15 @@ def score(
             continue
         todo.append(pred)
     todo.sort(key=lambda p: p.sample_id)  # decode each sample's images once
-    cache: dict[str, Any] = {}
+    executor = executor or LocalExecutor()
     with progress_bar(
         progress, console, f"score {protocol.name}@{protocol.version}", len(todo)
     ) as advance:
-        for pred in todo:
-            sample = by_id[pred.sample_id]
-            result = score_one(store.run_dir, sample, pred, protocol, load_images, cache)
+        for result in executor.score(store.run_dir, by_id, todo, protocol, load_images):
             if result.status == "error":
                 report.failed += 1
-                report.failures.append((f"{pred.model}/{pred.sample_id}_{pred.k}", result.error))
+                item = f"{result.model}/{result.sample_id}_{result.k}"
+                report.failures.append((item, result.error))
             else:
                 report.done += 1
             store.put_score(result)
@@ -254,8 +257,10 @@ def score_one(
         reader = getattr(protocol, "read_prediction", None)
         prediction = reader(path) if reader else read_image(path, mode="rgb")
         res = protocol.score(sample, images, prediction)
+        applies = getattr(protocol, "applicable_metrics", None)
+        relevant = set(applies(sample)) if applies else None
         for name in getattr(protocol, "judged_metrics", ()):
-            if name not in res.metrics:
+            if name not in res.metrics and (relevant is None or name in relevant):
                 res.missing(name, NOT_JUDGED)
     except Exception as exc:
         return Score(**base, metrics=nulls, status="error", error=_describe(exc))

@@ -1,0 +1,421 @@
+"""MieDB-100k protocols (SPEC section 3): ``miedb@paper`` (the shipped scripts) and ``miedb@1``.
+
+Both score one output against the sample's input and target; the label of a perception sample is
+read back from the target's colour overlay (``overlay_to_mask(target, input, colours)``, alpha
+> 0.5, union over red, green and blue for ``note == "Multiclasses"``), since the benchmark ships
+no label files. A prediction of another size than the input is resized to it with bilinear
+interpolation (``cv2.INTER_LINEAR``, the official scripts' ``cv2.resize`` default), recorded in
+the notes; the target is never resized.
+
+``miedb@paper``, as Raiiyf/MieDB-100k ``evaluation/DICE.py``, ``PSNR-SSIM-perception.py`` and
+``PSNR-SSIM-transformation.py`` compute it (every file decoded with ``cv2.imread``, 3 channels):
+
+==============  ==================================================================================
+metric          definition
+==============  ==================================================================================
+dice            perception: ``miedb_dice`` (``(2|G&P| + 1e-6) / (|G| + |P| + 1e-6)``) of the
+                overlay masks of target (G) and prediction (P), both read against the input
+bg_psnr         perception, the shipped "background" PSNR: ``img[1 - G] = 255`` with a 0/1 array
+                of shape (H, W) indexes *rows*, so rows 0 and 1 of target and prediction are set
+                to 255 (row 0 only if G is not empty, row 1 only if G is not full) and the rest is
+                untouched; then the full-image PSNR, data_range 255
+bg_ssim         the same images, full-image SSIM with scikit-image's defaults (7x7 uniform window,
+                sample covariance, K1 .01, K2 .03, data_range 255, float64, 3 border pixels
+                cropped, channels averaged)
+psnr, ssim      transformation: full-image PSNR and SSIM (same SSIM settings) vs the target
+rubric          modification: filled by a judge (the official rubric is unpublished)
+==============  ==================================================================================
+
+Aggregation: ``@1`` = first available output, ``@3`` = best available output per metric; a
+sample with no output counts 0 for every metric (the scripts append 0); means per perspective.
+Perception accuracy (fraction of samples with DICE >= 0.8, a missing sample counting as failed)
+is declared as the aggregation's pass rate ``perception_accuracy``.
+
+Known divergence (degenerate samples only): the perception script writes the 255 rows into its
+*loaded target* in place, and re-reads the label from that modified target for the next output.
+When the label is empty (or covers the whole image), the rows set for the second and later
+outputs may then differ from the first's. This protocol scores each output independently and
+always reproduces the first output's behaviour; it notes the records where this can matter.
+
+``miedb@1`` (corrected):
+
+==========================  ======================================================================
+metric                      definition
+==========================  ======================================================================
+dice                        perception: ``dice`` (both empty = 1) of the label (stored mask when
+                            the sample has one, else the target overlay) and the prediction's
+                            overlay mask
+bg_psnr, bg_ssim            perception: PSNR and SSIM-map mean (Gaussian sigma 1.5, float32) of
+                            prediction vs *input* over the pixels outside the label: the
+                            background must not change
+ill_conditioned_fraction    perception: fraction of the label-or-predicted pixels where the input
+                            already has the overlay colour (``overlay_ill_conditioned``), so the
+                            overlay reading there is unreliable (noted when > 0)
+psnr, ssim                  transformation: vs target, Gaussian SSIM (float32), data_range 255
+rubric                      modification: judged
+==========================  ======================================================================
+
+Aggregation as the paper's, but a sample without output is skipped (and counted), not zeroed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import cv2
+import numpy as np
+
+from medibench.datasets import SampleImages, load_images
+from medibench.metrics import (
+    dice,
+    masked_psnr,
+    masked_ssim,
+    miedb_dice,
+    overlay_ill_conditioned,
+    overlay_to_mask,
+    psnr,
+    ssim,
+)
+from medibench.protocols._base import Aggregation, ProtocolResult
+from medibench.samples import Perspective, Sample
+
+__all__ = [
+    "MieDBImages",
+    "MieDBPaperProtocol",
+    "MieDBProtocol",
+    "PERCEPTION_TAU",
+]
+
+#: DICE threshold of MieDB-100k's perception accuracy.
+PERCEPTION_TAU = 0.8
+
+# scikit-image's structural_similarity defaults for uint8 input, spelled out (float64 path).
+_SSIM_PAPER = dict(
+    data_range=255,
+    window="uniform",
+    win_size=7,
+    k1=0.01,
+    k2=0.03,
+    use_sample_covariance=True,
+    channel_axis=-1,
+    dtype=np.float64,
+)
+# The corrected protocol: Gaussian SSIM (Wang et al.), float32 (within 1e-5 of float64).
+_SSIM_GAUSSIAN = dict(
+    data_range=255,
+    window="gaussian",
+    sigma=1.5,
+    k1=0.01,
+    k2=0.03,
+    channel_axis=-1,
+    dtype=np.float32,
+)
+_AGGREGATION_K = (("@1", "first"), ("@3", "best"))
+_PER_PERSPECTIVE = {
+    Perspective.perception: ("dice", "bg_psnr", "bg_ssim"),
+    Perspective.transformation: ("psnr", "ssim"),
+    Perspective.modification: ("rubric",),
+}
+
+
+@dataclass(frozen=True)
+class MieDBImages(SampleImages):
+    """A sample's pixels plus what every output of it shares (computed once per sample).
+
+    Attributes:
+        label: perception only: bool ``(H, W)`` label at the input's size, or ``None``.
+        label_source: ``"stored mask"`` or ``"target overlay"`` (empty when no label).
+        ill_conditioned: ``miedb@1`` perception only: ``overlay_ill_conditioned(input, colours)``.
+    """
+
+    label: np.ndarray | None = None
+    label_source: str = ""
+    ill_conditioned: np.ndarray | None = None
+
+
+class _MieDBBase:
+    """What the two protocols share: which metrics apply to a sample."""
+
+    #: whether perception records carry ``ill_conditioned_fraction``.
+    _flags_ill_conditioned: ClassVar[bool] = False
+
+    def applicable_metrics(self, sample: Sample) -> tuple[str, ...]:
+        """The metrics that describe ``sample`` (by perspective): only these count in means,
+        are zero-filled for a missing output, or are sent to a judge."""
+        names = _PER_PERSPECTIVE[sample.perspective]
+        if sample.perspective is Perspective.perception and self._flags_ill_conditioned:
+            return (*names, "ill_conditioned_fraction")
+        return names
+
+
+@dataclass(frozen=True)
+class MieDBPaperProtocol(_MieDBBase):
+    """MieDB-100k as the shipped evaluation scripts compute it (module docstring)."""
+
+    name: str = "miedb"
+    version: str = "paper"
+    description: str = (
+        "MieDB-100k as the shipped scripts compute it: overlay DICE, 'background' PSNR/SSIM "
+        "(rows 0-1 set to 255, full image), transformation PSNR/SSIM, skimage defaults, @1/@3"
+    )
+    metric_names: tuple[str, ...] = ("dice", "bg_psnr", "bg_ssim", "psnr", "ssim", "rubric")
+    judged_metrics: tuple[str, ...] = ("rubric",)
+    aggregation: Aggregation = Aggregation(
+        k_modes=_AGGREGATION_K,
+        missing="zero",
+        group_by=("perspective",),
+        pass_rates=(("perception_accuracy", "dice", PERCEPTION_TAU),),
+    )
+
+    def load_images(self, sample: Sample) -> MieDBImages:
+        """Input and target decoded as ``cv2.imread`` does (3 channels; RGB order here), and the
+        perception label read from the target overlay."""
+        inp = _imread_color(sample.input, "OpenCV could not decode it")
+        target = (
+            None
+            if sample.target is None
+            else _imread_color(sample.target, "OpenCV could not decode it")
+        )
+        label = None
+        if (
+            sample.perspective is Perspective.perception
+            and target is not None
+            and target.shape == inp.shape
+            and sample.overlay_color
+        ):
+            label = overlay_to_mask(target, inp, list(sample.overlay_color))
+        source = "target overlay" if label is not None else ""
+        return MieDBImages(inp, target, None, label=label, label_source=source)
+
+    def read_prediction(self, path: str | Path) -> np.ndarray:
+        """Decode like ``cv2.imread(path)`` (IMREAD_COLOR: 3 channels, 8 bits, alpha dropped),
+        returned in RGB order. An undecodable file raises ``ImageReadError``; the official
+        scripts count such an output as missing."""
+        return _imread_color(
+            path,
+            "OpenCV could not decode it (cv2.imread returns None: the official scripts count "
+            "this output as missing)",
+        )
+
+    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
+        res = ProtocolResult()
+        inp, target = images.input, images.target
+        if sample.perspective is Perspective.modification:
+            return res  # rubric: judged
+        names = _PER_PERSPECTIVE[sample.perspective]
+        if not _target_usable(res, names, inp, target):
+            return res
+        pred = _at_input_size(res, _three_channels(prediction), inp)
+        if sample.perspective is Perspective.transformation:
+            res.metrics["psnr"] = psnr(target, pred, data_range=255)
+            res.metrics["ssim"] = ssim(target, pred, **_SSIM_PAPER)
+            return res
+        colours = list(sample.overlay_color)
+        if not colours:
+            for m in names:
+                res.missing(m, "perception sample without an overlay colour")
+            return res
+        label = getattr(images, "label", None)
+        if label is None:
+            label = overlay_to_mask(target, inp, colours)
+        res.metrics["dice"] = miedb_dice(overlay_to_mask(pred, inp, colours), label)
+        rows = _official_rows(label)
+        if len(rows) < 2:
+            res.notes.append(
+                f"the target label is {'empty' if not label.any() else 'the whole image'}: only "
+                f"row {rows[0]} is set to 255 (the official script, which re-reads the label "
+                "from its modified target, may set both rows for its second and later outputs)"
+            )
+        t_rows, p_rows = target.copy(), pred.copy()
+        t_rows[rows] = 255
+        p_rows[rows] = 255
+        res.metrics["bg_psnr"] = psnr(t_rows, p_rows, data_range=255)
+        res.metrics["bg_ssim"] = ssim(t_rows, p_rows, **_SSIM_PAPER)
+        return res
+
+
+@dataclass(frozen=True)
+class MieDBProtocol(_MieDBBase):
+    """medibench's corrected MieDB-100k protocol (module docstring)."""
+
+    name: str = "miedb"
+    version: str = "1"
+    description: str = (
+        "MieDB-100k corrected: Dice vs stored (or overlay) label, background PSNR/SSIM vs input "
+        "outside the label, ill-conditioned overlay pixels flagged, Gaussian SSIM, @1/@3"
+    )
+    metric_names: tuple[str, ...] = (
+        "dice",
+        "bg_psnr",
+        "bg_ssim",
+        "ill_conditioned_fraction",
+        "psnr",
+        "ssim",
+        "rubric",
+    )
+    judged_metrics: tuple[str, ...] = ("rubric",)
+    aggregation: Aggregation = Aggregation(
+        k_modes=_AGGREGATION_K,
+        missing="skip",
+        group_by=("perspective",),
+        pass_rates=(("perception_accuracy", "dice", PERCEPTION_TAU),),
+    )
+    _flags_ill_conditioned: ClassVar[bool] = True
+
+    def load_images(self, sample: Sample) -> MieDBImages:
+        """Decoded images (:func:`medibench.datasets.load_images`), the label (stored mask, else
+        the target overlay) and the input's ill-conditioned overlay pixels."""
+        base = load_images(sample)
+        label, source, ill = None, "", None
+        if sample.perspective is Perspective.perception and sample.overlay_color:
+            colours = list(sample.overlay_color)
+            ill = overlay_ill_conditioned(base.input, colours)
+            label, source = _label(base, colours)
+        return MieDBImages(
+            base.input,
+            base.target,
+            base.mask,
+            label=label,
+            label_source=source,
+            ill_conditioned=ill,
+        )
+
+    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
+        res = ProtocolResult()
+        inp, target = images.input, images.target
+        if sample.perspective is Perspective.modification:
+            return res  # rubric: judged
+        pred = _three_channels(prediction)
+        if sample.perspective is Perspective.transformation:
+            if not _target_usable(res, ("psnr", "ssim"), inp, target):
+                return res
+            pred = _at_input_size(res, pred, inp)
+            res.metrics["psnr"] = psnr(pred, target, data_range=255)
+            res.metrics["ssim"] = ssim(pred, target, **_SSIM_GAUSSIAN)
+            return res
+        names = self.applicable_metrics(sample)
+        colours = list(sample.overlay_color)
+        if not colours:
+            for m in names:
+                res.missing(m, "perception sample without an overlay colour")
+            return res
+        label = getattr(images, "label", None)
+        source = getattr(images, "label_source", "")
+        if label is None:
+            label, source = _label(images, colours)
+        if label is None:
+            for m in names:
+                res.missing(m, source)
+            return res
+        res.notes.append(f"label from the {source}")
+        pred = _at_input_size(res, pred, inp)
+        predicted = overlay_to_mask(pred, inp, colours)
+        res.metrics["dice"] = dice(predicted, label, empty=1.0)
+        for name, compute in (
+            ("bg_psnr", lambda: masked_psnr(pred, inp, label, data_range=255, region="outside")),
+            ("bg_ssim", lambda: masked_ssim(pred, inp, label, region="outside", **_SSIM_GAUSSIAN)),
+        ):
+            try:
+                res.metrics[name] = compute()
+            except ValueError as exc:  # the label covers the whole image: no background
+                res.missing(name, str(exc))
+        ill = getattr(images, "ill_conditioned", None)
+        if ill is None:
+            ill = overlay_ill_conditioned(inp, colours)
+        at_stake = label | predicted
+        n = int(np.count_nonzero(at_stake))
+        fraction = int(np.count_nonzero(ill & at_stake)) / n if n else 0.0
+        res.metrics["ill_conditioned_fraction"] = fraction
+        if fraction > 0:
+            res.notes.append(
+                f"{fraction:.1%} of the label and predicted pixels already have the overlay "
+                f"colour ({', '.join(colours)}) in the input: the overlay reading there is "
+                "unreliable"
+            )
+        return res
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _imread_color(path: str | Path, problem: str) -> np.ndarray:
+    """``cv2.imread(path)`` (IMREAD_COLOR) in RGB order; ``ImageReadError(path, problem)``
+    when OpenCV cannot decode the file."""
+    from medibench.io import ImageReadError
+
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        raise ImageReadError(path, f"could not be read ({exc.strerror or exc})") from exc
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        raise ImageReadError(path, problem)
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+def _official_rows(label: np.ndarray) -> list[int]:
+    """Rows the shipped ``img[inverse_mask] = 255`` sets: integer indexing by the values of the
+    0/1 array ``1 - label`` (0 where labelled, 1 elsewhere) selects rows 0 and/or 1."""
+    return [r for r, present in ((0, bool(label.any())), (1, not bool(label.all()))) if present]
+
+
+def _label(images: SampleImages, colours: list[str]) -> tuple[np.ndarray | None, str]:
+    """The perception label at the input's size and where it came from (or None and why)."""
+    inp = images.input
+    if images.mask is not None:
+        if images.mask.shape != inp.shape[:2]:
+            return None, (
+                f"the stored mask is {images.mask.shape[1]}x{images.mask.shape[0]} but the input "
+                f"is {inp.shape[1]}x{inp.shape[0]}"
+            )
+        return images.mask, "stored mask"
+    if images.target is None:
+        return None, "the sample has neither a stored mask nor a target image"
+    if images.target.shape[:2] != inp.shape[:2]:
+        return None, (
+            f"the target is {images.target.shape[1]}x{images.target.shape[0]} but the input is "
+            f"{inp.shape[1]}x{inp.shape[0]}: its overlay cannot be read"
+        )
+    return overlay_to_mask(images.target, inp, colours), "target overlay"
+
+
+def _target_usable(
+    res: ProtocolResult, names: Sequence[str], inp: np.ndarray, target: np.ndarray | None
+) -> bool:
+    if target is None:
+        why = "the sample has no target image"
+    elif target.shape[:2] != inp.shape[:2]:
+        why = (
+            f"the target is {target.shape[1]}x{target.shape[0]} but the input is "
+            f"{inp.shape[1]}x{inp.shape[0]} (the official scripts assume equal sizes)"
+        )
+    else:
+        return True
+    for m in names:
+        res.missing(m, why)
+    return False
+
+
+def _at_input_size(res: ProtocolResult, pred: np.ndarray, inp: np.ndarray) -> np.ndarray:
+    h, w = inp.shape[:2]
+    if pred.shape[:2] == (h, w):
+        return pred
+    res.notes.append(
+        f"prediction resized from {pred.shape[1]}x{pred.shape[0]} to the input's {w}x{h} "
+        "(bilinear, cv2.INTER_LINEAR)"
+    )
+    return cv2.resize(pred, (w, h), interpolation=cv2.INTER_LINEAR)
+
+
+def _three_channels(image: Any) -> np.ndarray:
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8:
+        raise ValueError(f"prediction must be uint8, got {arr.dtype}")
+    if arr.ndim == 2:
+        return np.repeat(arr[:, :, None], 3, axis=2)
+    if arr.ndim == 3 and arr.shape[2] in (3, 4):
+        return arr[:, :, :3]
+    raise ValueError(f"prediction must be (H, W), (H, W, 3) or (H, W, 4), got {arr.shape}")
