@@ -27,21 +27,27 @@ def _fail(message: str) -> None:
 
 @app.command()
 def demo(
-    out: Annotated[
-        Path, typer.Option(help="run folder (the starter data goes in OUT/data)")
-    ] = Path("demo_run"),
-    seed: Annotated[int, typer.Option(help="seed for the starter data and the models")] = 0,
+    out: Annotated[Path, typer.Option(help="run folder (the suite data goes in OUT/data)")] = Path(
+        "demo_run"
+    ),
+    seed: Annotated[int, typer.Option(help="seed for the suite items and the models")] = 0,
+    suite: Annotated[
+        str, typer.Option(help="frozen suite definition to generate")
+    ] = "medibench-suite@1-mini",
+    report: Annotated[bool, typer.Option(help="write the HTML report")] = True,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
 ) -> None:
-    """Build the starter benchmark, run identity and classical on it, score, print leaderboards."""
+    """Generate the built-in suite, run identity and classical on it, score, print leaderboards,
+    write the HTML report."""
     from medibench.datasets import load_dataset
 
     t0 = time.perf_counter()
-    dataset = _load(load_dataset, f"starter:{out / 'data'}", seed=seed)
-    console.print(f"starter benchmark: {len(dataset)} samples in {out / 'data'}")
+    spec = f"suite:{out / 'data'}"
+    dataset = _load(load_dataset, spec, name=suite, seed=seed)
+    console.print(f"{suite}: {len(dataset)} samples in {out / 'data'}")
     _run(
         dataset,
-        f"starter:{out / 'data'}",
+        spec,
         ["identity", "classical"],
         ["native@1"],
         k=1,
@@ -52,7 +58,12 @@ def demo(
         progress=progress,
     )
     _print_leaderboards(out, "native@1", csv_path=out / "results.csv")
-    console.print(f"done in {time.perf_counter() - t0:.1f} s; run store {out / 'run.sqlite'}")
+    console.print(f"scored in {time.perf_counter() - t0:.1f} s; run store {out / 'run.sqlite'}")
+    if report:
+        from medibench.report import build_report
+
+        index = build_report(out, out / "report")
+        console.print(f"HTML report: {index}")
 
 
 @app.command()
@@ -435,6 +446,23 @@ def _list(registry) -> None:
     for name in registry.names():
         table.add_row(name, registry.help(name))
     console.print(table)
+
+
+def _mount_subcommands() -> None:
+    """Commands whose code lives beside the library part they drive."""
+    from medibench.judges._cli import agreement, judge
+    from medibench.report._cli import report
+    from medibench.runs._cli import merge
+    from medibench.synth._cli import suite_app
+
+    app.command("merge")(merge)
+    app.command("judge")(judge)
+    app.command("agreement")(agreement)
+    app.command("report")(report)
+    app.add_typer(suite_app, name="suite", help="The built-in procedural medical editing suite.")
+
+
+_mount_subcommands()
 
 
 def main() -> None:  # python -m medibench

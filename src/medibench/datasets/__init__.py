@@ -68,6 +68,12 @@ DATASETS.register(
     help="PaintBench layout (<task>/NNN_input.png, NNN_answer.png, NNN.json): paintbench:/path",
 )
 DATASETS.register(
+    "suite",
+    "medibench.synth.suite:load_suite",
+    help="the built-in procedural suite (medibench-suite@1), generated on first use: "
+    "suite[:/folder | :<frozen name>]",
+)
+DATASETS.register(
     "starter",
     "medibench.synth.starter:load_starter",
     help="the built-in starter benchmark (24 samples), built on first use: starter[:/folder]",

@@ -223,8 +223,18 @@ def _ssim_hwc(
     shape = (h, w) if c == 1 else (h, w, c)
     xs, ys, mx, my, f_sq, f_xy = _workspace(shape, dtype, 6)
 
-    def smooth(img: np.ndarray, out: np.ndarray) -> np.ndarray:
-        return cv2.sepFilter2D(img, -1, kernel, kernel, dst=out, borderType=cv2.BORDER_REFLECT)
+    if window == "uniform":
+        # A box filter (running sums) is about 2x faster than the separable convolution and
+        # agrees with it to ~1e-13.
+        def smooth(img: np.ndarray, out: np.ndarray) -> np.ndarray:
+            return cv2.boxFilter(
+                img, -1, (win, win), dst=out, normalize=True, borderType=cv2.BORDER_REFLECT
+            )
+
+    else:
+
+        def smooth(img: np.ndarray, out: np.ndarray) -> np.ndarray:
+            return cv2.sepFilter2D(img, -1, kernel, kernel, dst=out, borderType=cv2.BORDER_REFLECT)
 
     # Centre the data on one scalar offset: variances are shift-invariant and the normalised filter
     # commutes with the shift, so this only removes float32 cancellation in E[x^2] - E[x]^2.

@@ -52,6 +52,41 @@ MODELS.register(
         " mask, CLAHE, bilateral smoothing (transformation). Raises on other instructions."
     ),
 )
+MODELS.register(
+    "ip2p",
+    "medibench.models.diffusers:InstructPix2PixModel",
+    help="InstructPix2Pix (diffusers; extra 'torch'). ip2p:PATH for local weights.",
+)
+MODELS.register(
+    "flux-kontext",
+    "medibench.models.diffusers:FluxKontextModel",
+    help="FLUX.1 Kontext dev (diffusers; extra 'torch'). flux-kontext:PATH for local weights.",
+)
+MODELS.register(
+    "qwen-image-edit",
+    "medibench.models.diffusers:QwenImageEditModel",
+    help="Qwen-Image-Edit (diffusers >= 0.35; extra 'torch'). qwen-image-edit:PATH.",
+)
+MODELS.register(
+    "diffusers",
+    "medibench.models.diffusers:DiffusionPipelineModel",
+    help="Any image-conditioned diffusers pipeline (OmniGen2, Step1X-Edit, ...): diffusers:PATH.",
+)
+MODELS.register(
+    "openai-image",
+    "medibench.models.api:OpenAIImageModel",
+    help="OpenAI image edits (gpt-image-1, ...): openai-image:MODEL; key from OPENAI_API_KEY.",
+)
+MODELS.register(
+    "gemini-image",
+    "medibench.models.api:GeminiImageModel",
+    help="Gemini image models (generateContent): gemini-image:MODEL; key from GEMINI_API_KEY.",
+)
+MODELS.register(
+    "http",
+    "medibench.models.api:HTTPImageModel",
+    help="Any JSON image-editing endpoint, through a request template: http:URL.",
+)
 
 
 def load_model(name: str, /, **kwargs: Any) -> EditModel:

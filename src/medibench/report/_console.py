@@ -65,9 +65,9 @@ def summary_tables(
         "model",
         *(["k"] if several_k else []),
         "average",
-        "n",
         "missing",
         "metric",
+        "n",
         "mean",
         ci,
     ]:
@@ -84,9 +84,9 @@ def summary_tables(
                 r["model"],
                 *([r["k_mode"]] if several_k else []),
                 r["group"],
-                str(r["n"]),
                 str(r["n_missing"]),
                 m,
+                str(r.get(f"{m}_n", "")),
                 format_value(r[m]),
                 interval,
             )

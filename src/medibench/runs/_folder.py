@@ -7,7 +7,9 @@ output is a ``missing`` record and an unreadable one an ``error`` record, never 
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 
 from rich.console import Console
 
@@ -25,6 +27,7 @@ def score_predictions(
     protocols: Sequence,
     *,
     k: int | None = None,
+    workers: int = 1,
     progress: bool = True,
     console: Console | None = None,
 ) -> list[Score]:
@@ -33,31 +36,59 @@ def score_predictions(
     ``k`` is the number of outputs expected per sample (records for the absent ones are
     ``missing``); ``None`` scores what is there (a sample with none gets one ``missing`` record
     for k = 0). Records come sample by sample, so each sample's images are decoded once per
-    protocol.
+    protocol. ``workers > 1`` scores chunks of samples in that many processes (one OpenCV
+    thread each); the records and their order are the same as with one worker.
     """
     samples = list(dataset)
-    models = index.models
+    chunks = [samples[i : i + _CHUNK] for i in range(0, len(samples), _CHUNK)]
+    jobs = [(dataset.root, chunk, index, list(protocols), k) for chunk in chunks]
     records: list[Score] = []
-    total = len(protocols) * len(samples) * max(1, len(models))
-    with progress_bar(progress, console, "score", total) as advance:
-        for proto in protocols:
-            cache: dict = {}
-            for sample in samples:
-                for model in models:
-                    files = index.files[model].get(sample.sample_id, {})
-                    ks = range(k) if k is not None else (sorted(files) or [0])
-                    for j in ks:
-                        path = files.get(j)
-                        pred = Prediction(
-                            sample_id=sample.sample_id,
-                            model=model,
-                            k=j,
-                            path=str(path.resolve()) if path else None,
-                            status="ok" if path else "error",
-                            error=None if path else f"no output for k={j}",
-                        )
-                        records.append(
-                            score_one(dataset.root, sample, pred, proto, load_images, cache)
-                        )
+    with progress_bar(progress, console, "score", len(samples)) as advance:
+        if workers <= 1 or len(chunks) <= 1:
+            for job in jobs:
+                records += _score_chunk(*job)
+                for _ in job[1]:
                     advance()
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread) as pool:
+                results = pool.map(_score_chunk, *zip(*jobs, strict=True))
+                for job, got in zip(jobs, results, strict=True):
+                    records += got
+                    for _ in job[1]:
+                        advance()
+    # One protocol after the other, as a single worker writes them.
+    order = {(p.name, p.version): i for i, p in enumerate(protocols)}
+    records.sort(key=lambda r: order[(r.protocol, r.protocol_version)])
     return records
+
+
+_CHUNK = 16
+
+
+def _score_chunk(root, samples, index: PredictionIndex, protocols, k) -> list[Score]:
+    out: list[Score] = []
+    for proto in protocols:
+        cache: dict = {}
+        for sample in samples:
+            for model in index.models:
+                files = index.files[model].get(sample.sample_id, {})
+                ks = range(k) if k is not None else (sorted(files) or [0])
+                for j in ks:
+                    path = files.get(j)
+                    pred = Prediction(
+                        sample_id=sample.sample_id,
+                        model=model,
+                        k=j,
+                        path=str(path.resolve()) if path else None,
+                        status="ok" if path else "error",
+                        error=None if path else f"no output for k={j}",
+                    )
+                    out.append(score_one(root, sample, pred, proto, load_images, cache))
+    return out
+
+
+def _one_thread() -> None:
+    import cv2
+
+    cv2.setNumThreads(1)

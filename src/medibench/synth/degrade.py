@@ -1,4 +1,4 @@
-"""Image degradations for transformation tasks: the input is the degraded image, the target the clean one.
+"""Image degradations for transformation tasks: the input is degraded, the target is clean.
 
 Display-space degradations take a uint8 image, grayscale ``(H, W)`` or colour ``(H, W, C)``, and
 return a uint8 image of the same shape, rounded with ``np.rint`` and clipped to 0-255:
@@ -88,8 +88,6 @@ def reduce_contrast(image: np.ndarray, factor: float, *, center: float | None = 
         raise ValueError(f"factor must be in (0, 1], got {factor}")
     c = float(img.mean()) if center is None else float(center)
     return _to_uint8(c + float(factor) * (img.astype(np.float64) - c))
-
-
 
 
 def add_poisson_noise(image: np.ndarray, peak: float, rng: np.random.Generator) -> np.ndarray:
@@ -297,11 +295,18 @@ def add_bias_field(
 
 
 def to_display(raw: np.ndarray, low: float, high: float) -> np.ndarray:
-    """Map raw values linearly to uint8: ``low -> 0``, ``high -> 255``, clipped, ``np.rint``."""
+    """Map raw values linearly to uint8: ``low -> 0``, ``high -> 255``, clipped, ``np.rint``.
+
+    Computed in float32: ``rint(clip((raw - low) * (255 / (high - low)), 0, 255))``, the same
+    arithmetic as the scenes' display mapping, so ``to_display(rendered.raw, *rendered.display)``
+    reproduces a grey render's pixels.
+    """
     if not high > low:
         raise ValueError(f"display range needs high > low, got ({low}, {high})")
-    x = np.asarray(raw, np.float64)
-    return _to_uint8((x - float(low)) * (255.0 / (float(high) - float(low))))
+    # float32 arithmetic, as the scenes' own display mapping, so both round alike
+    x = np.asarray(raw, np.float32)
+    scaled = (x - np.float32(low)) * np.float32(255.0 / (float(high) - float(low)))
+    return np.rint(np.clip(scaled, 0, 255)).astype(np.uint8)
 
 
 def apply_window(raw: np.ndarray, window: str | tuple[float, float]) -> np.ndarray:
@@ -313,6 +318,7 @@ def apply_window(raw: np.ndarray, window: str | tuple[float, float]) -> np.ndarr
         window = CT_WINDOWS[window]
     level, width = float(window[0]), float(window[1])
     return to_display(raw, level - width / 2, level + width / 2)
+
 
 def _check_uint8(image: np.ndarray) -> np.ndarray:
     img = np.asarray(image)

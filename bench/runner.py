@@ -1,0 +1,151 @@
+"""Benchmark the stage runner: per-sample overhead, and API throughput under concurrency.
+
+Run:  python bench/runner.py [--quick] [--samples N] [--size PX]
+
+1. Runner overhead: ``generate`` with the identity model over N samples (read the input PNG,
+   seed, write the output PNG atomically, one run-store transaction per item), in ms per sample,
+   with its parts timed on their own.
+2. API throughput: the ``openai-image`` adapter against a local server that answers every
+   request after 200 ms (tests/models/fake_image_api.py), with 1, 8 and 32 requests in flight.
+
+Targets: overhead < 5 ms per sample; >= 100 samples/s at concurrency 32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+
+from medibench.io import read_image, write_image  # noqa: E402
+from medibench.models import load_model  # noqa: E402
+from medibench.models.api import OpenAIImageModel  # noqa: E402
+from medibench.runs import RunStore, generate, seed_for  # noqa: E402
+from medibench.runs._executors import LocalExecutor  # noqa: E402
+from medibench.samples import Prediction, Sample  # noqa: E402
+
+
+def make_samples(root: Path, n: int, size: int) -> list[Sample]:
+    rng = np.random.default_rng(0)
+    samples = []
+    for i in range(n):
+        path = write_image(
+            root / f"in_{i:05d}.png", rng.integers(0, 256, (size, size, 3), np.uint8)
+        )
+        samples.append(
+            Sample(
+                sample_id=f"s{i:05d}",
+                benchmark="bench",
+                input=str(path),
+                instruction="Remove the lesion.",
+                perspective="modification",
+            )
+        )
+    return samples
+
+
+def runner_overhead(root: Path, samples: list[Sample], rep: int) -> dict[str, float]:
+    """ms per sample of generate() with the identity model, and of its parts."""
+    model = load_model("identity")
+    with RunStore(root / f"run{rep}") as store:
+        t0 = time.perf_counter()
+        rep = generate(store, samples, model, model_name="identity", progress=False)
+        total = (time.perf_counter() - t0) / len(samples) * 1e3
+        assert rep.done == len(samples), rep.failures[:3]
+        parts = {
+            "read input": lambda s: read_image(s.input, mode="rgb"),
+            "seed": lambda s: seed_for(0, s.sample_id, 0),
+            "identity edit": lambda s: model.edit(image, s.instruction, seed=0),
+            "write PNG": lambda s: write_image(root / f"x{rep}" / f"{s.sample_id}.png", image),
+            "store row": lambda s: store.put_prediction(
+                Prediction(sample_id=s.sample_id, model="rows", k=0, path="x", seed=1)
+            ),
+        }
+        image = read_image(samples[0].input, mode="rgb")
+        times = {}
+        for name, fn in parts.items():
+            t0 = time.perf_counter()
+            for s in samples:
+                fn(s)
+            times[name] = (time.perf_counter() - t0) / len(samples) * 1e3
+    return {"generate (total)": total, **times}
+
+
+def api_throughput(root: Path, samples: list[Sample], concurrency: int, latency: float) -> float:
+    """Samples per second through generate() with ``concurrency`` requests in flight.
+
+    The server runs in its own process, as a real API would (it must not share our GIL).
+    """
+    server = Path(__file__).resolve().parents[1] / "tests" / "models" / "fake_image_api.py"
+    proc = subprocess.Popen(
+        [sys.executable, str(server), str(latency)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = proc.stdout.readline().strip()
+        os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
+        model = OpenAIImageModel(base_url=f"{url}/v1", concurrency=concurrency)
+        model.edit(read_image(samples[0].input, mode="rgb"), "warm up", seed=0)
+        with RunStore(root / f"api-{concurrency}") as store:
+            t0 = time.perf_counter()
+            rep = generate(
+                store,
+                samples,
+                model,
+                model_name=model.name,
+                progress=False,
+                executor=LocalExecutor(workers=concurrency),
+            )
+            elapsed = time.perf_counter() - t0
+        assert rep.done == len(samples), rep.failures[:3]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    return len(samples) / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    parser.add_argument("--samples", type=int, default=None, help="samples for the overhead run")
+    parser.add_argument("--size", type=int, default=64, help="image side in pixels (64)")
+    parser.add_argument("--latency", type=float, default=0.2, help="API latency in seconds")
+    args = parser.parse_args()
+    n = args.samples or (200 if args.quick else 1000)
+    with tempfile.TemporaryDirectory(prefix="medibench-bench-") as tmp:
+        root = Path(tmp)
+        samples = make_samples(root / "data", n, args.size)
+        print(f"runner overhead, identity model, {n} samples of {args.size}x{args.size} RGB")
+        rows = [runner_overhead(root, samples, i) for i in range(1 if args.quick else 3)]
+        for key in rows[0]:
+            ms = statistics.median(r[key] for r in rows)
+            flag = (
+                ("  (target < 5 ms)" + (" OK" if ms < 5 else " MISSED")) if "total" in key else ""
+            )
+            print(f"  {key:<18} {ms:7.3f} ms/sample{flag}")
+        print(f"API throughput, openai-image against a local server, {args.latency * 1e3:.0f} ms")
+        for c in (1, 8, 32):
+            count = {1: 10, 8: 80, 32: 320}[c] // (2 if args.quick else 1)
+            rate = api_throughput(
+                root, make_samples(root / f"api{c}", count, args.size), c, args.latency
+            )
+            ideal = c / args.latency
+            flag = f"  (target >= 100/s {'OK' if rate >= 100 else 'MISSED'})" if c == 32 else ""
+            print(
+                f"  concurrency {c:>2}: {rate:7.1f} samples/s ({rate / ideal:.0%} of "
+                f"{ideal:.0f}/s ideal, {count} samples){flag}"
+            )
+
+
+if __name__ == "__main__":
+    main()

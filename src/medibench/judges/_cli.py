@@ -1,0 +1,302 @@
+"""``medibench judge`` and ``medibench agreement``: plain functions with Typer annotations.
+
+The main app registers them (``app.command()(judge)``, ``app.command()(agreement)``); they hold
+no logic beyond reading options and printing tables.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["agreement", "judge"]
+
+console = Console(width=None if Console().is_terminal else 120)
+err = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=2)
+
+
+def judge(
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="run folder (with run.sqlite)")],
+    judge_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--judge",
+            metavar="JUDGE.yaml",
+            help="judge config (.yaml, .json or .toml): model, base_url, prices, limits",
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None, typer.Option(help="judge model id (instead of, or over, the config's)")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+    ] = None,
+    protocol: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="judge protocol (medebench-judge@paper-structure, miedb-rubric@1, "
+            "medgen-checklist@1, ...) or a scoring protocol for its default judge; repeatable; "
+            "default: the judges of the protocols the run was scored with",
+        ),
+    ] = None,
+    only_failed: Annotated[
+        bool, typer.Option(help="re-judge only stored failures (refused, unparsable, error)")
+    ] = False,
+    passes: Annotated[
+        int,
+        typer.Option(min=1, help="judge each prediction N times (seed + pass); mean and spread"),
+    ] = 1,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(metavar="USD", help="stop starting calls at this cost (resumable)"),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option(help="show the calls and estimated cost, spend nothing")
+    ] = False,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="calls in flight (default: the config's)")
+    ] = None,
+) -> None:
+    """Judge a run's outputs with a VLM and fill the judged metrics (ea, vq, rubric, ...).
+
+    The API key comes from OPENAI_API_KEY (or the variable the config names), never a file.
+    """
+    from medibench.judges import (
+        DEFAULT_JUDGE,
+        CachePolicy,
+        JudgeConfigError,
+        JudgeSetupError,
+        MissingApiKeyError,
+        judge_run,
+        load_judge,
+        load_judge_config,
+    )
+    from medibench.registry import UnknownNameError
+    from medibench.runs import RunStore, RunStoreError
+
+    if judge_config is None and judge_model is None:
+        _fail("give a judge config (--judge JUDGE.yaml) or a judge model (--judge-model NAME)")
+    try:
+        config = load_judge_config(
+            judge_config, model=judge_model, base_url=base_url, concurrency=concurrency
+        )
+        with RunStore.open_existing(run) as store:
+            scored = {s.protocol for s in store.scores()}
+        specs = protocol or [DEFAULT_JUDGE[p] for p in sorted(scored) if p in DEFAULT_JUDGE]
+        if not specs:
+            _fail(f"{run}: no score rows of a judged protocol ({', '.join(DEFAULT_JUDGE)})")
+        judges = [load_judge(s) for s in specs]
+        policy = CachePolicy.only_failed() if only_failed else CachePolicy()
+        if dry_run:
+            _print_plan(
+                judge_run(
+                    run,
+                    judges,
+                    config,
+                    passes=passes,
+                    policy=policy,
+                    max_cost=max_cost,
+                    dry_run=True,
+                ),
+                config,
+            )
+            return
+        with _Progress(err) as bar:
+            reports = judge_run(
+                run,
+                judges,
+                config,
+                passes=passes,
+                policy=policy,
+                max_cost=max_cost,
+                on_plan=bar.start,
+                on_progress=bar.advance,
+            )
+    except (
+        MissingApiKeyError,
+        JudgeConfigError,
+        JudgeSetupError,
+        RunStoreError,
+        UnknownNameError,
+        ValueError,
+    ) as exc:
+        _fail(str(exc))
+    _print_reports(reports, passes)
+
+
+def agreement(
+    a: Annotated[
+        str, typer.Argument(help="rater A: ratings CSV, a run folder, or RUN#JUDGE_MODEL")
+    ],
+    b: Annotated[
+        str, typer.Argument(help="rater B: ratings CSV, a run folder, or RUN#JUDGE_MODEL")
+    ],
+    metric: Annotated[
+        list[str] | None, typer.Option(help="metrics to compare (repeatable; default: shared)")
+    ] = None,
+    protocol: Annotated[
+        str | None, typer.Option(help="take a run's values from this protocol (name[@version])")
+    ] = None,
+    n_resamples: Annotated[int, typer.Option(min=1, help="bootstrap resamples")] = 1000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 42,
+    level: Annotated[float, typer.Option(help="confidence level")] = 0.95,
+    out: Annotated[Path | None, typer.Option(help="also write the table as CSV")] = None,
+) -> None:
+    """Agreement between two raters (judges or clinicians): Pearson, Spearman, Kendall,
+    ICC(2,1) and per-sample rank Spearman across models, with bootstrap CIs."""
+    from medibench.judges.agreement import agreement_table, load_ratings
+    from medibench.runs import RunStoreError
+
+    try:
+        ra = load_ratings(a, protocol=protocol)
+        rb = load_ratings(b, protocol=protocol)
+        rows = agreement_table(
+            ra, rb, metrics=metric, n_resamples=n_resamples, seed=seed, level=level
+        )
+    except (RunStoreError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    if not rows or all(r.n == 0 for r in rows):
+        _fail(f"no (model, sample, metric) rated by both {a} and {b}")
+    table = Table(
+        title=f"agreement: {a} vs {b}",
+        caption=f"{level:.0%} percentile bootstrap CIs, {n_resamples} resamples, seed {seed}; "
+        "n = paired ratings (samples, for the rank statistic)",
+    )
+    for col in ("metric", "statistic", "value", f"{level:.0%} CI", "n"):
+        table.add_column(
+            col, justify="left" if col in ("metric", "statistic") else "right", no_wrap=True
+        )
+    for r in rows:
+        for label, est, n in (
+            ("Pearson r", r.pearson, r.n),
+            ("Spearman rho", r.spearman, r.n),
+            ("Kendall tau-b", r.kendall, r.n),
+            ("ICC(2,1)", r.icc, r.n),
+            ("per-sample rank rho", r.rank_spearman, r.n_rank_samples),
+        ):
+            ci = "-" if math.isnan(est.low) else f"[{est.low:.3f}, {est.high:.3f}]"
+            value = "-" if math.isnan(est.value) else f"{est.value:.3f}"
+            table.add_row(r.metric if label == "Pearson r" else "", label, value, ci, str(n))
+    console.print(table)
+    if out is not None:
+        from medibench.report import write_rows_csv
+
+        write_rows_csv([_flat(r) for r in rows], out)
+        console.print(f"agreement -> {out}")
+
+
+class _Progress:
+    """A progress bar over the calls, started once the plan knows how many (terminals only)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console, self._bar, self._task = console, None, None
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def start(self, total: int) -> None:
+        if total and self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._bar = Progress(
+                TextColumn("judging"), BarColumn(), MofNCompleteColumn(), console=self.console
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("judging", total=total)
+
+    def advance(self) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _flat(r) -> dict:
+    d: dict = {"metric": r.metric, "n": r.n, "n_rank_samples": r.n_rank_samples}
+    for name in ("pearson", "spearman", "kendall", "icc", "rank_spearman"):
+        e = getattr(r, name)
+        d.update({name: _num(e.value), f"{name}_low": _num(e.low), f"{name}_high": _num(e.high)})
+    return d
+
+
+def _num(v: float) -> float | None:
+    return None if math.isnan(v) else v
+
+
+def _usd(v: float | None) -> str:
+    return "-" if v is None else f"${v:.4f}"
+
+
+def _print_plan(reports, config) -> None:
+    table = Table(title=f"judging plan ({config.model} at {config.endpoint})")
+    for col in ("judge", "predictions", "cached", "calls", "est. cost", "not judged"):
+        table.add_column(col, justify="left" if col in ("judge", "not judged") else "right")
+    for r in reports:
+        table.add_row(
+            r.judge,
+            str(r.items),
+            str(r.cached),
+            str(r.planned),
+            _usd(r.estimated_cost_usd),
+            "; ".join(f"{n} {why}" for why, n in r.skipped.items()) or "-",
+        )
+    console.print(table)
+    if not config.has_prices:
+        console.print("no prices in the judge config: cost not estimated")
+
+
+def _print_reports(reports, passes: int) -> None:
+    table = Table(title="judging")
+    cols = (
+        "judge",
+        "ok",
+        "refused",
+        "unparsable",
+        "error",
+        "cached",
+        "not started",
+        "requests",
+        "cost",
+        "rows filled",
+    )
+    for col in cols:
+        table.add_column(col, justify="left" if col == "judge" else "right")
+    for r in reports:
+        c = r.counts
+        table.add_row(
+            r.judge,
+            str(c["ok"]),
+            str(c["refused"]),
+            str(c["unparsable"]),
+            str(c["error"]),
+            str(r.cached),
+            str(r.not_started),
+            str(r.requests),
+            _usd(r.cost_usd),
+            str(r.filled),
+        )
+    console.print(table)
+    for r in reports:
+        if r.missing:
+            miss = ", ".join(f"{m}: {n}" for m, n in sorted(r.missing.items()))
+            console.print(f"{r.judge}: missing judged values (never 0) per metric: {miss}")
+        if passes > 1 and r.spread:
+            sp = ", ".join(f"{k} {v:.3f}" for k, v in r.spread.items())
+            console.print(f"{r.judge}: mean spread (sd) across {passes} passes: {sp}")
+        if r.stopped_by_budget:
+            console.print(
+                f"[yellow]{r.judge}: budget reached, {r.not_started} call(s) not started; "
+                "what was judged is stored: run again (with a higher --max-cost) to resume[/]"
+            )

@@ -1,0 +1,220 @@
+"""Judgement records and the judge cache, kept in the run's ``run.sqlite``.
+
+Two tables beside the run store's own:
+
+* ``judgements``: one row per cache key (:func:`cache_key`): the raw answer, the parsed scores,
+  the per-score problems, the status (``ok``, ``refused``, ``unparsable``, ``error``), token
+  usage, cost, latency, attempts, notes (resizes), the prompt file, version and sha256, and the
+  key material (no image bytes, no secrets).
+* ``judgement_links``: which (model, sample, k, judge protocol, judge model, endpoint, pass)
+  uses which key: two models with byte-identical outputs share one judgement.
+
+The key is the sha256 of the judge model id, the endpoint, the prompt file's sha256, the judge
+protocol and its version, the images' content hashes (in the order shown), the texts shown, the
+decoding parameters and seed, the answer format, the image limits and the pass index. Same key,
+same answer: it is never paid for twice. :class:`CachePolicy` says which stored judgements
+are reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CachePolicy", "Judgement", "JudgementStore", "cache_key", "FAILED"]
+
+#: The statuses that count as missing (``--only-failed`` re-judges them).
+FAILED = frozenset({"refused", "unparsable", "error"})
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judgements (
+    key TEXT PRIMARY KEY, judge TEXT NOT NULL, judge_model TEXT NOT NULL, endpoint TEXT NOT NULL,
+    prompt_file TEXT NOT NULL, prompt_version TEXT NOT NULL, prompt_sha256 TEXT NOT NULL,
+    pass_index INTEGER NOT NULL, seed INTEGER, material TEXT NOT NULL,
+    status TEXT NOT NULL, raw TEXT, scores TEXT NOT NULL, problems TEXT NOT NULL,
+    finish_reason TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL,
+    latency_s REAL, attempts INTEGER, notes TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS judgement_links (
+    model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, judge TEXT NOT NULL,
+    judge_model TEXT NOT NULL, endpoint TEXT NOT NULL, pass_index INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (model, sample_id, k, judge, judge_model, endpoint, pass_index));
+"""
+
+
+def cache_key(material: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of the key material."""
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    """Which stored judgements a judging run reuses (the inspect_ai idea: a policy object).
+
+    Attributes:
+        read: reuse stored judgements at all (``False``: call again for everything, replacing).
+        retry: statuses that are called again instead of reused.
+        only_retry: call nothing that has no stored judgement (``--only-failed``).
+    """
+
+    read: bool = True
+    retry: frozenset[str] = frozenset()
+    only_retry: bool = False
+
+    @classmethod
+    def only_failed(cls) -> CachePolicy:
+        """Re-judge stored failures (refused, unparsable, error), nothing else."""
+        return cls(retry=FAILED, only_retry=True)
+
+    def action(self, stored: Judgement | None) -> str:
+        """``"call"``, ``"cached"`` or ``"skip"`` for a key with this stored judgement."""
+        if stored is None:
+            return "skip" if self.only_retry else "call"
+        if not self.read or stored.status in self.retry:
+            return "call"
+        return "skip" if self.only_retry else "cached"
+
+
+@dataclass
+class Judgement:
+    """One judge answer and what was made of it."""
+
+    key: str
+    judge: str
+    judge_model: str
+    endpoint: str
+    prompt_file: str
+    prompt_version: str
+    prompt_sha256: str
+    pass_index: int
+    seed: int | None
+    material: dict[str, Any]
+    status: str
+    raw: str | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    finish_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
+    attempts: int = 0
+    notes: list[str] = field(default_factory=list)
+    created_at: float = 0.0
+
+
+_COLUMNS = (
+    "key judge judge_model endpoint prompt_file prompt_version prompt_sha256 pass_index seed "
+    "material status raw scores problems finish_reason input_tokens output_tokens cost_usd "
+    "latency_s attempts notes created_at"
+).split()
+_JSON = {"material", "scores", "problems", "notes"}
+
+
+class JudgementStore:
+    """The judgement tables of one run store (``RunStore``)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.db = store.connection
+        self.db.executescript(_SCHEMA)
+
+    def get(self, key: str) -> Judgement | None:
+        row = self.db.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM judgements WHERE key = ?", (key,)
+        ).fetchone()
+        return None if row is None else _decode(row)
+
+    def get_many(self, keys: list[str]) -> dict[str, Judgement]:
+        out: dict[str, Judgement] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            rows = self.db.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM judgements "
+                f"WHERE key IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            out.update((j.key, j) for j in map(_decode, rows))
+        return out
+
+    def put(self, j: Judgement, links: list[tuple[str, str, int]]) -> None:
+        """Store ``j`` (replacing an older answer to the same key) and link it to the
+        ``(model, sample_id, k)`` that asked for it, in one transaction."""
+        self.put_many([(j, links)])
+
+    def put_many(self, items: list[tuple[Judgement, list[tuple[str, str, int]]]]) -> None:
+        """:meth:`put` for several judgements, in one transaction."""
+        if not items:
+            return
+        rows = []
+        for j, _ in items:
+            j.created_at = j.created_at or time.time()
+            rows.append(
+                [
+                    json.dumps(getattr(j, c), sort_keys=True) if c in _JSON else getattr(j, c)
+                    for c in _COLUMNS
+                ]
+            )
+        with self.store.transaction():
+            self.db.executemany(
+                f"INSERT OR REPLACE INTO judgements ({', '.join(_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_COLUMNS))})",
+                rows,
+            )
+            for j, links in items:
+                self._link(j, links)
+
+    def link(self, j: Judgement, links: list[tuple[str, str, int]]) -> None:
+        """Record that ``links`` use the stored judgement ``j`` (a cache hit)."""
+        with self.store.transaction():
+            self._link(j, links)
+
+    def _link(self, j: Judgement, links: list[tuple[str, str, int]]) -> None:
+        self.db.executemany(
+            "INSERT OR REPLACE INTO judgement_links VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (m, sid, k, j.judge, j.judge_model, j.endpoint, j.pass_index, j.key)
+                for m, sid, k in links
+            ],
+        )
+
+    def linked(
+        self, *, judge: str | None = None, judge_model: str | None = None
+    ) -> list[tuple[str, str, int, Judgement]]:
+        """``(model, sample_id, k, judgement)`` for every link (filtered by judge protocol
+        spec and/or judge model id)."""
+        sql = (
+            "SELECT l.model, l.sample_id, l.k, "
+            + ", ".join(f"j.{c}" for c in _COLUMNS)
+            + " FROM judgement_links l JOIN judgements j ON j.key = l.key"
+        )
+        where, args = [], []
+        if judge is not None:
+            where.append("l.judge = ?")
+            args.append(judge)
+        if judge_model is not None:
+            where.append("l.judge_model = ?")
+            args.append(judge_model)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY l.model, l.sample_id, l.k, l.pass_index"
+        return [(r[0], r[1], r[2], _decode(r[3:])) for r in self.db.execute(sql, args)]
+
+    def usage(self, judge: str, judge_model: str) -> tuple[float, float, int] | None:
+        """Mean (input, output) tokens of answered calls of this judge, and their count."""
+        row = self.db.execute(
+            "SELECT AVG(input_tokens), AVG(output_tokens), COUNT(*) FROM judgements "
+            "WHERE judge = ? AND judge_model = ? AND input_tokens IS NOT NULL "
+            "AND output_tokens IS NOT NULL",
+            (judge, judge_model),
+        ).fetchone()
+        return None if not row or not row[2] else (row[0], row[1], row[2])
+
+
+def _decode(row: Any) -> Judgement:
+    d = {c: (json.loads(v) if c in _JSON else v) for c, v in zip(_COLUMNS, row, strict=True)}
+    return Judgement(**d)

@@ -1,0 +1,180 @@
+"""The sample browser's data: which output each model shows, its scores, failures, rationales.
+
+:func:`sample_browser_data` makes the JSON blob the page embeds (``file://`` pages cannot fetch):
+per sample its fields and pictures, and per model the first output that exists, the scores of
+that output under every protocol (values aligned with ``metrics``), whether it failed (no
+output, or a score that is not ``ok``) and the judge's rationales when the run has a
+``judgements`` table.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from medibench.samples import Prediction, Sample, Score
+
+__all__ = ["image_jobs", "read_judgements", "sample_browser_data"]
+
+_RATIONALE_COLUMNS = (
+    "rationale",
+    "reasoning",
+    "explanation",
+    "reason",
+    "response",
+    "raw",
+    "raw_text",
+    "answer",
+    "text",
+)
+_METRIC_COLUMNS = ("metric", "criterion", "aspect", "rubric", "dimension")
+
+
+def shown_predictions(
+    predictions: Sequence[Prediction], models: Sequence[str]
+) -> dict[tuple[str, str], Prediction]:
+    """Per (model, sample): the prediction the browser shows, the lowest ``k`` that is ``ok``,
+    else the lowest ``k`` (whose error is then shown)."""
+    best: dict[tuple[str, str], Prediction] = {}
+    for p in predictions:
+        key = (p.model, p.sample_id)
+        cur = best.get(key)
+        rank = (p.status != "ok", p.k)
+        if cur is None or rank < (cur.status != "ok", cur.k):
+            best[key] = p
+    return best
+
+
+def image_jobs(
+    samples: Sequence[Sample],
+    models: Sequence[str],
+    shown: Mapping[tuple[str, str], Prediction],
+    run_dir: Path,
+) -> list[dict[str, Any]]:
+    """One :mod:`~medibench.report._images` job per sample (outputs indexed like ``models``)."""
+    jobs = []
+    for s in samples:
+        outputs = []
+        for i, model in enumerate(models):
+            p = shown.get((model, s.sample_id))
+            if p is None:
+                outputs.append((i, None, "no prediction (not generated)"))
+            elif p.status != "ok" or not p.path:
+                outputs.append((i, None, f"prediction failed: {p.error or 'no file'}"))
+            else:
+                path = Path(p.path)
+                outputs.append((i, str(path if path.is_absolute() else run_dir / path), None))
+        jobs.append(
+            {
+                "sid": s.sample_id,
+                "input": s.input,
+                "target": s.target,
+                "mask": s.mask,
+                "outputs": outputs,
+            }
+        )
+    return jobs
+
+
+def read_judgements(db: sqlite3.Connection) -> dict[tuple[str, str, int], list[list[str]]]:
+    """``{(model, sample_id, k): [[metric, rationale], ...]}`` from a ``judgements`` table, if
+    the run has one; its columns are found by name (``rationale``/``response``/..., ``metric``)."""
+    try:
+        cur = db.execute("SELECT * FROM judgements")
+    except sqlite3.Error:
+        return {}
+    cols = [c[0].lower() for c in cur.description]
+    if "sample_id" not in cols or "model" not in cols:
+        return {}
+    text_col = next((c for c in _RATIONALE_COLUMNS if c in cols), None)
+    metric_col = next((c for c in _METRIC_COLUMNS if c in cols), None)
+    status_col = "status" if "status" in cols else None
+    out: dict[tuple[str, str, int], list[list[str]]] = defaultdict(list)
+    for row in cur:
+        rec = dict(zip(cols, row, strict=True))
+        text = str(rec.get(text_col) or "") if text_col else ""
+        if status_col and rec.get(status_col) not in (None, "ok"):
+            text = f"[{rec[status_col]}] {text}".strip()
+        if not text:
+            continue
+        key = (str(rec["model"]), str(rec["sample_id"]), int(rec.get("k") or 0))
+        out[key].append(
+            [str(rec.get(metric_col) or "judge") if metric_col else "judge", text[:2000]]
+        )
+    return dict(out)
+
+
+def sample_browser_data(
+    samples: Sequence[Sample],
+    models: Sequence[str],
+    shown: Mapping[tuple[str, str], Prediction],
+    pictures: Sequence[dict[str, Any]],
+    scores: Sequence[Score],
+    metrics: Sequence[tuple[str, str, bool]],
+    judgements: Mapping[tuple[str, str, int], list[list[str]]],
+) -> dict[str, Any]:
+    """The blob: ``models``, ``metrics`` (``[protocol label, metric, lower_is_better]``) and
+    ``samples``; each sample has ``id, task, region, modality, perspective, instruction, pics``
+    and ``runs`` (one per model: ``k, output, diff, status, error, v, score_error, notes,
+    failed, judge``)."""
+    index = {(p, m): i for i, (p, m, _) in enumerate(metrics)}
+    by_key: dict[tuple[str, str, int], list[Score]] = defaultdict(list)
+    for sc in scores:
+        by_key[(sc.model or "", sc.sample_id, sc.k)].append(sc)
+    out = []
+    for s, pics in zip(samples, pictures, strict=True):
+        runs = []
+        for i, model in enumerate(models):
+            p = shown.get((model, s.sample_id))
+            k = p.k if p is not None else 0
+            values: list[Any] = [None] * len(metrics)
+            errors, notes, failed = [], [], p is None or p.status != "ok"
+            for sc in by_key.get((model, s.sample_id, k), []):
+                label = f"{sc.protocol}@{sc.protocol_version}"
+                failed = failed or sc.status != "ok"
+                for name, v in sc.metrics.items():
+                    if (label, name) in index:
+                        values[index[(label, name)]] = _json_number(v)
+                if sc.error:
+                    errors.append(f"{label}: {sc.error}")
+                notes += [f"{label}: {n}" for n in sc.notes]
+            pic = pics["outputs"].get(i, {"output": None, "diff": None})
+            runs.append(
+                {
+                    "k": k,
+                    "output": pic["output"],
+                    "diff": pic["diff"],
+                    "status": "none" if p is None else p.status,
+                    "error": None if p is None else p.error,
+                    "v": values,
+                    "score_error": "; ".join(errors) or None,
+                    "notes": "; ".join(notes) or None,
+                    "failed": failed,
+                    "judge": judgements.get((model, s.sample_id, k), []),
+                }
+            )
+        out.append(
+            {
+                "id": s.sample_id,
+                "task": s.task,
+                "region": s.region,
+                "modality": s.modality,
+                "perspective": s.perspective.value,
+                "instruction": s.instruction,
+                "pics": {key: pics[key] for key in ("input", "roi", "target")},
+                "runs": runs,
+            }
+        )
+    return {"models": list(models), "metrics": [list(m) for m in metrics], "samples": out}
+
+
+def _json_number(v: float | None) -> float | str | None:
+    if v is None or math.isnan(v):
+        return None
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v

@@ -1,0 +1,245 @@
+"""``build_report``: a run store in, one self-contained report folder out.
+
+The folder opens from disk with no server (``index.html``) and holds everything it shows:
+
+* ``tables/<protocol>@<version>/leaderboard.{csv,json,md,tex}`` and ``comparisons.*``;
+* ``plots/<protocol>@<version>/*.{png,svg}``;
+* ``thumbs/`` and ``images/`` for the sample browser; ``assets/`` (hand-written JS and CSS).
+
+Every protocol version of the run gets its own tables and plots: versions are shown side by
+side, never averaged together. Nothing is recomputed: the numbers are the score records'.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medibench.protocols import Aggregation, load_protocol
+from medibench.report._browser import (
+    image_jobs,
+    read_judgements,
+    sample_browser_data,
+    shown_predictions,
+)
+from medibench.report._formats import leaderboard_ci, write_table
+from medibench.report._images import ImageMode, render_all
+from medibench.report._tables import comparisons, leaderboard, per_model_values
+from medibench.runs import RunStore
+from medibench.samples import Sample, Score
+
+__all__ = ["ProtocolSection", "build_report"]
+
+_LEADER_COLS = ("model", "k_mode", "by", "group", "n", "n_missing", "n_unscored", "n_unjudged")
+_COMPARE_COLS = (
+    "k_mode",
+    "metric",
+    "model_a",
+    "model_b",
+    "n",
+    "n_unpaired",
+    "mean_a",
+    "mean_b",
+    "mean_diff",
+    "rank_biserial",
+    "wilcoxon_p",
+    "permutation_p",
+)
+
+
+@dataclass
+class ProtocolSection:
+    """One protocol version's tables and plots (what the page shows under its heading)."""
+
+    name: str
+    version: str
+    description: str
+    aggregation: Aggregation
+    metrics: list[str]
+    judged: list[str]
+    scores: list[Score]
+    known: bool = True
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    compare: list[dict[str, Any]] = field(default_factory=list)
+    shown_metrics: list[str] = field(default_factory=list)
+    empty_metrics: list[str] = field(default_factory=list)
+    tables: dict[str, dict[str, Path]] = field(default_factory=dict)
+    plots: list[dict[str, str]] = field(default_factory=list)
+    values: dict[tuple[str, str], Any] = field(default_factory=dict)
+    applicable: Any = None  # the protocol's applicable_metrics(sample), when it has one
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+def build_report(
+    run_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    n_resamples: int | None = None,
+    seed: int | None = None,
+    level: float | None = None,
+    thumb_size: int = 160,
+    images: ImageMode = "copy",
+    plots: bool = True,
+    workers: int | None = None,
+) -> Path:
+    """Write the HTML report of the run in ``run_dir`` to ``out_dir`` (default
+    ``run_dir/report``); return the path of its ``index.html``.
+
+    Args:
+        n_resamples, seed, level: the bootstrap CIs and the paired tests; ``None`` keeps each
+            protocol's own (``ci_resamples``, ``ci_seed``, ``ci_level``: 1,000, 42, 0.95 unless
+            the protocol says otherwise). Seeded, so a rebuilt report is identical.
+        thumb_size: longest side of the browser's thumbnails, in pixels.
+        images: ``"copy"`` the full images into the folder (self-contained; hard links when
+            possible) or ``"link"`` them by relative path.
+        plots: draw the figures (PNG and SVG).
+        workers: processes for the thumbnails (default: one per CPU).
+
+    Raises:
+        RunStoreError: ``run_dir`` is not a medibench run.
+    """
+    from medibench.report import _html, _plot_set
+    from medibench.report._images import process_pool
+
+    t0 = time.perf_counter()
+    run_dir = Path(run_dir)
+    out = Path(out_dir) if out_dir is not None else run_dir / "report"
+    with RunStore.open_existing(run_dir) as store:
+        samples = store.samples()
+        predictions = store.predictions()
+        scores = store.scores()
+        meta = store.meta()
+        judgements = read_judgements(store.connection)
+    out.mkdir(parents=True, exist_ok=True)
+    by_id = {s.sample_id: s for s in samples}
+    models = sorted({p.model for p in predictions} | {s.model or "" for s in scores})
+    overrides = {
+        k: v
+        for k, v in (("ci_resamples", n_resamples), ("ci_seed", seed), ("ci_level", level))
+        if v is not None
+    }
+    sections = _sections(scores, overrides)
+    shown = shown_predictions(predictions, models)
+    jobs = image_jobs(samples, models, shown, run_dir)
+    workers = workers or os.cpu_count() or 1
+    big = workers > 1 and len(samples) >= 64
+    with process_pool(workers) if big else contextlib.nullcontext() as pool:
+        # Thumbnails start in the pool while this process computes the tables; the figures
+        # (which need the tables) queue behind them.
+        pictures = render_all(
+            jobs, out, thumb_size=thumb_size, images=images, pool=pool, workers=workers, lazy=True
+        )
+        for sec in sections:
+            _tables_for(sec, by_id, out)
+        planned = [_plot_set.plan(sec, out) if plots else [] for sec in sections]
+        drawing = [
+            [pool.submit(_plot_set.draw, t) for t in tasks] if pool else None for tasks in planned
+        ]
+        pictures = list(pictures)
+        for sec, tasks, futures in zip(sections, planned, drawing, strict=True):
+            sec.plots = (
+                _plot_set.describe(tasks, [f.result() for f in futures], out)
+                if futures is not None
+                else _plot_set.run(tasks, out)
+            )
+    metric_index = [
+        (sec.label, m, m in sec.aggregation.lower_is_better)
+        for sec in sections
+        for m in sec.metrics
+    ]
+    blob = sample_browser_data(samples, models, shown, pictures, scores, metric_index, judgements)
+    return _html.write_html(
+        out,
+        run_dir=run_dir,
+        meta=meta,
+        sections=sections,
+        blob=blob,
+        settings={"thumb_size": thumb_size, "images": images},
+        counts={
+            "samples": len(samples),
+            "models": len(models),
+            "predictions": len(predictions),
+            "scores": len(scores),
+        },
+        build_seconds=time.perf_counter() - t0,
+    )
+
+
+def _sections(scores: list[Score], overrides: dict[str, Any]) -> list[ProtocolSection]:
+    grouped: dict[tuple[str, str], list[Score]] = defaultdict(list)
+    for s in scores:
+        grouped[(s.protocol, s.protocol_version)].append(s)
+    out = []
+    for (name, version), mine in sorted(grouped.items()):
+        try:
+            proto = load_protocol(f"{name}@{version}")
+            known = (proto.name, proto.version) == (name, version)
+        except (KeyError, ValueError, ImportError):
+            known = False
+        if known:
+            desc, agg = proto.description, proto.aggregation
+            metrics, judged = list(proto.metric_names), list(proto.judged_metrics)
+        else:  # a protocol this medibench does not know: its metrics, plain aggregation
+            desc, agg = "(protocol not registered in this medibench)", Aggregation()
+            metrics, judged = list(dict.fromkeys(m for s in mine for m in s.metrics)), []
+        agg = dataclasses.replace(agg, **overrides)
+        sec = ProtocolSection(name, version, desc, agg, metrics, judged, mine, known=known)
+        sec.applicable = getattr(proto, "applicable_metrics", None) if known else None
+        out.append(sec)
+    return out
+
+
+def _tables_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path) -> None:
+    agg = sec.aggregation
+    sec.values = per_model_values(sec.scores, samples, agg, sec.metrics, sec.applicable)
+    sec.rows = leaderboard(
+        sec.scores,
+        samples,
+        agg,
+        metrics=sec.metrics,
+        judged=sec.judged,
+        values=sec.values,
+        applicable=sec.applicable,
+    )
+    names = [*sec.metrics, *(n for n, _, _ in agg.pass_rates)]
+    sec.shown_metrics = [m for m in names if any(r.get(m) is not None for r in sec.rows)]
+    sec.empty_metrics = [m for m in names if m not in sec.shown_metrics]
+    stats = dict(n_resamples=agg.ci_resamples or 1000, seed=agg.ci_seed, level=agg.ci_level)
+    sec.compare = comparisons(sec.values, metrics=sec.shown_metrics, **stats)
+    level = round(agg.ci_level * 100)
+    missing = "count as 0" if agg.missing == "zero" else "are left out of the means"
+    empty = f"; no values: {', '.join(sec.empty_metrics)}" if sec.empty_metrics else ""
+    caption = (
+        f"{sec.label}: mean [{level}% bootstrap CI, {agg.ci_resamples} resamples, seed "
+        f"{agg.ci_seed}; hierarchical for the macro row]; micro = mean over samples, macro = "
+        f"mean over groups; samples without an output {missing} (missing); unscored = no score "
+        f"record; unjudged = judged metrics not filled{empty}"
+    )
+    folder = out / "tables" / sec.label
+    sec.tables["leaderboard"] = write_table(
+        sec.rows,
+        folder / "leaderboard",
+        columns=[*_LEADER_COLS, *sec.shown_metrics],
+        ci=leaderboard_ci(sec.shown_metrics),
+        caption=caption,
+    )
+    sec.tables["comparisons"] = write_table(
+        sec.compare,
+        folder / "comparisons",
+        columns=list(_COMPARE_COLS),
+        ci={"mean_diff": ("diff_ci_low", "diff_ci_high")},
+        caption=(
+            f"{sec.label}: paired comparisons on the samples both models have a value for; "
+            f"A - B with its {level}% bootstrap CI; r_rb = matched-pairs rank-biserial; "
+            "Wilcoxon signed-rank and sign-flip permutation p-values (two-sided, uncorrected)"
+        ),
+    )

@@ -1,0 +1,53 @@
+"""The ``medibench report`` command (registered by :mod:`medibench.cli`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["report"]
+
+
+def report(
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="run folder (holds run.sqlite)")],
+    out: Annotated[Path | None, typer.Option(help="report folder (default: RUN/report)")] = None,
+    n_resamples: Annotated[int, typer.Option(min=1, help="bootstrap resamples")] = 1000,
+    seed: Annotated[int, typer.Option(help="seed of the bootstrap and permutation tests")] = 42,
+    level: Annotated[float, typer.Option(min=0.5, max=0.999, help="CI level")] = 0.95,
+    thumb_size: Annotated[int, typer.Option(min=32, help="thumbnail size, pixels")] = 160,
+    images: Annotated[
+        str, typer.Option(help="copy the full images into the folder, or link them (relative)")
+    ] = "copy",
+    plots: Annotated[bool, typer.Option(help="draw the plots (PNG and SVG)")] = True,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="processes for thumbnails (default: CPUs)")
+    ] = None,
+) -> None:
+    """Write the HTML report of a run (tables with CIs, paired tests, plots, sample browser)."""
+    from rich.console import Console
+
+    from medibench.report import build_report
+    from medibench.runs import RunStoreError
+
+    err = Console(stderr=True)
+    if images not in ("copy", "link"):
+        err.print(f"[bold red]error:[/] --images must be copy or link, not {images!r}")
+        raise typer.Exit(code=2)
+    try:
+        index = build_report(
+            run,
+            out,
+            n_resamples=n_resamples,
+            seed=seed,
+            level=level,
+            thumb_size=thumb_size,
+            images=images,
+            plots=plots,
+            workers=workers,  # type: ignore[arg-type]
+        )
+    except RunStoreError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(code=2) from None
+    Console().print(f"report -> {index}")

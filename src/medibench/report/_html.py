@@ -1,0 +1,193 @@
+"""Render ``index.html`` (jinja2) and copy the hand-written assets next to it.
+
+The page needs no server: tables are rendered here, the sample browser's data is a JSON blob in
+a ``<script type="application/json">`` element (``file://`` pages cannot fetch), and the
+assets (``report.js``, ``report.css``) are package data copied into ``assets/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections import defaultdict
+from importlib.metadata import PackageNotFoundError, version
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from medibench.io import atomic_write_text
+from medibench.report._formats import HEADERS, format_number
+
+__all__ = ["write_html", "ASSETS"]
+
+#: Files of ``report/templates`` copied into the report's ``assets/`` folder.
+ASSETS = ("report.js", "report.css")
+
+_TEXT_COLS = {"model", "k_mode", "by", "group", "metric", "model_a", "model_b"}
+
+
+def write_html(
+    out: Path,
+    *,
+    run_dir: Path,
+    meta: dict[str, Any],
+    sections: list,
+    blob: dict[str, Any],
+    settings: dict[str, Any],
+    counts: dict[str, int],
+    build_seconds: float,
+) -> Path:
+    """Write ``out/index.html`` and ``out/assets/``; return the page's path."""
+    templates = files("medibench.report") / "templates"
+    (out / "assets").mkdir(parents=True, exist_ok=True)
+    for name in ASSETS:
+        with (templates / name).open("rb") as src, open(out / "assets" / name, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda n: (templates / n).read_text(encoding="utf-8")),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    page = env.get_template("report.html.j2").render(
+        title=f"medibench report: {run_dir.resolve().name}",
+        run_dir=str(run_dir.resolve()),
+        meta=meta,
+        config_json=json.dumps(meta.get("config", {}), indent=2, sort_keys=True),
+        sections=[_section(sec, out) for sec in sections],
+        side_by_side=_side_by_side(sections),
+        settings=settings,
+        counts=counts,
+        build_seconds=build_seconds,
+        medibench_version=_version(),
+        no_scores=counts["scores"] == 0,
+        # "</" inside a script element would end it: escape it the JSON way.
+        blob=json.dumps(blob, separators=(",", ":"), allow_nan=False).replace("</", "<\\/"),
+    )
+    return atomic_write_text(out / "index.html", page)
+
+
+def _section(sec, out: Path) -> dict[str, Any]:
+    agg = sec.aggregation
+    lead_cols = ["model", "k_mode", "by", "group", "n", "n_missing", "n_unscored", "n_unjudged"]
+    cols = [*lead_cols, *sec.shown_metrics]
+    rows = []
+    for r in sec.rows:
+        cells = [
+            _cell(r, c, (f"{c}_ci_low", f"{c}_ci_high") if c in sec.shown_metrics else None)
+            for c in cols
+        ]
+        rows.append({"by": r["by"], "k": r["k_mode"], "cells": cells})
+    ccols = [
+        "k_mode",
+        "metric",
+        "model_a",
+        "model_b",
+        "n",
+        "n_unpaired",
+        "mean_a",
+        "mean_b",
+        "mean_diff",
+        "rank_biserial",
+        "wilcoxon_p",
+        "permutation_p",
+    ]
+    compare = [
+        [_cell(r, c, ("diff_ci_low", "diff_ci_high") if c == "mean_diff" else None) for c in ccols]
+        for r in sec.compare
+    ]
+    return {
+        "label": sec.label,
+        "slug": re.sub(r"[^A-Za-z0-9]+", "-", sec.label).strip("-"),
+        "description": sec.description,
+        "known": sec.known,
+        "aggregation": {
+            "k_modes": ", ".join(f"{lab} ({how})" for lab, how in agg.k_modes),
+            "missing": agg.missing,
+            "macro_over": " > ".join(agg.macro_over) or "none",
+            "lower_is_better": ", ".join(sorted(agg.lower_is_better)) or "none",
+            "ci": f"{agg.ci_level:.0%} percentile bootstrap, {agg.ci_resamples} resamples, "
+            f"seed {agg.ci_seed}",
+        },
+        "columns": [
+            {"key": c, "header": HEADERS.get(c, c), "type": "text" if c in _TEXT_COLS else "num"}
+            for c in cols
+        ],
+        "rows": rows,
+        "groupings": list(dict.fromkeys(r["by"] for r in sec.rows)),
+        "k_modes": [lab for lab, _ in agg.k_modes],
+        "compare_columns": [
+            {"key": c, "header": HEADERS.get(c, c), "type": "text" if c in _TEXT_COLS else "num"}
+            for c in ccols
+        ],
+        "compare": compare,
+        "empty_metrics": sec.empty_metrics,
+        "judged": sec.judged,
+        "plots": sec.plots,
+        "exports": {
+            name: {fmt: p.relative_to(out).as_posix() for fmt, p in paths.items()}
+            for name, paths in sec.tables.items()
+        },
+    }
+
+
+def _cell(row: dict[str, Any], col: str, ci: tuple[str, str] | None) -> dict[str, Any]:
+    v = row.get(col)
+    text = format_number(v, column=col)
+    sort = (
+        ""
+        if v is None
+        else ("Infinity" if v == math.inf else "-Infinity" if v == -math.inf else str(v))
+    )
+    cell = {"text": text, "sort": sort, "ci": None}
+    if ci and v is not None:
+        low, high = row.get(ci[0]), row.get(ci[1])
+        if low is not None and high is not None and not (math.isinf(low) and low == high):
+            cell["ci"] = f"[{format_number(low)}, {format_number(high)}]"
+    return cell
+
+
+def _side_by_side(sections: list) -> list[dict[str, Any]]:
+    """For a protocol present in several versions: each model's overall (micro) mean per
+    version, in adjacent columns (never averaged across versions)."""
+    by_name: dict[str, list] = defaultdict(list)
+    for sec in sections:
+        by_name[sec.name].append(sec)
+    out = []
+    for name, secs in sorted(by_name.items()):
+        if len(secs) < 2:
+            continue
+        metrics = list(dict.fromkeys(m for s in secs for m in s.shown_metrics))
+        models = sorted({r["model"] for s in secs for r in s.rows})
+        rows = []
+        for model in models:
+            for m in metrics:
+                cells = []
+                for s in secs:
+                    hit = next(
+                        (
+                            r
+                            for r in s.rows
+                            if r["model"] == model and r["by"] == "all" and r["group"] == "micro"
+                        ),
+                        None,
+                    )
+                    cells.append(
+                        _cell(hit, m, (f"{m}_ci_low", f"{m}_ci_high"))
+                        if hit and m in s.shown_metrics
+                        else {"text": "-", "sort": "", "ci": None}
+                    )
+                rows.append({"model": model, "metric": m, "cells": cells})
+        out.append({"name": name, "versions": [s.version for s in secs], "rows": rows})
+    return out
+
+
+def _version() -> str:
+    try:
+        return version("medibench")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,146 @@
+"""Leaderboard tables with confidence intervals and counts of what is missing.
+
+:func:`leaderboard` is :func:`~medibench.report.summarize` (the means and their bootstrap
+intervals, ``<metric>_ci_low`` / ``<metric>_ci_high``: per sample for group and micro rows,
+hierarchical for the macro row, with the protocol's CI settings) broken down by every sample
+field that varies, plus two counts next to ``n_missing`` (samples scored as having no output):
+``n_unscored`` (samples of the run with no score record for the model under this protocol) and
+``n_unjudged`` (samples with an output whose judged metrics are not all filled).
+
+:func:`per_model_values` gives the per-sample values that paired tests and plots use;
+:func:`comparisons` runs the paired tests of every pair of models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from medibench.protocols import Aggregation
+from medibench.report._aggregate import per_sample_values, sample_field, summarize
+from medibench.report._paired import compare_models
+from medibench.samples import Sample, Score
+
+__all__ = ["BREAKDOWNS", "breakdowns", "comparisons", "leaderboard", "per_model_values"]
+
+#: Sample fields every report breaks the tables down by (when the run has more than one value).
+BREAKDOWNS = ("perspective", "task", "region", "modality")
+
+#: Per-sample values of one (model, k mode): ``{sample_id: (has_output, {metric: value})}``.
+Values = dict[str, tuple[bool, dict[str, float | None]]]
+
+
+def breakdowns(samples: Iterable[Sample], aggregation: Aggregation) -> tuple[str, ...]:
+    """The protocol's ``group_by`` fields, then those of :data:`BREAKDOWNS` that vary."""
+    samples = list(samples)
+    out = list(aggregation.group_by)
+    for field in BREAKDOWNS:
+        if field not in out and len({sample_field(s, field) for s in samples}) > 1:
+            out.append(field)
+    return tuple(out)
+
+
+def leaderboard(
+    scores: Sequence[Score],
+    samples: Mapping[str, Sample],
+    aggregation: Aggregation,
+    *,
+    metrics: Sequence[str],
+    judged: Sequence[str] = (),
+    by: Sequence[str] | None = None,
+    values: Mapping[tuple[str, str], Values] | None = None,
+    applicable: Callable[[Sample], Iterable[str]] | None = None,
+) -> list[dict[str, Any]]:
+    """Summary rows with CIs and missing counts (see the module docstring).
+
+    ``by`` replaces the protocol's ``group_by`` (default: :func:`breakdowns`); the CI settings
+    are the aggregation's (``ci_resamples``, ``ci_seed``, ``ci_level``). ``values`` are the
+    :func:`per_model_values` of the same scores, when the caller has them. Each row is the
+    :func:`~medibench.report.summarize` row (``model, k_mode, by, group, n, n_missing``, per
+    metric and pass rate ``<m>``, ``<m>_n``, ``<m>_ci_low``, ``<m>_ci_high``) plus
+    ``n_unscored`` and ``n_unjudged``.
+    """
+    fields = tuple(by) if by is not None else breakdowns(samples.values(), aggregation)
+    agg = dataclasses.replace(aggregation, group_by=fields)
+    # ``applicable`` (a protocol's ``applicable_metrics``) is passed on only when given.
+    extra = {"applicable": applicable} if applicable is not None else {}
+    rows = summarize(scores, samples, agg, metrics=metrics, **extra)
+    if values is None:
+        values = per_model_values(scores, samples, agg, metrics, **extra)
+    sizes = _group_sizes(samples, agg.group_by)
+    unjudged: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    for (model, label), vals in values.items():
+        for sid, (has, v) in vals.items():
+            if has and any(v.get(j) is None for j in judged):
+                unjudged[(model, label, "all", "")] += 1
+                for field in agg.group_by:
+                    unjudged[(model, label, field, str(sample_field(samples[sid], field)))] += 1
+    for r in rows:
+        field, group = r["by"], r["group"]
+        total = len(samples) if field == "all" else sizes[field].get(group, 0)
+        r["n_unscored"] = total - r["n"] - r["n_missing"]
+        key = (r["model"], r["k_mode"], field, "" if field == "all" else group)
+        r["n_unjudged"] = unjudged.get(key, 0)
+    return rows
+
+
+def per_model_values(
+    scores: Iterable[Score],
+    samples: Mapping[str, Sample],
+    aggregation: Aggregation,
+    metrics: Sequence[str],
+    applicable: Callable[[Sample], Iterable[str]] | None = None,
+) -> dict[tuple[str, str], Values]:
+    """``{(model, k label): per-sample values}`` after the protocol's k reduction and
+    missing policy (:func:`~medibench.report.per_sample_values`), pass rates included."""
+    by_model: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
+    for s in scores:
+        if s.sample_id in samples:
+            by_model[s.model or ""][s.sample_id].append(s)
+    extra = {"applicable": applicable} if applicable is not None else {}
+    return {
+        (model, label): per_sample_values(
+            by_model[model], samples, aggregation, how, metrics, **extra
+        )
+        for model in sorted(by_model)
+        for label, how in aggregation.k_modes
+    }
+
+
+def comparisons(
+    values: Mapping[tuple[str, str], Values],
+    *,
+    metrics: Sequence[str],
+    n_resamples: int = 1000,
+    seed: int = 42,
+    level: float = 0.95,
+) -> list[dict[str, Any]]:
+    """Paired comparisons (:func:`~medibench.report._paired.compare_models`) of every pair of
+    models, per k mode and metric, on the samples where both have a value; ``k_mode`` first."""
+    rows = []
+    labels = list(dict.fromkeys(label for _, label in values))
+    for label in labels:
+        per = {m: v for (m, lab), v in values.items() if lab == label}
+        if len(per) < 2:
+            continue
+        for metric in metrics:
+            by_model = {
+                m: {s: vals.get(metric) for s, (_, vals) in v.items()} for m, v in per.items()
+            }
+            if sum(any(x is not None for x in d.values()) for d in by_model.values()) < 2:
+                continue
+            for row in compare_models(
+                by_model, metric=metric, n_resamples=n_resamples, seed=seed, level=level
+            ):
+                rows.append({"k_mode": label, **row})
+    return rows
+
+
+def _group_sizes(samples: Mapping[str, Sample], fields: Sequence[str]) -> dict[str, dict]:
+    sizes: dict[str, dict[str, int]] = {f: defaultdict(int) for f in fields}
+    for s in samples.values():
+        for f in fields:
+            sizes[f][str(sample_field(s, f))] += 1
+    return sizes

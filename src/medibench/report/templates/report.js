@@ -1,0 +1,296 @@
+/* medibench report: sortable, filterable tables and the sample browser.
+   Hand-written, no dependencies; works from file:// (the data is embedded in the page). */
+(function () {
+  "use strict";
+
+  // ---- tables: click a header to sort, filters hide rows ------------------------------------
+  function cellKey(td, type) {
+    var v = td.getAttribute("data-v");
+    if (type === "num") {
+      if (v === null || v === "") return null;
+      var x = parseFloat(v);
+      return isNaN(x) ? null : x;
+    }
+    return (v !== null && v !== "" ? v : td.textContent).toLowerCase();
+  }
+
+  function sortTable(table, col, dir) {
+    var tbody = table.tBodies[0];
+    var type = table.tHead.rows[0].cells[col].getAttribute("data-type") || "text";
+    var items = Array.prototype.map.call(tbody.rows, function (tr, i) {
+      return { tr: tr, i: i, v: cellKey(tr.cells[col], type) };
+    });
+    items.sort(function (a, b) {
+      if (a.v === null || b.v === null) {  // missing values last, whatever the direction
+        return a.v === b.v ? a.i - b.i : (a.v === null ? 1 : -1);
+      }
+      var c = a.v < b.v ? -1 : (a.v > b.v ? 1 : 0);
+      return c !== 0 ? c * dir : a.i - b.i;
+    });
+    var frag = document.createDocumentFragment();
+    items.forEach(function (it) { frag.appendChild(it.tr); });
+    tbody.appendChild(frag);
+  }
+
+  function initSortable(table) {
+    var ths = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(ths, function (th, col) {
+      th.tabIndex = 0;
+      th.title = "sort";
+      var go = function () {
+        var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+        Array.prototype.forEach.call(ths, function (h) { h.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
+        sortTable(table, col, dir);
+      };
+      th.addEventListener("click", go);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter") go(); });
+    });
+  }
+
+  function initTableFilters(box) {
+    var table = document.getElementById(box.getAttribute("data-for"));
+    if (!table) return;
+    var controls = box.querySelectorAll("[data-filter]");
+    var count = box.querySelector(".shown-count");
+    function apply() {
+      var want = {};
+      Array.prototype.forEach.call(controls, function (c) {
+        want[c.getAttribute("data-filter")] = c.value.trim().toLowerCase();
+      });
+      var shown = 0;
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (tr) {
+        var ok = (!want.by || tr.getAttribute("data-by").toLowerCase() === want.by) &&
+          (!want.k || tr.getAttribute("data-k").toLowerCase() === want.k) &&
+          (!want.text || tr.textContent.toLowerCase().indexOf(want.text) >= 0);
+        tr.hidden = !ok;
+        if (ok) shown += 1;
+      });
+      if (count) count.textContent = shown + " of " + table.tBodies[0].rows.length + " rows";
+    }
+    Array.prototype.forEach.call(controls, function (c) {
+      c.addEventListener("input", apply);
+      c.addEventListener("change", apply);
+    });
+    apply();
+  }
+
+  // ---- sample browser ----------------------------------------------------------------------
+  var PAGE = 48;
+  var dataEl = document.getElementById("report-data");
+  var data = dataEl ? JSON.parse(dataEl.textContent) : { models: [], metrics: [], samples: [] };
+  var samples = data.samples, models = data.models, metrics = data.metrics;
+  var state = { task: "", region: "", modality: "", model: "", failed: false, sort: "id",
+                text: "", page: 0 };
+  var current = [];
+
+  function $(id) { return document.getElementById(id); }
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  }
+  function num(v) { return v === "inf" ? Infinity : (v === "-inf" ? -Infinity : v); }
+  function fmt(v) {
+    v = num(v);
+    if (v === null || v === undefined) return "-";
+    if (!isFinite(v)) return v > 0 ? "inf" : "-inf";
+    return Math.abs(v) < 10 ? v.toFixed(3) : v.toFixed(2);
+  }
+  function shownModels() {
+    return state.model === "" ? models.map(function (_, i) { return i; })
+                              : [models.indexOf(state.model)];
+  }
+  function failed(s) {
+    return shownModels().some(function (i) { return s.runs[i] && s.runs[i].failed; });
+  }
+  // Sort key of "worst first": failures first, then the worst value over the shown models
+  // (higher is worse for lower-is-better metrics), samples without the metric last.
+  function worstKey(s, mi) {
+    var lower = metrics[mi][2], key = null, anyFailed = false;
+    shownModels().forEach(function (i) {
+      var r = s.runs[i];
+      if (!r) return;
+      if (r.failed) anyFailed = true;
+      var v = num(r.v[mi]);
+      if (v === null || v === undefined) return;
+      var k = lower ? -v : v;
+      if (key === null || k < key) key = k;
+    });
+    return anyFailed ? -Infinity : key;
+  }
+
+  function fillSelect(id, values, labels) {
+    var sel = $(id);
+    values.forEach(function (v, i) { sel.appendChild(el("option", { value: v }, labels ? labels[i] : v)); });
+  }
+  function distinct(field) {
+    var seen = {};
+    samples.forEach(function (s) { if (s[field]) seen[s[field]] = true; });
+    return Object.keys(seen).sort();
+  }
+
+  function filtered() {
+    var text = state.text.toLowerCase();
+    var out = samples.filter(function (s) {
+      return (!state.task || s.task === state.task) && (!state.region || s.region === state.region) &&
+        (!state.modality || s.modality === state.modality) && (!state.failed || failed(s)) &&
+        (!text || s.id.toLowerCase().indexOf(text) >= 0 || s.instruction.toLowerCase().indexOf(text) >= 0);
+    });
+    if (state.sort !== "id") {
+      var mi = parseInt(state.sort.slice(1), 10);
+      out = out.map(function (s, i) { return { s: s, i: i, k: worstKey(s, mi) }; });
+      out.sort(function (a, b) {
+        if (a.k === null || b.k === null) return a.k === b.k ? a.i - b.i : (a.k === null ? 1 : -1);
+        return a.k < b.k ? -1 : (a.k > b.k ? 1 : a.i - b.i);
+      });
+      out = out.map(function (x) { return x.s; });
+    }
+    return out;
+  }
+
+  function picture(p, caption, lazy, absent) {
+    var fig = el("figure", { "class": "pic" });
+    if (!p) {
+      fig.appendChild(el("div", { "class": "absent" }, absent || "none"));
+    } else if (p.missing) {
+      fig.classList.add("is-missing");
+      fig.appendChild(el("div", { "class": "missing", title: p.missing }, "missing: " + p.missing));
+    } else {
+      var a = el("a", { href: p.full || p.thumb, target: "_blank" });
+      a.appendChild(el("img", { src: p.thumb, alt: caption, loading: lazy ? "lazy" : "eager" }));
+      fig.appendChild(a);
+    }
+    fig.appendChild(el("figcaption", null, caption));
+    return fig;
+  }
+
+  function card(s) {
+    var c = el("article", { "class": "card", "data-id": s.id, tabindex: "0" });
+    var head = el("header");
+    head.appendChild(el("strong", null, s.id));
+    [s.perspective, s.task, s.region, s.modality].forEach(function (t) {
+      if (t) head.appendChild(el("span", { "class": "tag" }, t));
+    });
+    if (failed(s)) head.appendChild(el("span", { "class": "tag bad" }, "failed"));
+    c.appendChild(head);
+    c.appendChild(el("p", { "class": "instr" }, s.instruction));
+    var row = el("div", { "class": "pics" });
+    row.appendChild(picture(s.pics.input, "input", true));
+    shownModels().forEach(function (i) {
+      var r = s.runs[i];
+      var cap = models[i];
+      if (state.sort !== "id") cap += " " + fmt(r.v[parseInt(state.sort.slice(1), 10)]);
+      row.appendChild(picture(r.output, cap, true));
+    });
+    c.appendChild(row);
+    var open = function () { showDetail(s); };
+    c.addEventListener("click", open);
+    c.addEventListener("keydown", function (e) { if (e.key === "Enter") open(); });
+    return c;
+  }
+
+  function render() {
+    current = filtered();
+    var pages = Math.max(1, Math.ceil(current.length / PAGE));
+    state.page = Math.min(state.page, pages - 1);
+    var list = $("sample-list");
+    list.textContent = "";
+    var frag = document.createDocumentFragment();
+    current.slice(state.page * PAGE, (state.page + 1) * PAGE).forEach(function (s) { frag.appendChild(card(s)); });
+    list.appendChild(frag);
+    $("sample-count").textContent = current.length + " of " + samples.length + " samples";
+    $("page-info").textContent = "page " + (state.page + 1) + " of " + pages;
+    $("page-prev").disabled = state.page === 0;
+    $("page-next").disabled = state.page >= pages - 1;
+  }
+
+  function showDetail(s) {
+    var box = $("sample-detail");
+    box.textContent = "";
+    box.setAttribute("data-id", s.id);
+    var close = el("button", { type: "button", "class": "close" }, "close");
+    close.addEventListener("click", function () { box.hidden = true; });
+    box.appendChild(close);
+    box.appendChild(el("h3", null, s.id));
+    box.appendChild(el("p", { "class": "instr" }, s.instruction));
+    box.appendChild(el("p", { "class": "help" }, [s.perspective, s.task, s.region, s.modality].filter(Boolean).join(" · ")));
+    var row = el("div", { "class": "pics large" });
+    row.appendChild(picture(s.pics.input, "input", false));
+    row.appendChild(picture(s.pics.roi, "ROI outline", false, "no ROI mask"));
+    row.appendChild(picture(s.pics.target, "target", false, "no target"));
+    shownModels().forEach(function (i) {
+      row.appendChild(picture(s.runs[i].output, models[i] + " output", false));
+      row.appendChild(picture(s.runs[i].diff, models[i] + " |output - input|", false, "no difference map"));
+    });
+    box.appendChild(row);
+    // Scores: one row per model, the metrics any model has a value for.
+    var used = metrics.map(function (_, mi) { return mi; }).filter(function (mi) {
+      return shownModels().some(function (i) { return s.runs[i].v[mi] !== null; });
+    });
+    var t = el("table", { "class": "scores" });
+    var hr = el("tr");
+    ["model", "k", "status"].forEach(function (h) { hr.appendChild(el("th", null, h)); });
+    used.forEach(function (mi) { hr.appendChild(el("th", { title: metrics[mi][0] }, metrics[mi][1])); });
+    hr.appendChild(el("th", null, "notes and errors"));
+    t.appendChild(hr);
+    shownModels().forEach(function (i) {
+      var r = s.runs[i], tr = el("tr");
+      tr.appendChild(el("td", null, models[i]));
+      tr.appendChild(el("td", null, r.k));
+      tr.appendChild(el("td", { "class": r.failed ? "bad" : "" }, r.failed ? "failed" : r.status));
+      used.forEach(function (mi) { tr.appendChild(el("td", null, fmt(r.v[mi]))); });
+      tr.appendChild(el("td", { "class": "small" }, [r.error, r.score_error, r.notes].filter(Boolean).join("; ")));
+      t.appendChild(tr);
+    });
+    box.appendChild(t);
+    shownModels().forEach(function (i) {
+      var j = s.runs[i].judge;
+      if (!j || !j.length) return;
+      box.appendChild(el("h4", null, models[i] + ": judge rationales"));
+      var ul = el("ul", { "class": "rationales" });
+      j.forEach(function (x) { var li = el("li"); li.appendChild(el("strong", null, x[0] + ": ")); li.appendChild(document.createTextNode(x[1])); ul.appendChild(li); });
+      box.appendChild(ul);
+    });
+    box.hidden = false;
+    box.scrollIntoView({ block: "start" });
+  }
+
+  function initSamples() {
+    if (!$("sample-list")) return;
+    fillSelect("f-task", distinct("task"));
+    fillSelect("f-region", distinct("region"));
+    fillSelect("f-modality", distinct("modality"));
+    fillSelect("f-model", models);
+    fillSelect("f-sort", metrics.map(function (_, i) { return "m" + i; }),
+               metrics.map(function (m) { return "worst " + m[1] + " first (" + m[0] + ")"; }));
+    if (metrics.length) { state.sort = "m0"; $("f-sort").value = "m0"; }
+    ["task", "region", "modality", "model", "sort", "text"].forEach(function (k) {
+      var c = $("f-" + k);
+      var on = function () { state[k] = c.value; state.page = 0; render(); };
+      c.addEventListener(k === "text" ? "input" : "change", on);
+    });
+    $("f-failed").addEventListener("change", function () { state.failed = this.checked; state.page = 0; render(); });
+    $("page-prev").addEventListener("click", function () { state.page -= 1; render(); });
+    $("page-next").addEventListener("click", function () { state.page += 1; render(); });
+    render();
+    var m = /^#sample=(.+)$/.exec(window.location.hash);
+    if (m) {
+      var id = decodeURIComponent(m[1]);
+      var s = samples.filter(function (x) { return x.id === id; })[0];
+      if (s) showDetail(s);
+    }
+  }
+
+  function init() {
+    Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), initSortable);
+    Array.prototype.forEach.call(document.querySelectorAll(".table-filters[data-for]"), initTableFilters);
+    initSamples();
+    window.medibenchReadyMs = performance.now();
+    document.documentElement.setAttribute("data-ready", "1");
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

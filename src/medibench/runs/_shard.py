@@ -1,0 +1,231 @@
+"""Shards for clusters without Ray, and merging their run stores.
+
+``--shard i/n`` runs samples ``i, i + n, i + 2n, ...`` of the dataset (in its order). Without the
+flag the shard comes from the launcher: ``RANK``/``WORLD_SIZE`` (torchrun) or
+``SLURM_PROCID``/``SLURM_NTASKS`` (srun). Shards may share one run store (on one machine: SQLite
+serialises the writers) or write their own: a ``{shard}`` in the run folder's name becomes
+``i-of-n``. :func:`merge` then gathers shard runs into one: samples, predictions with their
+files, and scores, refusing runs made with another dataset, seed or protocol version.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from medibench.io import atomic_write_bytes, sha256_file
+from medibench.runs._store import RunStore, RunStoreError
+from medibench.samples import Prediction
+
+__all__ = ["MergeReport", "Shard", "merge", "resolve_shard", "shard_run_dir"]
+
+T = TypeVar("T")
+_ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
+_CORE_TABLES = {"meta", "samples", "predictions", "scores"}
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (0-based)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ValueError(f"shard {self.index}/{self.count}: need 0 <= i < n")
+
+    def select(self, items: Sequence[T]) -> list[T]:
+        """This shard's items: every ``count``-th, starting at ``index``."""
+        return list(items[self.index :: self.count])
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def resolve_shard(text: str | None, env: Mapping[str, str] | None = None) -> Shard | None:
+    """``"i/n"`` -> :class:`Shard`; ``None`` -> the launcher's shard, or ``None`` for one process.
+
+    Raises ``ValueError`` for a malformed flag or inconsistent environment variables.
+    """
+    if text:
+        i, sep, n = text.partition("/")
+        try:
+            return Shard(int(i), int(n)) if sep else _bad(text)
+        except ValueError as exc:
+            raise ValueError(f"--shard {text!r}: expected i/n with 0 <= i < n ({exc})") from None
+    env = os.environ if env is None else env
+    for rank, size in _ENV_PAIRS:
+        if env.get(rank) is not None and env.get(size) is not None:
+            try:
+                shard = Shard(int(env[rank]), int(env[size]))
+            except ValueError as exc:
+                raise ValueError(f"{rank}={env[rank]!r}, {size}={env[size]!r}: {exc}") from None
+            return shard if shard.count > 1 else None
+    return None
+
+
+def shard_run_dir(run_dir: str | os.PathLike, shard: Shard | None) -> Path:
+    """The run folder for ``shard``: ``{shard}`` in the name becomes ``i-of-n`` (or ``all``)."""
+    text = str(run_dir)
+    if "{shard}" not in text:
+        return Path(text)
+    return Path(text.replace("{shard}", f"{shard.index}-of-{shard.count}" if shard else "all"))
+
+
+@dataclass
+class MergeReport:
+    """What :func:`merge` did."""
+
+    samples: int = 0
+    predictions: int = 0
+    files: int = 0
+    scores: int = 0
+    skipped_tables: list[str] = field(default_factory=list)
+
+
+def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> MergeReport:
+    """Merge run stores into ``out`` (created, or an existing run that joins the merge).
+
+    Refuses (``RunStoreError``, nothing written) runs made with another dataset or seed, a
+    protocol at two versions, one sample id with two records, and two different successful
+    outputs for one (model, sample, k). A successful output wins over a failed one. Scores come
+    with the outputs they scored. Tables of later stages (judgements) are not merged: re-run
+    those stages on the merged run.
+    """
+    out = Path(out)
+    paths = [Path(p) for p in sources]
+    if not paths:
+        raise RunStoreError("merge needs at least one run")
+    if any(p.resolve() == out.resolve() for p in paths):
+        raise RunStoreError(f"{out} is one of the runs to merge: give another --out")
+    stores = [RunStore.open_existing(p) for p in paths]
+    target = RunStore(out)
+    try:
+        everyone = [target, *stores] if target.get_meta("config") else stores
+        config = _merged_config(everyone)
+        samples = _merged_samples(everyone)
+        chosen, fingerprints = _chosen_predictions(everyone)
+        report = MergeReport(samples=len(samples))
+        report.skipped_tables = sorted({t for st in stores for t in _tables(st)} - _CORE_TABLES)
+        target.set_meta("config", config)
+        target.set_meta("merged_from", [str(p.resolve()) for p in paths])
+        for key in ("packages", "python", "created_at"):
+            if target.get_meta(key) is None and stores[0].get_meta(key) is not None:
+                target.set_meta(key, stores[0].get_meta(key))
+        target.put_samples(samples.values())
+        for store, pred in chosen.values():
+            if store is target:
+                continue
+            if pred.path is not None:
+                src = store.run_dir / pred.path
+                atomic_write_bytes(target.run_dir / pred.path, src.read_bytes())
+                report.files += 1
+            target.put_prediction(pred)
+            report.predictions += 1
+        have = {
+            (s.model, s.sample_id, s.k, s.protocol, s.protocol_version) for s in target.scores()
+        }
+        for store in everyone:
+            if store is target:
+                continue
+            for s in store.scores():
+                key = (s.model or "", s.sample_id, s.k)
+                full = (s.model, s.sample_id, s.k, s.protocol, s.protocol_version)
+                same = fingerprints.get((id(store), key)) == fingerprints.get(("chosen", key))
+                if full not in have and same:
+                    target.put_score(s)
+                    have.add(full)
+                    report.scores += 1
+        return report
+    finally:
+        target.close()
+        for st in stores:
+            st.close()
+
+
+# -- helpers --------------------------------------------------------------------------------
+def _bad(text: str) -> Shard:
+    raise ValueError(f"{text!r} has no '/'")
+
+
+def _merged_config(stores: Sequence[RunStore]) -> dict:
+    merged: dict = {}
+    problems = []
+    for st in stores:
+        cfg = st.get_meta("config") or {}
+        for key in ("dataset", "seed"):
+            if key in merged and key in cfg and merged[key] != cfg[key]:
+                problems.append(f"{st.run_dir} has {key}={cfg[key]!r}, not {merged[key]!r}")
+        protos = {**merged.get("protocols", {})}
+        for name, version in (cfg.get("protocols") or {}).items():
+            if protos.get(name, version) != version:
+                problems.append(f"{st.run_dir} scores {name}@{version}, not @{protos[name]}")
+            protos[name] = version
+        models = sorted(set(merged.get("models", [])) | set(cfg.get("models", [])))
+        k = max(merged.get("k", 0) or 0, cfg.get("k", 0) or 0) or None
+        specs = list(merged.get("model_specs", []))
+        specs += [m for m in cfg.get("model_specs") or [] if m not in specs]
+        merged = {**cfg, **merged, "protocols": protos, "models": models}
+        if k is not None:
+            merged["k"] = k
+        if specs:
+            merged["model_specs"] = specs
+    merged.pop("shard", None)
+    if problems:
+        raise RunStoreError("runs made differently cannot be merged:\n  " + "\n  ".join(problems))
+    return merged
+
+
+def _merged_samples(stores: Sequence[RunStore]) -> dict:
+    samples: dict = {}
+    for st in stores:
+        for s in st.samples():
+            if s.sample_id in samples and samples[s.sample_id] != s:
+                raise RunStoreError(
+                    f"sample '{s.sample_id}' differs between runs ({st.run_dir}): "
+                    "these runs are not shards of one dataset"
+                )
+            samples[s.sample_id] = s
+    return samples
+
+
+def _chosen_predictions(stores: Sequence[RunStore]):
+    """Per (model, sample, k): the prediction to keep and fingerprints to match scores with."""
+    chosen: dict[tuple, tuple[RunStore, Prediction]] = {}
+    prints: dict = {}
+    conflicts = []
+    for st in stores:
+        for p in st.predictions():
+            key = (p.model, p.sample_id, p.k)
+            fp = _fingerprint(st, p)
+            prints[(id(st), key)] = fp
+            if key not in chosen or (chosen[key][1].status != "ok" and p.status == "ok"):
+                chosen[key] = (st, p)
+                prints[("chosen", key)] = fp
+            elif p.status == "ok" and fp != prints[("chosen", key)]:
+                conflicts.append(
+                    f"{p.model}/{p.sample_id}_{p.k}: {chosen[key][0].run_dir} "
+                    f"and {st.run_dir} hold different outputs"
+                )
+    if conflicts:
+        more = f"\n  ... and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+        raise RunStoreError("conflicting outputs:\n  " + "\n  ".join(conflicts[:5]) + more)
+    return chosen, prints
+
+
+def _fingerprint(store: RunStore, p: Prediction) -> tuple:
+    if p.status != "ok" or p.path is None:
+        return (p.status, p.seed, None)
+    path = store.run_dir / p.path
+    if not path.is_file():
+        raise RunStoreError(f"{store.run_dir}: output {path} of {p.model}/{p.sample_id} is missing")
+    return (p.status, p.seed, sha256_file(path))
+
+
+def _tables(store: RunStore) -> set[str]:
+    rows = store.connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    return {r[0] for r in rows}

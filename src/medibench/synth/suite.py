@@ -1,0 +1,468 @@
+"""The medibench suite: procedural editing items with exact targets, written as a native dataset.
+
+Every item is a pure function of its identity ``("medibench-suite", SUITE_VERSION, task,
+modality, preset, index, seed)``: its generator is :func:`~medibench.synth.item_rng` of that
+tuple (with ``attempt`` appended when an earlier attempt could not place its lesions), so adding
+tasks or items never changes the others, and the same arguments give byte-identical files.
+Item ``i`` of a task uses the task's ``i % k``-th modality (of the ``k`` it supports, after the
+``modalities`` filter), so modalities are balanced.
+
+Layout (native, :func:`~medibench.datasets.write_native`)::
+
+    out/
+      samples.jsonl                       one Sample per line, ids "<task>-<index:04d>"
+      suite.json                          what was generated: suite, version, preset, seed, ...
+      images/<id>_input.png, _target.png, _mask.png (perception and modification only)
+
+Example:
+    >>> root = generate_suite("/tmp/suite", preset="easy", n_per_task=2, size=128)  # doctest: +SKIP
+    >>> ds = load_suite("/tmp/suite-mini", name="medibench-suite@1-mini")          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from medibench.datasets import MANIFEST, DatasetError, NativeDataset, read_native, write_native
+from medibench.io import atomic_write_text
+from medibench.samples import Sample
+from medibench.synth._seed import item_rng
+from medibench.synth.scenes import MAX_SIZE, MIN_SIZE, SceneError
+from medibench.synth.tasks import TASKS, Difficulty, TaskContext, TaskItem, get_difficulty
+from medibench.synth.tasks._common import ALL_MODALITIES, modality_text
+
+__all__ = [
+    "BENCHMARK",
+    "SUITES",
+    "SUITE_VERSION",
+    "SuiteItem",
+    "generate_item",
+    "generate_suite",
+    "load_suite",
+    "plan_suite",
+    "suite_cache_dir",
+]
+
+#: Version of the suite's content: any change to what a given identity generates bumps it.
+SUITE_VERSION = "1"
+#: ``Sample.benchmark`` of every generated item.
+BENCHMARK = "medibench-suite"
+#: Attempts per item before an item that cannot be drawn is an error (an impossible knob).
+MAX_ATTEMPTS = 8
+
+_INFO = "suite.json"
+_PROCEDURAL = ("ct", "mri", "xray", "dermoscopy", "endoscopy", "fundus")
+# The task list of medibench-suite@1, frozen (a task added later does not join it).
+_TASKS_V1 = (
+    "highlight-structure",
+    "highlight-two-structures",
+    "highlight-three-structures",
+    "highlight-lesion",
+    "highlight-all-lesions",
+    "highlight-described-lesion",
+    "highlight-largest-lesion",
+    "highlight-lesion-and-host",
+    "remove-lesion",
+    "remove-described-lesion",
+    "remove-all-lesions",
+    "add-lesion",
+    "enlarge-lesion",
+    "shrink-lesion",
+    "move-lesion",
+    "intensify-lesion",
+    "fade-lesion",
+    "denoise-gaussian",
+    "denoise-poisson",
+    "denoise-rician",
+    "low-dose-ct",
+    "deblur",
+    "super-resolution-2x",
+    "super-resolution-4x",
+    "mr-motion-correction",
+    "ring-artefact-removal",
+    "streak-artefact-removal",
+    "bias-field-correction",
+    "enhance-contrast",
+    "window-lung",
+    "window-soft-tissue",
+    "window-bone",
+    "window-brain",
+)
+
+
+#: Frozen suite definitions for comparable leaderboards. ``--seed`` draws fresh, never-seen
+#: instances of the same distribution.
+SUITES: dict[str, dict[str, Any]] = {
+    "medibench-suite@1": {
+        "preset": "medium",
+        "n_per_task": 12,
+        "seed": 0,
+        "size": 256,
+        "tasks": _TASKS_V1,
+        "modalities": _PROCEDURAL,
+    },
+    "medibench-suite@1-mini": {
+        "preset": "medium",
+        "n_per_task": 2,
+        "seed": 0,
+        "size": 256,
+        "tasks": _TASKS_V1,
+        "modalities": _PROCEDURAL,
+    },
+}
+
+
+@dataclass(frozen=True)
+class SuiteItem:
+    """One planned item: which task, which index, which scene modality."""
+
+    task: str
+    index: int
+    modality: str
+
+    @property
+    def sample_id(self) -> str:
+        return f"{self.task}-{self.index:04d}"
+
+
+def plan_suite(
+    *,
+    n_per_task: int,
+    tasks: Sequence[str] | None = None,
+    modalities: Sequence[str] | None = None,
+) -> list[SuiteItem]:
+    """The items a suite holds, in order: tasks in registry order, ``n_per_task`` each.
+
+    Raises:
+        ValueError: an unknown task or modality (the message lists the valid ones), a task that
+            supports none of the asked modalities, ``n_per_task < 1``.
+    """
+    if int(n_per_task) < 1:
+        raise ValueError(f"n_per_task must be at least 1, got {n_per_task}")
+    names = _check_names("task", tasks, tuple(TASKS))
+    mods = _check_names("modality", modalities, ALL_MODALITIES)
+    plan: list[SuiteItem] = []
+    for name in names:
+        supported = [m for m in TASKS[name].modalities if m in mods]
+        if not supported:
+            if tasks is not None:
+                raise ValueError(
+                    f"task {name!r} supports none of the modalities {', '.join(mods)}; it "
+                    f"supports {', '.join(TASKS[name].modalities)}"
+                )
+            continue
+        plan += [SuiteItem(name, i, supported[i % len(supported)]) for i in range(n_per_task)]
+    if not plan:
+        raise ValueError(f"no task supports the modalities {', '.join(mods)}")
+    return plan
+
+
+def generate_item(
+    item: SuiteItem, *, difficulty: str | Difficulty = "medium", size: int = 256, seed: int = 0
+) -> tuple[TaskItem, dict[str, Any]]:
+    """Draw one item; return it and its identity metadata (``seed_key``, ``attempt``, ...).
+
+    Raises:
+        ValueError: the item could not be drawn in :data:`MAX_ATTEMPTS` attempts (an impossible
+            knob such as a lesion larger than every organ); the message names the item.
+    """
+    diff = get_difficulty(difficulty)
+    preset = _preset_key(diff)
+    task = TASKS[item.task]
+    base = ("medibench-suite", SUITE_VERSION, item.task, item.modality, preset, item.index, seed)
+    error: SceneError | None = None
+    for attempt in range(MAX_ATTEMPTS):
+        key = base + ((attempt,) if attempt else ())
+        ctx = TaskContext(item_rng(*key), item.modality, diff, int(size))
+        try:
+            made = task.make(ctx)
+        except SceneError as exc:  # no room for the lesions of this draw: draw again
+            error = exc
+            continue
+        identity = {"seed_key": "|".join(map(str, key)), "attempt": attempt}
+        return made, identity
+    raise ValueError(
+        f"cannot generate {item.sample_id} ({item.task} on {item.modality}, preset {preset}, "
+        f"size {size}) in {MAX_ATTEMPTS} attempts: {error}"
+    )
+
+
+def generate_suite(
+    out_dir: str | os.PathLike,
+    *,
+    preset: str | Difficulty = "medium",
+    n_per_task: int = 4,
+    seed: int | None = None,
+    modalities: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    size: int = 256,
+    overwrite: bool = False,
+    progress: bool = True,
+    suite: str | None = None,
+    workers: int | None = None,
+) -> Path:
+    """Generate a suite as a native dataset in ``out_dir``; return its root.
+
+    Args:
+        preset: ``"easy"``, ``"medium"``, ``"hard"`` or a :class:`Difficulty`.
+        n_per_task: items per task type.
+        seed: suite seed (default 0, or the frozen suite's); another seed gives fresh items.
+        modalities, tasks: restrict to these scene modalities / task types (default all).
+        size: image side in pixels, a multiple of 4 in ``[64, 2048]``.
+        overwrite: replace an existing suite in ``out_dir``; a folder holding anything else is
+            never deleted.
+        suite: a name of :data:`SUITES`: its preset, counts, tasks, modalities, size and seed
+            are used (``seed`` still overrides the seed).
+        workers: processes (default: one per CPU, at most 8, one for small suites).
+
+    The suite is assembled in a temporary sibling folder and renamed into place, so ``out_dir``
+    never holds half a suite.
+
+    Raises:
+        ValueError: unknown names (listing the valid ones), a bad size, an impossible knob.
+        DatasetError: ``out_dir`` is not empty and ``overwrite`` is false, or it holds
+            something other than a medibench dataset.
+    """
+    if suite is not None:
+        spec = _definition(suite)
+        preset, n_per_task, size = spec["preset"], spec["n_per_task"], spec["size"]
+        tasks, modalities = spec["tasks"], spec["modalities"]
+        seed = spec["seed"] if seed is None else seed
+    seed = 0 if seed is None else int(seed)
+    _check_size(size)
+    diff = get_difficulty(preset)
+    plan = plan_suite(n_per_task=n_per_task, tasks=tasks, modalities=modalities)
+    out = Path(out_dir)
+    _check_out(out, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        job = {"difficulty": diff, "size": int(size), "seed": seed, "suite": suite, "root": work}
+        samples = list(_run(plan, job, workers, progress))
+        write_native(work, samples)
+        info = {
+            "benchmark": BENCHMARK, "suite": suite, "version": SUITE_VERSION, "seed": seed,
+            "preset": diff.name, "difficulty": diff.as_dict(), "size": int(size),
+            "n_per_task": int(n_per_task), "tasks": sorted({p.task for p in plan}),
+            "modalities": sorted({p.modality for p in plan}), "n_samples": len(samples),
+        }  # fmt: skip
+        atomic_write_text(work / _INFO, json.dumps(info, indent=1) + "\n")
+        if out.exists():
+            if any(out.iterdir()):
+                shutil.rmtree(out)  # a medibench dataset, checked above, and overwrite asked
+            else:
+                out.rmdir()
+        os.replace(work, out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return out.resolve()
+
+
+def load_suite(
+    path: str | os.PathLike | None = None,
+    *,
+    name: str = "medibench-suite@1",
+    seed: int | None = None,
+    **kw: Any,
+) -> NativeDataset:
+    """A frozen suite read as a native dataset, generated first if ``path`` holds none.
+
+    ``path`` defaults to :func:`suite_cache_dir`; a ``path`` that is the name of a frozen suite
+    (``"suite:medibench-suite@1-mini"``) selects it in the default cache folder. A folder that
+    holds another suite, version or seed than the one asked for is refused (delete it or use
+    another folder), so a run never scores data it did not ask for. ``kw`` go to
+    :func:`generate_suite` (``progress``, ``workers``).
+    """
+    if path is not None and str(path) in SUITES:
+        name, path = str(path), None
+    spec = _definition(name)
+    want_seed = spec["seed"] if seed is None else int(seed)
+    root = Path(path) if path else suite_cache_dir(name, seed=want_seed)
+    if not (root / MANIFEST).is_file():
+        kw.setdefault("progress", False)
+        try:
+            generate_suite(root, suite=name, seed=want_seed, **kw)
+        except (OSError, DatasetError):
+            if not (root / MANIFEST).is_file():  # not a concurrent build that finished first
+                raise
+    info_path = root / _INFO
+    if not info_path.is_file():
+        raise DatasetError(f"{root} holds a dataset but no {_INFO}: it is not a generated suite")
+    info = json.loads(info_path.read_text("utf-8"))
+    for key, value in {"suite": name, "version": SUITE_VERSION, "seed": want_seed}.items():
+        if info.get(key) != value:
+            raise DatasetError(
+                f"{root} holds a suite with {key}={info.get(key)!r}, not {value!r}: delete the "
+                "folder to regenerate it, or use another folder"
+            )
+    return read_native(root, name=name)
+
+
+def suite_cache_dir(name: str = "medibench-suite@1", *, seed: int = 0) -> Path:
+    """``<medibench cache>/<name>-seed<seed>`` (the cache folder of the starter benchmark)."""
+    from medibench.synth.starter import starter_cache_dir
+
+    return starter_cache_dir().parent / f"{name}-seed{int(seed)}"
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _definition(name: str) -> dict[str, Any]:
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise ValueError(f"unknown suite {name!r}; frozen suites: {', '.join(SUITES)}") from None
+
+
+def _check_names(what: str, asked: Iterable[str] | None, valid: tuple[str, ...]) -> list[str]:
+    if asked is None:
+        return list(valid)
+    asked = list(dict.fromkeys(asked))
+    unknown = [a for a in asked if a not in valid]
+    label = {"task": "tasks", "modality": "modalities"}[what]
+    if unknown:
+        raise ValueError(
+            f"unknown {what} {', '.join(map(repr, unknown))}; valid {label}: {', '.join(valid)}"
+        )
+    if not asked:
+        raise ValueError(f"no {what} given; valid {label}: {', '.join(valid)}")
+    return asked
+
+
+def _check_size(size: int) -> None:
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise ValueError(f"size must be an integer number of pixels, got {size!r}")
+    if not MIN_SIZE <= size <= MAX_SIZE or size % 4:
+        raise ValueError(
+            f"size must be a multiple of 4 between {MIN_SIZE} and {MAX_SIZE} pixels (4x "
+            f"super-resolution divides it by 4), got {size}"
+        )
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise DatasetError(f"cannot generate the suite in {out}: it is a file")
+    if not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise DatasetError(
+            f"cannot generate the suite in {out}: the folder is not empty (pass overwrite=True "
+            "/ --overwrite to replace a suite there)"
+        )
+    if not ((out / MANIFEST).is_file() or (out / _INFO).is_file()):
+        raise DatasetError(
+            f"refusing to overwrite {out}: it is not empty and holds no medibench dataset "
+            f"({MANIFEST}); choose an empty or new folder"
+        )
+
+
+def _preset_key(diff: Difficulty) -> str:
+    """The preset part of an item's identity: the name, or a hash of custom knobs."""
+    from medibench.synth.tasks import PRESETS
+
+    if PRESETS.get(diff.name) == diff:
+        return diff.name
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(diff.as_dict(), sort_keys=True).encode()).hexdigest()
+    return f"custom-{digest[:12]}"
+
+
+def _run(plan: list[SuiteItem], job: dict, workers: int | None, progress: bool):
+    """Generate and write every planned item (in a process pool when it pays); yield Samples
+    in plan order."""
+    n = workers if workers is not None else (1 if len(plan) < 48 else min(os.cpu_count() or 1, 8))
+    bar = _Progress(len(plan)) if progress else None
+    try:
+        if n <= 1:
+            results: Iterable[Sample] = (_make_and_write(item, job) for item in plan)
+        else:
+            # Spawned workers: a fork taken while another library's threads hold a lock hangs.
+            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+            chunk = max(1, min(16, len(plan) // (4 * n)))
+            results = pool.map(_make_and_write, plan, [job] * len(plan), chunksize=chunk)
+        for sample in results:
+            if bar is not None:
+                bar.advance()
+            yield sample
+    finally:
+        if n > 1:
+            pool.shutdown(cancel_futures=True)
+        if bar is not None:
+            bar.close()
+
+
+def _make_and_write(item: SuiteItem, job: dict) -> Sample:
+    made, identity = generate_item(
+        item, difficulty=job["difficulty"], size=job["size"], seed=job["seed"]
+    )
+    root: Path = job["root"]
+    sid = item.sample_id
+    paths = {"input": f"images/{sid}_input.png", "target": f"images/{sid}_target.png"}
+    _write_png(root / paths["input"], made.input)
+    _write_png(root / paths["target"], made.target)
+    if made.mask is not None:
+        paths["mask"] = f"images/{sid}_mask.png"
+        _write_png(root / paths["mask"], made.mask)
+    task = TASKS[item.task]
+    modality, _ = modality_text(item.modality)
+    diff: Difficulty = job["difficulty"]
+    return Sample(
+        sample_id=sid, benchmark=BENCHMARK, instruction=made.instruction,
+        paraphrases=made.paraphrases, description=made.description, task=item.task,
+        region=made.region, modality=modality, perspective=task.perspective,
+        overlay_color=made.overlay_color,
+        source={"generator": "medibench.synth.suite", "suite_version": SUITE_VERSION,
+                "licence": "generated procedurally by medibench (no patient data)"},
+        metadata={"suite": job["suite"], "suite_version": SUITE_VERSION, "seed": job["seed"],
+                  "preset": diff.name, "index": item.index, "scene_modality": item.modality,
+                  "size": job["size"], **identity, **made.metadata},
+        **paths,
+    )  # fmt: skip
+
+
+def _write_png(path: Path, image: np.ndarray) -> None:
+    """PNG bytes as :func:`medibench.io.write_image` encodes them (RGB, bool masks 0/255), but
+    without its per-file fsync: the whole suite is built in a temporary folder and renamed into
+    place, which is what keeps it atomic (fsync per file cost a third of the time)."""
+    arr = image.astype(np.uint8) * 255 if image.dtype == bool else image
+    if arr.ndim == 3:
+        arr = cv2.cvtColor(arr, cv2.COLOR_RGB2BGR)
+    ok, buf = cv2.imencode(".png", np.ascontiguousarray(arr))
+    if not ok:
+        raise ValueError(f"OpenCV could not encode {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buf.tobytes())
+
+
+class _Progress:
+    """A rich progress bar on stderr (a no-op when rich cannot draw)."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import Progress
+
+        self._bar = Progress(transient=True)
+        self._task = self._bar.add_task("generating the suite", total=total)
+        self._bar.start()
+
+    def advance(self) -> None:
+        self._bar.advance(self._task)
+
+    def close(self) -> None:
+        self._bar.stop()
