@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 from medibench.protocols._base import (
+    MEDIBENCH_SSIM,
     NOT_JUDGED,
+    SKIMAGE_DEFAULT_SSIM,
     Aggregation,
     KReduction,
     ProtocolResult,
@@ -16,7 +18,9 @@ from medibench.protocols._base import (
 from medibench.registry import Registry
 
 __all__ = [
+    "MEDIBENCH_SSIM",
     "NOT_JUDGED",
+    "SKIMAGE_DEFAULT_SSIM",
     "PROTOCOLS",
     "Aggregation",
     "KReduction",

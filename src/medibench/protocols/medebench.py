@@ -51,7 +51,12 @@ from PIL import Image
 
 from medibench.datasets import SampleImages
 from medibench.metrics import masked_psnr, masked_ssim, ssim
-from medibench.protocols._base import Aggregation, ProtocolResult
+from medibench.protocols._base import (
+    MEDIBENCH_SSIM,
+    SKIMAGE_DEFAULT_SSIM,
+    Aggregation,
+    ProtocolResult,
+)
 from medibench.samples import Sample
 
 __all__ = ["MedEBenchPaperProtocol", "MedEBenchProtocol"]
@@ -69,28 +74,9 @@ _AGGREGATION = Aggregation(
     macro_over=("region",),
 )
 
-# skimage.metrics.structural_similarity defaults for uint8 images (the official call).
-_SKIMAGE_DEFAULT_SSIM = dict(
-    data_range=255,
-    window="uniform",
-    win_size=7,
-    use_sample_covariance=True,
-    k1=0.01,
-    k2=0.03,
-    channel_axis=-1,
-    dtype=np.float64,
-)
+_SKIMAGE_DEFAULT_SSIM = SKIMAGE_DEFAULT_SSIM
 
-# medibench's SSIM: Gaussian window, population covariance, float32 path (within 1e-5).
-_GAUSSIAN_SSIM = dict(
-    data_range=255,
-    window="gaussian",
-    sigma=1.5,
-    k1=0.01,
-    k2=0.03,
-    channel_axis=-1,
-    dtype=np.float32,
-)
+_GAUSSIAN_SSIM = MEDIBENCH_SSIM
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from PIL import Image
 
 from medibench.datasets import SampleImages
 from medibench.metrics import psnr, ssim
-from medibench.protocols._base import Aggregation, ProtocolResult
+from medibench.protocols._base import SKIMAGE_DEFAULT_SSIM, Aggregation, ProtocolResult
 from medibench.samples import Sample
 
 __all__ = ["MedGenCodeProtocol", "PSNR_CAP", "PSNR_PASS", "SSIM_PASS", "as_rgb", "read_rgb"]
@@ -59,17 +59,7 @@ EMBEDDING_PASS = 0.7
 JUDGE_PASS = 8.0
 
 _NEEDS_EXTRACTOR = "needs a feature extractor: a later issue"
-# skimage.metrics.structural_similarity defaults, with the code's data_range=255.
-_SSIM = dict(
-    data_range=255,
-    window="uniform",
-    win_size=7,
-    use_sample_covariance=True,
-    k1=0.01,
-    k2=0.03,
-    channel_axis=None,
-    dtype=np.float64,
-)
+_SSIM = {**SKIMAGE_DEFAULT_SSIM, "channel_axis": None}
 
 
 @dataclass(frozen=True)

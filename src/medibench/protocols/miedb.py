@@ -79,7 +79,12 @@ from medibench.metrics import (
     psnr,
     ssim,
 )
-from medibench.protocols._base import Aggregation, ProtocolResult
+from medibench.protocols._base import (
+    MEDIBENCH_SSIM,
+    SKIMAGE_DEFAULT_SSIM,
+    Aggregation,
+    ProtocolResult,
+)
 from medibench.samples import Perspective, Sample
 
 __all__ = [
@@ -92,27 +97,8 @@ __all__ = [
 #: DICE threshold of MieDB-100k's perception accuracy.
 PERCEPTION_TAU = 0.8
 
-# scikit-image's structural_similarity defaults for uint8 input, spelled out (float64 path).
-_SSIM_PAPER = dict(
-    data_range=255,
-    window="uniform",
-    win_size=7,
-    k1=0.01,
-    k2=0.03,
-    use_sample_covariance=True,
-    channel_axis=-1,
-    dtype=np.float64,
-)
-# The corrected protocol: Gaussian SSIM (Wang et al.), float32 (within 1e-5 of float64).
-_SSIM_GAUSSIAN = dict(
-    data_range=255,
-    window="gaussian",
-    sigma=1.5,
-    k1=0.01,
-    k2=0.03,
-    channel_axis=-1,
-    dtype=np.float32,
-)
+_SSIM_PAPER = SKIMAGE_DEFAULT_SSIM
+_SSIM_GAUSSIAN = MEDIBENCH_SSIM
 _AGGREGATION_K = (("@1", "first"), ("@3", "best"))
 _PER_PERSPECTIVE = {
     Perspective.perception: ("dice", "bg_psnr", "bg_ssim"),
