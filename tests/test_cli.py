@@ -195,3 +195,35 @@ def test_plain_folder_without_a_known_layout(tmp_path):
         ],
     )
     assert res.exit_code == 2 and "no known dataset layout" in res.output
+
+
+def test_score_with_workers_gives_the_same_records(tmp_path):
+    from medibench.io import read_image
+
+    data = make_native(tmp_path / "data", n=40)
+    preds = tmp_path / "outputs" / "m"
+    preds.mkdir(parents=True)
+    for i in range(40):
+        img = read_image(data / "img" / f"s{i:03d}.png")
+        write_image(preds / f"s{i:03d}_0.png", np.roll(img, i % 3, axis=1))
+    outs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}.jsonl"
+        res = runner.invoke(
+            app,
+            [
+                "score",
+                "--dataset",
+                f"native:{data}",
+                "--predictions",
+                str(preds.parent),
+                "--out",
+                str(out),
+                "--workers",
+                workers,
+                "--no-progress",
+            ],
+        )
+        assert res.exit_code == 0, res.output
+        outs.append(out.read_text())
+    assert outs[0] == outs[1] and len(outs[0].splitlines()) == 40

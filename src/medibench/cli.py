@@ -186,6 +186,9 @@ def score(
             "modality, metadata.KEY; repeatable; default: the protocol's)"
         ),
     ] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="score in this many processes (same records)")
+    ] = 1,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
     """Score existing model outputs; a missing output is a 'missing' record, never a 0."""
@@ -219,7 +222,7 @@ def score(
             f"{names}{more}"
         )
     records = score_predictions(
-        ds, index, protos, k=k or ds.expected_k, progress=progress, console=err
+        ds, index, protos, k=k or ds.expected_k, workers=workers, progress=progress, console=err
     )
     atomic_write_text(out, "".join(r.to_json() + "\n" for r in records))
     counts = {st: sum(r.status == st for r in records) for st in ("ok", "missing", "error")}
