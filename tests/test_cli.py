@@ -2,6 +2,7 @@ import csv
 import json
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from medibench.cli import app
@@ -108,7 +109,8 @@ def test_bad_dataset_spec_is_a_clear_error(tmp_path):
 
 def test_demo_prints_leaderboards_and_export_round_trips(tmp_path):
     out = tmp_path / "demo"
-    res = runner.invoke(app, ["demo", "--out", str(out), "--no-progress"])
+    mini = ["--suite", "medibench-suite@1-mini"]  # `make demo` runs the full medibench-suite@1
+    res = runner.invoke(app, ["demo", "--out", str(out), "--no-progress", *mini])
     assert res.exit_code == 0, res.output
     for title in ("perception (native@1)", "modification (native@1)", "transformation (native@1)"):
         assert title in res.output
@@ -141,7 +143,7 @@ def test_demo_prints_leaderboards_and_export_round_trips(tmp_path):
     failed = [r for r in recs if r.status == "missing"]
     assert failed and all("UnsupportedInstructionError" in r.error for r in failed)
 
-    again = runner.invoke(app, ["demo", "--out", str(out), "--no-progress", "--no-report"])
+    again = runner.invoke(app, ["demo", "--out", str(out), "--no-progress", "--no-report", *mini])
     assert again.exit_code == 0
     assert "generate identity: 0 done, 66 already done" in again.output  # resumed
 
@@ -227,3 +229,55 @@ def test_score_with_workers_gives_the_same_records(tmp_path):
         assert res.exit_code == 0, res.output
         outs.append(out.read_text())
     assert outs[0] == outs[1] and len(outs[0].splitlines()) == 40
+
+
+def test_suite_generate_writes_a_dataset_that_score_accepts(tmp_path):
+    import shutil
+
+    data = tmp_path / "suite"
+    res = runner.invoke(
+        app,
+        [
+            "suite",
+            "generate",
+            "--out",
+            str(data),
+            "--n-per-task",
+            "1",
+            "--size",
+            "64",
+            "--tasks",
+            "remove-lesion",
+            "--tasks",
+            "highlight-structure",
+            "--tasks",
+            "denoise-gaussian",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    lines = (data / "samples.jsonl").read_text().splitlines()
+    assert lines
+    preds = tmp_path / "outputs" / "copy"
+    preds.mkdir(parents=True)
+    for line in lines:
+        rec = json.loads(line)
+        shutil.copy(data / rec["input"], preds / f"{rec['sample_id']}_0.png")
+    out = tmp_path / "s.jsonl"
+    res = runner.invoke(
+        app,
+        [
+            "score",
+            "--dataset",
+            str(data),
+            "--predictions",
+            str(preds.parent),
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    recs = [Score.from_json(x) for x in out.read_text().splitlines()]
+    assert len(recs) == len(lines) and {r.status for r in recs} == {"ok"}
+    # the inputs themselves: context preserved perfectly wherever there is an ROI
+    assert all(r.metrics["cp"] == pytest.approx(1.0) for r in recs if r.metrics["cp"] is not None)

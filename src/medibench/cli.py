@@ -33,7 +33,7 @@ def demo(
     seed: Annotated[int, typer.Option(help="seed for the suite items and the models")] = 0,
     suite: Annotated[
         str, typer.Option(help="frozen suite definition to generate")
-    ] = "medibench-suite@1-mini",
+    ] = "medibench-suite@1",
     report: Annotated[bool, typer.Option(help="write the HTML report")] = True,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
 ) -> None:
@@ -419,7 +419,11 @@ def _print_summary(scores, samples, proto, by: list[str] | None = None) -> list[
         applicable=getattr(proto, "applicable_metrics", None),
     )
     for table in summary_tables(
-        rows, label=f"{proto.name}@{proto.version}", aggregation=agg, metrics=proto.metric_names
+        rows,
+        label=f"{proto.name}@{proto.version}",
+        aggregation=agg,
+        metrics=proto.metric_names,
+        judged=getattr(proto, "judged_metrics", ()),
     ):
         console.print(table)
     return [{"protocol": proto.name, "protocol_version": proto.version, **r} for r in rows]

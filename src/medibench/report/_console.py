@@ -13,10 +13,16 @@ __all__ = ["summary_tables", "format_value"]
 
 
 def summary_tables(
-    rows: Sequence[dict], *, label: str, aggregation: Aggregation, metrics: Sequence[str]
+    rows: Sequence[dict],
+    *,
+    label: str,
+    aggregation: Aggregation,
+    metrics: Sequence[str],
+    judged: Sequence[str] = (),
 ) -> list[Table]:
     """One table per grouping (one per perspective for ``perspective``), then an overall table
-    in long form (a row per model and metric, with the mean and its CI)."""
+    in long form (a row per model and metric, with the mean, its CI and how many samples have no
+    value; ``judged`` metrics are listed even before any judgement, so missing ones show)."""
     agg = aggregation
     names = [*metrics, *(n for n, _, _ in agg.pass_rates)]
     several_k = len(agg.k_modes) > 1
@@ -24,7 +30,10 @@ def summary_tables(
     caption = f"samples without an output {missing} (column 'missing'); micro = mean over samples"
     if agg.macro_over:
         caption += ", macro = mean over groups"
-    overall_caption = caption + "; n = samples with a value of the metric"
+    overall_caption = (
+        caption + "; n = samples with a value of the metric; no value = samples with an output "
+        "but no value (not computable, or not judged yet: see the records' error)"
+    )
     tables = []
     for by in agg.group_by:
         sub = [r for r in rows if r["by"] == by]
@@ -68,15 +77,18 @@ def summary_tables(
         "missing",
         "metric",
         "n",
+        "no value",
         "mean",
         ci,
     ]:
         table.add_column(
-            col, justify="right" if col in ("n", "missing", "mean") else "left", no_wrap=True
+            col,
+            justify="right" if col in ("n", "missing", "no value", "mean") else "left",
+            no_wrap=True,
         )
     for r in sorted(overall, key=lambda r: (r["model"], r["k_mode"], r["group"])):
         for m in names:
-            if r.get(m) is None:
+            if r.get(m) is None and m not in judged:
                 continue
             low, high = r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")
             interval = "-" if low is None else f"[{format_value(low)}, {format_value(high)}]"
@@ -87,6 +99,7 @@ def summary_tables(
                 str(r["n_missing"]),
                 m,
                 str(r.get(f"{m}_n", "")),
+                str(max(0, r["n"] - r.get(f"{m}_n", 0))),
                 format_value(r[m]),
                 interval,
             )
