@@ -244,16 +244,16 @@ def test_miedb_rubric_fills_modification_samples_only(tmp_path, api_key):
     with FakeJudgeServer(lambda b, n: Reply("Mostly right. Rubric Score: [72]/100")) as srv:
         (rep,) = judge_run(run, ["miedb-rubric@1"], _cfg(srv))
         body = min(srv.requests, key=lambda r: "b: remove" in first_text(r))
-    assert srv.count == 2 and rep.skipped == {
-        "not judged: the rubric judges modification samples only": 1
-    }
+    # the perception record is not planned at all: the rubric is not one of its metrics
+    # (miedb protocols' applicable_metrics), so its row is left as the scorer wrote it
+    assert srv.count == 2 and rep.items == 2 and not rep.skipped
     parts = body["messages"][0]["content"]
     assert [p["type"] for p in parts] == ["image_url", "text"]
     assert "a: remove the lesion" in parts[1]["text"]
     for version in ("paper", "1"):
         got = _metrics(run, "miedb", version)
         assert got["s00"][0]["rubric"] == 72.0 and got["s01"][0]["rubric"] == 72.0
-        assert got["s02"][0]["rubric"] is None and "modification samples only" in got["s02"][1]
+        assert got["s02"][0]["rubric"] is None and "rubric: not judged" in got["s02"][1]
 
 
 def test_medgen_checklist_with_and_without_gt(tmp_path, api_key):

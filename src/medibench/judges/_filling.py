@@ -1,0 +1,136 @@
+"""Filling the score rows of a run with a judge's values.
+
+Each score row gets the mean over passes of the judge's scores (scaled per the protocol); a score
+no pass produced is ``None`` with the reason (``refused: ...``, ``unparsable: ...``,
+``out_of_range: ...``, ``error: ...``), never 0.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from medibench.judges._planning import _Plan
+from medibench.judges._records import Judgement, JudgementStore
+from medibench.runs import RunStore
+
+
+class _Filler:
+    """Writes judged values into score rows: per prediction as soon as its last pass is
+    answered, the rest at the end of the run. The writes (one transaction and fsync per row,
+    through ``RunStore.put_judged_metrics``) run on one writer thread with its own connection,
+    so they overlap the calls instead of stalling the event loop."""
+
+    def __init__(self, store: RunStore, jstore: JudgementStore, plan: _Plan, passes: int):
+        self.store, self.plan, self.passes = store, plan, passes
+        self.items = plan.items
+        keys = [k for _, v in self.items.values() if isinstance(v, list) for k in v]
+        self.known: dict[str, Judgement] = jstore.get_many(keys)
+        self.current = {
+            (s.model or "", s.sample_id, s.k, s.protocol, s.protocol_version): s.metrics
+            for s in store.scores()
+        }
+        called = {c.key for c in plan.calls}
+        self.waiting: dict[tuple, set[str]] = {}
+        self.by_key: dict[str, list[tuple]] = defaultdict(list)
+        for item, (_, keys_) in self.items.items():
+            if isinstance(keys_, list) and called & set(keys_):
+                self.waiting[item] = called & set(keys_)
+                for k in self.waiting[item]:
+                    self.by_key[k].append(item)
+        self.done: set[tuple] = set()
+        self.spreads: dict[str, list[float]] = defaultdict(list)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medibench-judge-fill")
+        self._local = threading.local()
+        self._writes: list[Future] = []
+
+    def _put(self, kwargs: dict) -> None:  # on the writer thread
+        st = getattr(self._local, "store", None)
+        if st is None:
+            st = self._local.store = RunStore(self.store.run_dir)
+        st.put_judged_metrics(**kwargs)
+
+    def _close(self) -> None:  # on the writer thread
+        st = getattr(self._local, "store", None)
+        if st is not None:
+            st.close()
+
+    def answered(self, j: Judgement) -> None:
+        self.known[j.key] = j
+        for item in self.by_key.pop(j.key, ()):
+            left = self.waiting[item]
+            left.discard(j.key)
+            if not left:
+                self.fill(item)
+
+    def finish(self) -> None:
+        try:
+            for item in self.items:
+                if item not in self.done:
+                    self.fill(item)
+            for f in self._writes:
+                f.result()  # re-raises a failed write
+        finally:
+            self._pool.submit(self._close).result()
+            self._pool.shutdown()
+        report = self.plan.report
+        report.spread = {k: sum(v) / len(v) for k, v in self.spreads.items()}
+
+    def fill(self, item: tuple) -> None:
+        self.done.add(item)
+        judge, report = self.plan.judge, self.plan.report
+        model, sid, k = item
+        targets, keys = self.items[item]
+        got = [] if isinstance(keys, str) else [self.known[x] for x in keys if x in self.known]
+        if isinstance(keys, list) and not got:
+            return  # not judged yet (budget, --only-failed): leave the row as it is
+        if self.passes > 1:
+            for f in judge.fields:
+                vals = [j.scores[f.key] for j in got if f.key in j.scores]
+                if len(vals) > 1:
+                    self.spreads[f.key].append(_std(vals))
+        for proto, version in targets:
+            values: dict[str, float | None] = {}
+            reasons: dict[str, str] = {}
+            for fill in (f for f in judge.fills if f.protocol == f"{proto}@{version}"):
+                if isinstance(keys, str):
+                    values[fill.metric], reasons[fill.metric] = None, f"{keys} [{judge.spec}]"
+                    continue
+                vals = [j.scores[fill.field] for j in got if fill.field in j.scores]
+                if vals:
+                    values[fill.metric] = sum(vals) / len(vals) / fill.divide_by
+                else:
+                    j = got[0]
+                    why = j.problems.get(fill.field) or f"{j.status}: no score"
+                    values[fill.metric] = None
+                    reasons[fill.metric] = (
+                        f"{why} [{judge.spec}, {j.judge_model}, judgement {j.key[:12]}]"
+                    )
+                    report.missing[fill.metric] += 1
+            if not values:
+                continue
+            report.filled += 1
+            now = self.current.get((model, sid, k, proto, version), {})
+            if all(m in now and now[m] == v and v is not None for m, v in values.items()):
+                continue  # already holds these values (a re-run): no write
+            self._writes.append(
+                self._pool.submit(
+                    self._put,
+                    dict(
+                        model=model,
+                        sample_id=sid,
+                        k=k,
+                        protocol=proto,
+                        version=version,
+                        values=values,
+                        reasons=reasons,
+                    ),
+                )
+            )
+
+
+def _std(vals: list[float]) -> float:
+    m = sum(vals) / len(vals)
+    return math.sqrt(sum((v - m) ** 2 for v in vals) / len(vals))
