@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from medibench.models._base import EditModel, UnsupportedInstructionError
+from medibench.models._errors import ContentRefusedError
 from medibench.models._instructions import (
     SUPPORTED_INSTRUCTIONS,
     EditIntent,
@@ -28,6 +29,7 @@ from medibench.registry import Registry
 __all__ = [
     "MODELS",
     "SUPPORTED_INSTRUCTIONS",
+    "ContentRefusedError",
     "EditIntent",
     "EditModel",
     "UnsupportedInstructionError",

@@ -1,0 +1,32 @@
+"""The errors of the editing models behind web APIs, and of any model that refuses an edit.
+
+:class:`APIError` and its kinds are what a sample's failure is recorded as (the runner goes on);
+:class:`ContentRefusedError` is shared by every model that can refuse: the web APIs (a content
+filter) and the diffusers pipelines (a safety checker that flags its output).
+:class:`MissingAPIKeyError` fails when a model is built. This module imports nothing, so
+``medibench.models`` can export :class:`ContentRefusedError` without loading httpx or torch.
+"""
+
+from __future__ import annotations
+
+__all__ = ["APIError", "ContentRefusedError", "MissingAPIKeyError", "NoImageError"]
+
+
+class APIError(RuntimeError):
+    """An API call that failed for good; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ContentRefusedError(APIError):
+    """The provider refused the request or filtered the output (safety, content policy)."""
+
+
+class NoImageError(APIError):
+    """The answer was well-formed HTTP but held no image (malformed body, text-only answer)."""
+
+
+class MissingAPIKeyError(ValueError):
+    """An API key that is not set in the environment; the message names the variable."""

@@ -1,0 +1,273 @@
+"""The HTTP machinery the web-API models share: requests, retries, concurrency, keys, images.
+
+Each adapter is async at heart (:meth:`APIImageModel.aedit`): the runner keeps ``concurrency``
+requests in flight; ``edit`` is the one-at-a-time form. 429s, 5xx answers, timeouts and dropped
+connections are retried with jittered exponential backoff (``Retry-After`` is honoured); other 4xx
+answers fail at once, as :class:`ContentRefusedError` when the adapter reads them as a refusal.
+Images are sent as PNG (or ``image_format``) with the matching MIME type. Keys come from the
+environment only and never reach a log, an error message or the run store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import os
+import random
+import threading
+from typing import Any, ClassVar
+
+import numpy as np
+
+from medibench.models._base import as_rgb_uint8
+from medibench.models._errors import APIError, ContentRefusedError, MissingAPIKeyError, NoImageError
+
+__all__ = [
+    "EXCERPT_CHARS",
+    "APIImageModel",
+    "decode_b64",
+    "decode_image",
+    "encode_image",
+    "excerpt",
+    "json_or_text",
+    "key_from_env",
+    "multipart_body",
+    "to_base64",
+]
+
+_MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+_RETRY_STATUS = {408, 409, 425, 429}
+#: Characters of an answer quoted in an error message.
+EXCERPT_CHARS = 300
+
+
+class APIImageModel:
+    """Requests, retries, per-event-loop clients and image encoding shared by the adapters."""
+
+    #: ``NAME:ARG`` on the command line fills this option.
+    spec_argument: ClassVar[str] = "model"
+    key_env: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        base_url: str,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        max_backoff: float,
+        concurrency: int,
+        image_format: str,
+    ) -> None:
+        if image_format not in _MIME:
+            raise ValueError(f"image_format must be one of {sorted(_MIME)}, not {image_format!r}")
+        if concurrency < 1 or retries < 0 or timeout <= 0:
+            raise ValueError("concurrency >= 1, retries >= 0 and timeout > 0 are required")
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.concurrency = int(concurrency)
+        self.image_format = image_format
+        self._key = key_from_env(self.key_env) if self.key_env else None
+        self._per_loop: dict[int, tuple[Any, Any, asyncio.Semaphore]] = {}
+        self._sync_loop: asyncio.AbstractEventLoop | None = None
+        self._sync_lock = threading.Lock()
+        self._jitter = random.Random()
+
+    # -- the EditModel contract ---------------------------------------------------------------
+    def edit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:
+        """One request, blocking; see :meth:`aedit`."""
+        with self._sync_lock:
+            if self._sync_loop is None:
+                self._sync_loop = asyncio.new_event_loop()
+            return self._sync_loop.run_until_complete(self.aedit(image, instruction, seed=seed))
+
+    async def aedit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:
+        """Edit ``image`` (uint8 RGB); returns the answer's image at its own size and mode."""
+        data, mime = encode_image(as_rgb_uint8(image), self.image_format)
+        return await self._edit(data, mime, instruction, seed)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop."""
+        state = self._per_loop.pop(id(asyncio.get_running_loop()), None)
+        if state is not None:
+            await state[1].aclose()
+
+    def close(self) -> None:
+        """Close the blocking form's client and event loop."""
+        with self._sync_lock:
+            if self._sync_loop is not None:
+                self._sync_loop.run_until_complete(self.aclose())
+                self._sync_loop.close()
+                self._sync_loop = None
+
+    # -- subclass hooks -----------------------------------------------------------------------
+    async def _edit(self, data: bytes, mime: str, instruction: str, seed: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _refusal(self, status: int, body: Any) -> str | None:
+        """A refusal reason when a 4xx answer is a content-filter refusal, else ``None``."""
+        return None
+
+    # -- requests with retries ----------------------------------------------------------------
+    async def _request(self, method: str, url: str, **kwargs: Any):
+        """Send with retries on 429/5xx/timeouts; return the successful ``httpx.Response``."""
+        import httpx
+
+        client, sem = self._client()
+        attempts = self.retries + 1
+        for attempt in range(attempts):
+            retry_after = None
+            try:
+                async with sem:
+                    resp = await client.request(method, url, **kwargs)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                what = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
+                problem = f"request {what} ({type(exc).__name__})"
+                status = None
+            else:
+                if resp.status_code < 400:
+                    return resp
+                body = json_or_text(resp)
+                if resp.status_code not in _RETRY_STATUS and resp.status_code < 500:
+                    reason = self._refusal(resp.status_code, body)
+                    if reason:
+                        raise ContentRefusedError(
+                            f"{self.name}: refused: {reason}", status=resp.status_code
+                        )
+                    raise APIError(
+                        f"{self.name}: HTTP {resp.status_code}: {excerpt(body)}",
+                        status=resp.status_code,
+                    )
+                problem = f"HTTP {resp.status_code}: {excerpt(body)}"
+                status = resp.status_code
+                retry_after = resp.headers.get("retry-after")
+            if attempt + 1 == attempts:
+                raise APIError(f"{self.name}: {problem} after {attempts} attempts", status=status)
+            await asyncio.sleep(self._delay(attempt, retry_after))
+        raise AssertionError("unreachable")
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        """Jittered exponential backoff: ``backoff * 2**attempt`` (capped), times 0.5 to 1."""
+        cap = min(self.max_backoff, self.backoff * 2**attempt)
+        delay = cap * (0.5 + 0.5 * self._jitter.random())
+        if retry_after:
+            try:
+                delay = max(delay, min(self.max_backoff, float(retry_after)))
+            except ValueError:  # an HTTP date: fall back to our own schedule
+                pass
+        return delay
+
+    def _client(self):
+        # httpx.AsyncClient and asyncio.Semaphore belong to one event loop: one pair per loop.
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        state = self._per_loop.get(id(loop))
+        if state is None or state[0] is not loop:
+            n = max(self.concurrency, 1)
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+            client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
+            state = (loop, client, asyncio.Semaphore(self.concurrency))
+            self._per_loop[id(loop)] = state
+        return state[1], state[2]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+
+
+# -- images on the wire ---------------------------------------------------------------------
+def encode_image(image: np.ndarray, image_format: str = "png") -> tuple[bytes, str]:
+    """Encode an RGB uint8 image; returns the bytes and their MIME type."""
+    import cv2
+
+    bgr = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2BGR)
+    ext = {"png": ".png", "jpeg": ".jpg", "webp": ".webp"}[image_format]
+    params = [cv2.IMWRITE_JPEG_QUALITY, 95] if image_format == "jpeg" else []
+    ok, buf = cv2.imencode(ext, bgr, params)
+    if not ok:
+        raise ValueError(f"OpenCV could not encode the image as {image_format}")
+    return buf.tobytes(), _MIME[image_format]
+
+
+def decode_image(data: bytes, *, where: str = "answer") -> np.ndarray:
+    """Decode PNG/JPEG/WebP bytes to uint8: ``(H, W)`` gray, ``(H, W, 3)`` RGB or RGBA.
+
+    The mode is kept (an RGBA or gray answer is stored as such; the protocol converts it).
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+            if im.mode not in ("L", "RGB", "RGBA"):
+                has_alpha = "A" in im.getbands() or "transparency" in im.info
+                im = im.convert("RGBA" if has_alpha else "RGB")
+            return np.asarray(im, dtype=np.uint8).copy()
+    except (UnidentifiedImageError, OSError) as exc:
+        raise NoImageError(f"{where}: the answer's image cannot be decoded ({exc})") from None
+
+
+def decode_b64(text: str, where: str) -> np.ndarray:
+    """Decode a base64 image (a ``data:`` URL works too); see :func:`decode_image`."""
+    if text.startswith("data:"):
+        text = text.partition(",")[2]
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (ValueError, TypeError):
+        raise NoImageError(f"{where}: the answer's image is not valid base64") from None
+    return decode_image(data, where=where)
+
+
+def multipart_body(
+    fields: dict[str, str], file_field: str, filename: str, data: bytes, mime: str
+) -> tuple[bytes, str]:
+    """A ``multipart/form-data`` body in one piece (httpx streams its own in many small writes,
+    which costs its connection pool more CPU than the request is worth under concurrency)."""
+    boundary = os.urandom(16).hex()
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ]
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; '
+        f'filename="{filename}"\r\nContent-Type: {mime}\r\n\r\n'
+    )
+    body = b"".join([*parts, head.encode(), data, f"\r\n--{boundary}--\r\n".encode()])
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def to_base64(data: bytes) -> str:
+    """``data`` as base64 text."""
+    return base64.b64encode(data).decode("ascii")
+
+
+# -- keys and answers -----------------------------------------------------------------------
+def key_from_env(names: tuple[str, ...]) -> str:
+    """The first of the environment variables ``names`` that is set; raises naming them all."""
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    either = " or ".join(names)
+    raise MissingAPIKeyError(f"set the API key in the environment variable {either}")
+
+
+def json_or_text(resp) -> Any:
+    """An ``httpx.Response``'s body: parsed JSON, or its text when it is not JSON."""
+    try:
+        return resp.json()
+    except ValueError:
+        return resp.text
+
+
+def excerpt(body: Any) -> str:
+    """An answer body as text for an error message, cut at :data:`EXCERPT_CHARS`."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."

@@ -1,0 +1,204 @@
+"""The machinery every diffusers model shares: loading, devices, dtypes, seeds, batches, sizes.
+
+Seeds: each item's seed becomes ``torch.Generator(device).manual_seed(seed)``, so the same seed,
+settings, device and ``batch_size`` give the same bytes. Batches (``batch_size > 1``, items of the
+same size) give each item its own generator; batched and single runs agree to about 1e-6 before
+rounding to uint8, so one pixel level can differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from PIL import Image
+
+from medibench.models._base import as_rgb_uint8
+from medibench.models._errors import ContentRefusedError
+from medibench.models._weights import hub_offline, resolve_weights
+
+__all__ = ["DiffusersEditModel"]
+
+_INSTALL = "pip install 'medibench[torch]'"
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+}
+
+
+class DiffusersEditModel:
+    """Common machinery of the diffusers adapters: loading, devices, seeds, batches, sizes.
+
+    Subclasses set :attr:`pipeline_class`, :attr:`default_weights`, :attr:`multiple_of`,
+    :attr:`cuda_dtype` and :meth:`_call_options`.
+    """
+
+    pipeline_class: ClassVar[str] = "DiffusionPipeline"
+    default_weights: ClassVar[str | None] = None
+    multiple_of: ClassVar[int] = 8
+    cuda_dtype: ClassVar[str] = "bfloat16"
+    #: ``NAME:ARG`` on the command line fills this option.
+    spec_argument: ClassVar[str] = "path"
+
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        name: str,
+        device: str,
+        dtype: str,
+        steps: int,
+        resolution: int | None,
+        batch_size: int,
+        local_files_only: bool | None,
+        cpu_offload: bool,
+        load_options: dict[str, Any] | None = None,
+    ) -> None:
+        torch = _import_torch()
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if resolution is not None and resolution < self.multiple_of:
+            raise ValueError(f"resolution must be >= {self.multiple_of}, got {resolution}")
+        self.name = name
+        self.steps = int(steps)
+        self.resolution = resolution
+        self.batch_size = int(batch_size)
+        self.device = _pick_device(torch, device)
+        self.dtype = _pick_dtype(torch, dtype, self.device, self.cuda_dtype)
+        self.weights = resolve_weights(
+            path or self.default_weights, local_files_only=local_files_only, model=name
+        )
+        self.pipeline = self._load(torch, dict(load_options or {}), local_files_only)
+        if cpu_offload:
+            self.pipeline.enable_model_cpu_offload()
+        else:
+            self.pipeline.to(self.device)
+        self.pipeline.set_progress_bar_config(disable=True)
+
+    # -- the EditModel contract ---------------------------------------------------------------
+    def edit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:
+        """Edit one ``(H, W, 3)`` uint8 RGB image.
+
+        The output size is the model's (see :mod:`medibench.models.diffusers`).
+        """
+        return self.edit_batch([image], [instruction], seeds=[seed])[0]
+
+    def edit_batch(
+        self, images: Sequence[np.ndarray], instructions: Sequence[str], *, seeds: Sequence[int]
+    ) -> list[np.ndarray]:
+        """Edit several images of the same size in one pipeline call, one generator per item."""
+        if not (len(images) == len(instructions) == len(seeds)) or not images:
+            raise ValueError("edit_batch needs as many images, instructions and seeds (>= 1)")
+        torch = _import_torch()
+        prepared = [self._prepare(as_rgb_uint8(im)) for im in images]
+        if len({p.size for p in prepared}) > 1:
+            sizes = [p.size for p in prepared]
+            raise ValueError(f"edit_batch needs images of one size, got {sizes}")
+        generators = [torch.Generator(self._generator_device()).manual_seed(int(s)) for s in seeds]
+        kwargs = self._call_options()
+        with torch.inference_mode():
+            result = self.pipeline(
+                prompt=list(instructions),
+                image=prepared,
+                generator=generators,
+                output_type="np",
+                **kwargs,
+            )
+        _raise_if_flagged(result)
+        return [_to_uint8(x) for x in np.asarray(result.images)]
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def _call_options(self) -> dict[str, Any]:
+        return {"num_inference_steps": self.steps}
+
+    def _pipeline_options(self) -> dict[str, Any]:
+        return {}
+
+    def _prepare(self, image: np.ndarray) -> Image.Image:
+        """Resize to the model's working size (see :mod:`medibench.models.diffusers`)."""
+        h, w = image.shape[:2]
+        m = self.multiple_of
+        if self.resolution is not None:
+            scale = self.resolution / max(h, w)
+            h, w = round(h * scale), round(w * scale)
+        size = (max(m, w // m * m), max(m, h // m * m))
+        pil = Image.fromarray(image)
+        return pil if pil.size == size else pil.resize(size, Image.Resampling.LANCZOS)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _load(self, torch, load_options: dict[str, Any], local_files_only: bool | None):
+        import diffusers
+        from diffusers.pipelines import pipeline_utils
+
+        cls = getattr(diffusers, self.pipeline_class, None)
+        if cls is None:
+            raise ImportError(
+                f"diffusers {diffusers.__version__} has no {self.pipeline_class}; upgrade it "
+                f"(pip install -U diffusers) to run '{self.name}'"
+            )
+        # diffusers >= 0.36 calls it ``dtype``; older versions only know ``torch_dtype``.
+        dtype_key = "dtype" if hasattr(pipeline_utils, "_resolve_dtype") else "torch_dtype"
+        options = {
+            dtype_key: self.dtype,
+            "local_files_only": hub_offline() if local_files_only is None else local_files_only,
+            **self._pipeline_options(),
+            **load_options,
+        }
+        return cls.from_pretrained(str(self.weights), **options)
+
+    def _generator_device(self) -> str:
+        # With CPU offload the pipeline draws its noise where it runs: the accelerator.
+        return self.device
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, weights={str(self.weights)!r})"
+
+
+# -- torch helpers --------------------------------------------------------------------------
+def _import_torch():
+    try:
+        import diffusers  # noqa: F401
+        import torch
+    except ImportError as exc:
+        raise ImportError(
+            f"diffusers models need torch and diffusers ({exc.name} is missing): {_INSTALL}"
+        ) from exc
+    return torch
+
+
+def _pick_device(torch, device: str) -> str:
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _pick_dtype(torch, dtype: str, device: str, cuda_dtype: str):
+    if dtype == "auto":
+        dtype = cuda_dtype if device.startswith("cuda") else "float32"
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be auto or one of {sorted(set(_DTYPES))}, not {dtype!r}")
+    return getattr(torch, _DTYPES[dtype])
+
+
+def _to_uint8(x: np.ndarray) -> np.ndarray:
+    # Diffusers' own numpy_to_pil rounding: [0, 1] floats -> round(x * 255).
+    return np.clip(np.round(np.asarray(x, np.float32) * 255.0), 0, 255).astype(np.uint8)
+
+
+def _raise_if_flagged(result: Any) -> None:
+    flags = getattr(result, "nsfw_content_detected", None)
+    if flags and any(flags):
+        raise ContentRefusedError("the pipeline's safety checker flagged the output")
