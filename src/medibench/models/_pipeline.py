@@ -42,6 +42,8 @@ class DiffusersEditModel:
     pipeline_class: ClassVar[str] = "DiffusionPipeline"
     default_weights: ClassVar[str | None] = None
     multiple_of: ClassVar[int] = 8
+    #: the pipeline resizes its input itself (FLUX Kontext, Qwen-Image-Edit, generic pipelines)
+    pipeline_resizes: ClassVar[bool] = False
     cuda_dtype: ClassVar[str] = "bfloat16"
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "path"
@@ -123,7 +125,10 @@ class DiffusersEditModel:
         return {}
 
     def _prepare(self, image: np.ndarray) -> Image.Image:
-        """Resize to the model's working size (see :mod:`medibench.models.diffusers`)."""
+        """Resize to the model's working size (see :mod:`medibench.models.diffusers`); a
+        pipeline that resizes by itself gets the image as it is unless a resolution is set."""
+        if self.pipeline_resizes and self.resolution is None:
+            return Image.fromarray(image)
         h, w = image.shape[:2]
         m = self.multiple_of
         if self.resolution is not None:

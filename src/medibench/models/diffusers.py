@@ -30,9 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-from PIL import Image
-
 from medibench.models._pipeline import DiffusersEditModel
 from medibench.models._weights import WeightsNotFoundError, check_weights_folder, resolve_weights
 
@@ -141,6 +138,7 @@ class FluxKontextModel(DiffusersEditModel):
     pipeline_class = "FluxKontextPipeline"
     default_weights = "black-forest-labs/FLUX.1-Kontext-dev"
     multiple_of = 16
+    pipeline_resizes = True
 
     def __init__(
         self,
@@ -172,9 +170,6 @@ class FluxKontextModel(DiffusersEditModel):
             load_options=load_options,
         )
 
-    def _prepare(self, image: np.ndarray) -> Image.Image:
-        return Image.fromarray(image)  # the pipeline resizes (see the module docstring)
-
     def _call_options(self) -> dict[str, Any]:
         return {
             "num_inference_steps": self.steps,
@@ -196,6 +191,7 @@ class QwenImageEditModel(DiffusersEditModel):
     pipeline_class = "QwenImageEditPipeline"
     default_weights = "Qwen/Qwen-Image-Edit"
     multiple_of = 32
+    pipeline_resizes = True
 
     def __init__(
         self,
@@ -226,9 +222,6 @@ class QwenImageEditModel(DiffusersEditModel):
             cpu_offload=cpu_offload,
             load_options=load_options,
         )
-
-    def _prepare(self, image: np.ndarray) -> Image.Image:
-        return Image.fromarray(image)  # the pipeline resizes (see the module docstring)
 
     def _call_options(self) -> dict[str, Any]:
         return {
@@ -263,6 +256,7 @@ class DiffusionPipelineModel(DiffusersEditModel):
     """
 
     multiple_of = 16
+    pipeline_resizes = True
 
     def __init__(
         self,
@@ -306,11 +300,6 @@ class DiffusionPipelineModel(DiffusersEditModel):
             raise TypeError(
                 f"{type(self.pipeline).__name__} takes no 'image': not an image-editing pipeline"
             )
-
-    def _prepare(self, image: np.ndarray) -> Image.Image:
-        if self.resolution is None:
-            return Image.fromarray(image)
-        return super()._prepare(image)
 
     def _call_options(self) -> dict[str, Any]:
         opts: dict[str, Any] = {"num_inference_steps": self.steps}
