@@ -194,3 +194,15 @@ def test_applicable_metrics_decide_zero_fill_and_means():
     # t1's dice value does not describe a transformation sample: it is not counted
     assert by[("perspective", "transformation")]["dice"] is None
     assert by[("all", "micro")]["psnr"] == 30.0 and by[("all", "micro")]["dice_n"] == 2
+
+
+def test_caps_bound_infinite_psnr_in_means_only():
+    scores = [_score("t1", 0, psnr=math.inf), _score("p1", 0, psnr=20.0)]
+    agg = Aggregation(group_by=(), caps=(("psnr", 100.0),), ci_resamples=0)
+    (row,) = summarize(scores, SAMPLES, agg, metrics=["psnr"])
+    assert row["psnr"] == 60.0  # (100 + 20) / 2, not inf
+    (plain,) = summarize(
+        scores, SAMPLES, Aggregation(group_by=(), ci_resamples=0), metrics=["psnr"]
+    )
+    assert plain["psnr"] == math.inf
+    assert scores[0].metrics["psnr"] == math.inf  # the record itself is untouched

@@ -9,6 +9,7 @@ from __future__ import annotations
 from medibench.protocols._base import (
     MEDIBENCH_SSIM,
     NOT_JUDGED,
+    PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
     KReduction,
@@ -20,6 +21,7 @@ from medibench.registry import Registry
 __all__ = [
     "MEDIBENCH_SSIM",
     "NOT_JUDGED",
+    "PSNR_CAP_DB",
     "SKIMAGE_DEFAULT_SSIM",
     "PROTOCOLS",
     "Aggregation",

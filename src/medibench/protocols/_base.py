@@ -24,6 +24,7 @@ __all__ = [
     "KReduction",
     "MEDIBENCH_SSIM",
     "NOT_JUDGED",
+    "PSNR_CAP_DB",
     "ProtocolResult",
     "SKIMAGE_DEFAULT_SSIM",
     "ScoringProtocol",
@@ -54,6 +55,9 @@ MEDIBENCH_SSIM: dict = dict(
     dtype=np.float32,
 )
 
+#: PSNR cap in the corrected protocols' means (MedGEN's code also reports 100 for MSE = 0).
+PSNR_CAP_DB = 100.0
+
 #: The reason recorded for a judge-based metric that no judge has filled yet.
 NOT_JUDGED = "not judged (run `medibench judge` to fill it)"
 
@@ -83,6 +87,9 @@ class Aggregation:
             ``lower_is_better``), e.g. MieDB's Perception Accuracy ``("perception_accuracy",
             "dice", 0.8)``. Samples without a value are left out (or count as failing under
             ``missing="zero"``), never silently passed.
+        caps: ``{metric: cap}``: in means (and CIs), values above ``cap`` count as ``cap``
+            (PSNR of identical images is ``inf`` in the records; one ``inf`` would make the mean
+            ``inf`` and hide every other sample). The records keep the exact values.
         ci_resamples, ci_seed, ci_level: the percentile bootstrap CI every mean gets
             (hierarchical for the macro row: items resampled within each leaf group, as
             PaintBench does); ``ci_resamples=0`` turns CIs off.
@@ -94,6 +101,7 @@ class Aggregation:
     macro_over: tuple[str, ...] = ()
     lower_is_better: frozenset[str] = frozenset()
     pass_rates: tuple[tuple[str, str, float], ...] = ()
+    caps: tuple[tuple[str, float], ...] = ()
     ci_resamples: int = 1000
     ci_seed: int = 42
     ci_level: float = 0.95

@@ -53,6 +53,7 @@ from medibench.datasets import SampleImages
 from medibench.metrics import masked_psnr, masked_ssim, ssim
 from medibench.protocols._base import (
     MEDIBENCH_SSIM,
+    PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
     ProtocolResult,
@@ -72,6 +73,7 @@ _AGGREGATION = Aggregation(
     missing="skip",
     group_by=("region",),
     macro_over=("region",),
+    caps=(("cp_psnr", PSNR_CAP_DB), ("roi_psnr", PSNR_CAP_DB)),  # only medebench@1 has them
 )
 
 _SKIMAGE_DEFAULT_SSIM = SKIMAGE_DEFAULT_SSIM

@@ -81,6 +81,7 @@ from medibench.metrics import (
 )
 from medibench.protocols._base import (
     MEDIBENCH_SSIM,
+    PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
     ProtocolResult,
@@ -248,6 +249,7 @@ class MieDBProtocol(_MieDBBase):
         missing="skip",
         group_by=("perspective",),
         pass_rates=(("perception_accuracy", "dice", PERCEPTION_TAU),),
+        caps=(("bg_psnr", PSNR_CAP_DB), ("psnr", PSNR_CAP_DB)),
     )
     _flags_ill_conditioned: ClassVar[bool] = True
 

@@ -37,7 +37,7 @@ from medibench.metrics import (
     ssim,
     ssim_by_region,
 )
-from medibench.protocols._base import MEDIBENCH_SSIM, Aggregation, ProtocolResult
+from medibench.protocols._base import MEDIBENCH_SSIM, PSNR_CAP_DB, Aggregation, ProtocolResult
 from medibench.samples import Perspective, Sample
 
 __all__ = ["NativeProtocol"]
@@ -58,7 +58,10 @@ class NativeProtocol:
     metric_names: tuple[str, ...] = ("ssim", "psnr", "cp", "cp_psnr", "roi_ssim", "dice")
     judged_metrics: tuple[str, ...] = ()
     aggregation: Aggregation = Aggregation(
-        k_modes=(("@1", "first"),), missing="skip", group_by=("perspective", "task")
+        k_modes=(("@1", "first"),),
+        missing="skip",
+        group_by=("perspective", "task"),
+        caps=(("psnr", PSNR_CAP_DB), ("cp_psnr", PSNR_CAP_DB)),
     )
 
     def score(self, sample: Sample, images, prediction: np.ndarray) -> ProtocolResult:

@@ -122,6 +122,12 @@ def per_sample_values(
                 else:
                     raise ValueError(f"unknown k reduction {how!r}: use first, best or mean")
         out[sid] = (True, vals)
+    caps = dict(aggregation.caps)
+    if caps:
+        for _has, vals in out.values():
+            for m, cap in caps.items():
+                if vals.get(m) is not None and vals[m] > cap:
+                    vals[m] = cap
     if applicable is not None:
         for sid, (has, vals) in out.items():
             keep = set(applicable(samples[sid]))

@@ -30,6 +30,8 @@ def summary_tables(
     caption = f"samples without an output {missing} (column 'missing'); micro = mean over samples"
     if agg.macro_over:
         caption += ", macro = mean over groups"
+    if agg.caps:
+        caption += "; in means " + ", ".join(f"{m} is capped at {c:g}" for m, c in agg.caps)
     overall_caption = (
         caption + "; n = samples with a value of the metric; no value = samples with an output "
         "but no value (not computable, or not judged yet: see the records' error)"
