@@ -60,11 +60,13 @@ def summarize(
         if s.sample_id in samples:
             by_model[s.model or ""][s.sample_id].append(s)
     rows: list[dict[str, Any]] = []
+    computed: dict[tuple[str, str], dict[str, tuple[bool, Values]]] = {}
     for model in sorted(by_model):
         for label, how in aggregation.k_modes:
             values = per_sample_values(
                 by_model[model], samples, aggregation, how, metrics, applicable=applicable
             )
+            computed[(model, label)] = values
             for by in aggregation.group_by:
                 groups: dict[str, list[str]] = defaultdict(list)
                 for sid in values:
@@ -87,7 +89,7 @@ def summarize(
                 rows.append(macro)
     if aggregation.ci_resamples > 0:
         for row in rows:
-            _add_cis(row, by_model, samples, aggregation, metrics, names, applicable)
+            _add_cis(row, computed[(row["model"], row["k_mode"])], samples, aggregation, names)
     return rows
 
 
@@ -183,14 +185,11 @@ def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
     return row
 
 
-def _add_cis(row, by_model, samples, aggregation, metrics, names, applicable) -> None:
-    """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (or ``None``)."""
+def _add_cis(row, values, samples, aggregation, names) -> None:
+    """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (or ``None``),
+    from the per-sample ``values`` of the row's model and k mode."""
     from medibench.report._stats import bootstrap_ci, hierarchical_bootstrap_ci
 
-    how = dict(aggregation.k_modes)[row["k_mode"]]
-    values = per_sample_values(
-        by_model[row["model"]], samples, aggregation, how, metrics, applicable=applicable
-    )
     if row["by"] == "all":
         sids = list(values)
     else:
