@@ -82,11 +82,13 @@ def runner_overhead(root: Path, samples: list[Sample], rep: int) -> dict[str, fl
 def api_throughput(root: Path, samples: list[Sample], concurrency: int, latency: float) -> float:
     """Samples per second through generate() with ``concurrency`` requests in flight.
 
-    The server runs in its own process, as a real API would (it must not share our GIL).
+    The server runs in its own process, as a real API would (it must not share our GIL), and
+    echoes the uploaded image without decoding it: on a 2-core machine its image work would
+    otherwise take the CPU the client is being measured on.
     """
     server = Path(__file__).resolve().parents[1] / "tests" / "models" / "fake_image_api.py"
     proc = subprocess.Popen(
-        [sys.executable, str(server), str(latency)],
+        [sys.executable, str(server), str(latency), "echo"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -32,9 +32,13 @@ from PIL import Image
 class FakeImageAPI:
     """Start with ``with FakeImageAPI() as api:``; ``api.url`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, latency: float = 0.0, slow_s: float = 1.0) -> None:
+    def __init__(self, latency: float = 0.0, slow_s: float = 1.0, echo: bool = False) -> None:
         self.latency = latency
         self.slow_s = slow_s
+        # echo: answer OpenAI edits with the uploaded image itself, without decoding or
+        # re-encoding it, so that a throughput benchmark measures the client, not this server's
+        # CPU (a real API does its work on other machines).
+        self.echo = echo
         self.script: deque = deque()
         self.requests: list[dict] = []
         self.in_flight = 0
@@ -111,6 +115,8 @@ class _Handler(BaseHTTPRequestHandler):
         return self._plain(body, record)
 
     def _openai(self, body: bytes, record: dict) -> None:
+        if self.api.echo:
+            return self._send(200, {"created": 1, "data": [{"b64_json": _echo(body)}]})
         fields, files = _multipart(self.headers["content-type"], body)
         record.update(fields=fields, files={k: (n, t) for k, (n, t, _) in files.items()})
         prompt = fields.get("prompt", "")
@@ -190,6 +196,13 @@ def _multipart(content_type: str, body: bytes):
     return fields, files
 
 
+def _echo(body: bytes) -> str:
+    """The uploaded PNG of a multipart body, base64-encoded (from its signature to IEND)."""
+    start = body.index(b"\x89PNG\r\n\x1a\n")
+    end = body.index(b"IEND", start) + 8  # the chunk type and its CRC
+    return base64.b64encode(body[start:end]).decode()
+
+
 def _edited(image_bytes: bytes, prompt: str) -> str:
     image = np.asarray(Image.open(io.BytesIO(image_bytes)).convert("RGB"))
     out = 255 - image
@@ -204,6 +217,7 @@ if __name__ == "__main__":  # a server in its own process (bench/runner.py): pri
     import sys
 
     latency = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
-    with FakeImageAPI(latency=latency) as server:
+    echo = len(sys.argv) > 2 and sys.argv[2] == "echo"
+    with FakeImageAPI(latency=latency, echo=echo) as server:
         print(server.url, flush=True)
         sys.stdin.read()  # serve until the parent closes our stdin

@@ -57,6 +57,12 @@ def test_openai_sends_a_multipart_edit_with_the_true_mime_type(api):
     assert req["files"]["image"] == ("image.png", "image/png")
 
 
+def test_echo_server_used_by_the_throughput_bench_returns_the_upload():
+    image = _image()
+    with FakeImageAPI(echo=True) as echo:
+        assert np.array_equal(_openai(echo).edit(image, "Remove the lesion.", seed=1), image)
+
+
 def test_jpeg_input_goes_out_as_image_jpeg(api):
     _openai(api, image_format="jpeg").edit(_image(), "Denoise", seed=0)
     assert api.requests[0]["files"]["image"] == ("image.jpg", "image/jpeg")
