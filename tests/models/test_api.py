@@ -57,7 +57,8 @@ def test_openai_sends_a_multipart_edit_with_the_true_mime_type(api):
     assert req["files"]["image"] == ("image.png", "image/png")
 
 
-def test_echo_server_used_by_the_throughput_bench_returns_the_upload():
+def test_echo_server_used_by_the_throughput_bench_returns_the_upload(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     image = _image()
     with FakeImageAPI(echo=True) as echo:
         assert np.array_equal(_openai(echo).edit(image, "Remove the lesion.", seed=1), image)
