@@ -296,8 +296,7 @@ def breakdown(root: Path, n: int) -> dict[str, float]:
     """Milliseconds per output of (b)'s parts, on ``n`` samples' first available output."""
     from medibench.datasets.miedb import read_miedb
     from medibench.metrics import miedb_dice, overlay_to_mask, psnr, ssim
-    from medibench.protocols import load_protocol
-    from medibench.protocols.miedb import _SSIM_PAPER
+    from medibench.protocols import SKIMAGE_DEFAULT_SSIM, load_protocol
     from medibench.samples import Perspective
 
     ds = read_miedb(root)
@@ -329,7 +328,7 @@ def breakdown(root: Path, n: int) -> dict[str, float]:
         t0 = time.perf_counter()
         psnr(images.target, pred, data_range=255)
         t1 = time.perf_counter()
-        ssim(images.target, pred, **_SSIM_PAPER)
+        ssim(images.target, pred, **SKIMAGE_DEFAULT_SSIM)
         parts["psnr"] += t1 - t0
         parts["ssim"] += time.perf_counter() - t1
         count += 1

@@ -76,10 +76,6 @@ _AGGREGATION = Aggregation(
     caps=(("cp_psnr", PSNR_CAP_DB), ("roi_psnr", PSNR_CAP_DB)),  # only medebench@1 has them
 )
 
-_SKIMAGE_DEFAULT_SSIM = SKIMAGE_DEFAULT_SSIM
-
-_GAUSSIAN_SSIM = MEDIBENCH_SSIM
-
 
 @dataclass(frozen=True)
 class MedEBenchPaperProtocol:
@@ -141,7 +137,7 @@ class MedEBenchPaperProtocol:
         keep = np.float32(1.0) - mask.astype(np.float32) / np.float32(255)
         try:
             res.metrics["cp"] = ssim(
-                _zero_fill(prev, keep), _zero_fill(edited, keep), **_SKIMAGE_DEFAULT_SSIM
+                _zero_fill(prev, keep), _zero_fill(edited, keep), **SKIMAGE_DEFAULT_SSIM
             )
         except ValueError as exc:  # an image under 7x7: skimage raises too
             res.missing("cp", str(exc))
@@ -196,7 +192,7 @@ class MedEBenchProtocol:
         _masked(
             res,
             "cp",
-            lambda: masked_ssim(pred, inp, mask, dilate=self.dilate, **_GAUSSIAN_SSIM),
+            lambda: masked_ssim(pred, inp, mask, dilate=self.dilate, **MEDIBENCH_SSIM),
         )
         _masked(
             res,
@@ -211,7 +207,7 @@ class MedEBenchProtocol:
         _masked(
             res,
             "roi_ssim",
-            lambda: masked_ssim(pred, target, mask, region="inside", **_GAUSSIAN_SSIM),
+            lambda: masked_ssim(pred, target, mask, region="inside", **MEDIBENCH_SSIM),
         )
         _masked(
             res,

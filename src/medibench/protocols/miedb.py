@@ -98,8 +98,6 @@ __all__ = [
 #: DICE threshold of MieDB-100k's perception accuracy.
 PERCEPTION_TAU = 0.8
 
-_SSIM_PAPER = SKIMAGE_DEFAULT_SSIM
-_SSIM_GAUSSIAN = MEDIBENCH_SSIM
 _AGGREGATION_K = (("@1", "first"), ("@3", "best"))
 _PER_PERSPECTIVE = {
     Perspective.perception: ("dice", "bg_psnr", "bg_ssim"),
@@ -198,7 +196,7 @@ class MieDBPaperProtocol(_MieDBBase):
         pred = _at_input_size(res, _three_channels(prediction), inp)
         if sample.perspective is Perspective.transformation:
             res.metrics["psnr"] = psnr(target, pred, data_range=255)
-            res.metrics["ssim"] = ssim(target, pred, **_SSIM_PAPER)
+            res.metrics["ssim"] = ssim(target, pred, **SKIMAGE_DEFAULT_SSIM)
             return res
         colours = list(sample.overlay_color)
         if not colours:
@@ -220,7 +218,7 @@ class MieDBPaperProtocol(_MieDBBase):
         t_rows[rows] = 255
         p_rows[rows] = 255
         res.metrics["bg_psnr"] = psnr(t_rows, p_rows, data_range=255)
-        res.metrics["bg_ssim"] = ssim(t_rows, p_rows, **_SSIM_PAPER)
+        res.metrics["bg_ssim"] = ssim(t_rows, p_rows, **SKIMAGE_DEFAULT_SSIM)
         return res
 
 
@@ -282,7 +280,7 @@ class MieDBProtocol(_MieDBBase):
                 return res
             pred = _at_input_size(res, pred, inp)
             res.metrics["psnr"] = psnr(pred, target, data_range=255)
-            res.metrics["ssim"] = ssim(pred, target, **_SSIM_GAUSSIAN)
+            res.metrics["ssim"] = ssim(pred, target, **MEDIBENCH_SSIM)
             return res
         names = self.applicable_metrics(sample)
         colours = list(sample.overlay_color)
@@ -304,7 +302,7 @@ class MieDBProtocol(_MieDBBase):
         res.metrics["dice"] = dice(predicted, label, empty=1.0)
         for name, compute in (
             ("bg_psnr", lambda: masked_psnr(pred, inp, label, data_range=255, region="outside")),
-            ("bg_ssim", lambda: masked_ssim(pred, inp, label, region="outside", **_SSIM_GAUSSIAN)),
+            ("bg_ssim", lambda: masked_ssim(pred, inp, label, region="outside", **MEDIBENCH_SSIM)),
         ):
             try:
                 res.metrics[name] = compute()

@@ -42,8 +42,6 @@ from medibench.samples import Perspective, Sample
 
 __all__ = ["NativeProtocol"]
 
-_SSIM = MEDIBENCH_SSIM
-
 
 @dataclass(frozen=True)
 class NativeProtocol:
@@ -82,21 +80,25 @@ class NativeProtocol:
         else:
             res.metrics["psnr"] = psnr(pred, target, data_range=255)
             if mask is None:
-                res.metrics["ssim"] = ssim(pred, target, **_SSIM)
+                res.metrics["ssim"] = ssim(pred, target, **MEDIBENCH_SSIM)
                 res.missing("roi_ssim", "the sample has no ROI mask")
             elif not mask.any():
-                res.metrics["ssim"] = ssim(pred, target, **_SSIM)
+                res.metrics["ssim"] = ssim(pred, target, **MEDIBENCH_SSIM)
                 res.missing("roi_ssim", "the ROI mask is empty")
             else:
                 # One SSIM map gives both the full-image mean and the ROI mean.
-                both = ssim_by_region(pred, target, mask, regions=("full", "inside"), **_SSIM)
+                both = ssim_by_region(
+                    pred, target, mask, regions=("full", "inside"), **MEDIBENCH_SSIM
+                )
                 res.metrics["ssim"], res.metrics["roi_ssim"] = both["full"], both["inside"]
 
         if mask is None:
             for m in ("cp", "cp_psnr"):
                 res.missing(m, "the sample has no ROI mask")
         else:
-            _masked(res, "cp", lambda: masked_ssim(pred, inp, mask, region="outside", **_SSIM))
+            _masked(
+                res, "cp", lambda: masked_ssim(pred, inp, mask, region="outside", **MEDIBENCH_SSIM)
+            )
             _masked(
                 res,
                 "cp_psnr",
