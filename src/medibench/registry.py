@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry", "UnknownNameError"]
+__all__ = ["Registry", "UnknownNameError", "close_matches", "import_object"]
 
 T = TypeVar("T")
 
@@ -25,14 +25,44 @@ class UnknownNameError(KeyError):
         return str(self.args[0])
 
 
-class Registry(Generic[T]):
-    """Maps names to factories. ``kind`` is used in messages and for the entry-point group."""
+def import_object(target: str) -> Any:
+    """The object named by ``"package.module:attr.sub"`` (the one ``module:attr`` importer).
 
-    def __init__(self, kind: str) -> None:
+    Raises ``ValueError`` for a string without ``:``, and ``ImportError`` / ``AttributeError``
+    naming the target when the module or the attribute is not there.
+    """
+    module, sep, attr = target.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"expected 'module:attr', got {target!r}")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise AttributeError(f"{target}: module '{module}' has no attribute '{attr}'") from None
+    return obj
+
+
+def close_matches(name: str, known: Iterable[str]) -> str:
+    """`` Did you mean: a, b?`` for the names in ``known`` closest to ``name`` (or ``""``)."""
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
+    return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+class Registry(Generic[T]):
+    """Maps names to factories. ``kind`` is used in messages and for the entry-point group.
+
+    ``populate``, when given, is called once before the first lookup to register entries that
+    come from elsewhere (the protocols and judges that :class:`~medibench.benchmarks.Benchmark`
+    objects declare).
+    """
+
+    def __init__(self, kind: str, *, populate: Callable[[Registry[T]], None] | None = None) -> None:
         self.kind = kind
         self._entries: dict[str, Callable[..., T] | str] = {}
         self._help: dict[str, str] = {}
         self._entry_points_loaded = False
+        self._populate = populate
 
     def register(
         self, name: str, factory: Callable[..., T] | str | None = None, *, help: str = ""
@@ -62,18 +92,13 @@ class Registry(Generic[T]):
         try:
             entry = self._entries[name]
         except KeyError:
-            close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.5)
-            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            hint = close_matches(name, self._entries)
             known = ", ".join(sorted(self._entries)) or "(none)"
             raise UnknownNameError(
                 f"unknown {self.kind} '{name}'.{hint} Known {self.kind}s: {known}"
             ) from None
         if isinstance(entry, str):
-            module, _, attr = entry.partition(":")
-            obj: Any = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-            self._entries[name] = entry = obj
+            self._entries[name] = entry = import_object(entry)
         return entry
 
     def create(self, name: str, /, **kwargs: Any) -> T:
@@ -81,6 +106,7 @@ class Registry(Generic[T]):
         return self.get(name)(**kwargs)
 
     def help(self, name: str) -> str:
+        self._load_entry_points()
         return self._help.get(name, "")
 
     def names(self) -> list[str]:
@@ -98,6 +124,8 @@ class Registry(Generic[T]):
         if self._entry_points_loaded:
             return
         self._entry_points_loaded = True
+        if self._populate is not None:
+            self._populate(self)
         for ep in entry_points(group=f"medibench.{self.kind}s"):
             if ep.name not in self._entries:
                 self._entries[ep.name] = ep.value

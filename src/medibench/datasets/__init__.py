@@ -40,44 +40,24 @@ __all__ = [
     "write_native",
 ]
 
-#: Dataset factories by kind. Each takes ``path`` (the part after ``kind:``) when one is given.
-DATASETS: Registry[Any] = Registry("dataset")
-DATASETS.register(
-    "native",
-    "medibench.datasets.native:read_native_path",
-    help="a folder with samples.jsonl: native:/path/to/folder",
-)
-DATASETS.register(
-    "medebench",
-    "medibench.datasets.medebench:read_medebench",
-    help="MedEBench (repo root or its editing/ folder): medebench:/path",
-)
-DATASETS.register(
-    "miedb",
-    "medibench.datasets.miedb:read_miedb",
-    help="MieDB-100k benchmark split (dataBenchmark/ with metadata.json): miedb:/path",
-)
-DATASETS.register(
-    "medgen",
-    "medibench.datasets.medgen:read_medgen",
-    help="MedGEN-Bench (edit.jsonl, vqa.jsonl, gen.jsonl and images): medgen:/path",
-)
-DATASETS.register(
-    "paintbench",
-    "medibench.datasets.paintbench:read_paintbench",
-    help="PaintBench layout (<task>/NNN_input.png, NNN_answer.png, NNN.json): paintbench:/path",
-)
-DATASETS.register(
-    "suite",
-    "medibench.synth.suite:load_suite",
-    help="the built-in procedural suite (medibench-suite@1), generated on first use: "
-    "suite[:/folder | :<frozen name>]",
-)
-DATASETS.register(
-    "starter",
-    "medibench.synth.starter:load_starter",
-    help="the built-in starter benchmark (24 samples), built on first use: starter[:/folder]",
-)
+def _from_benchmarks(registry: Registry[Any]) -> None:
+    """One dataset kind per benchmark (:mod:`medibench.benchmarks`)."""
+    from medibench.benchmarks import BENCHMARKS
+
+    for bench in BENCHMARKS:
+        registry.register(bench.name, _loader(bench.name), help=bench.help)
+
+
+def _loader(kind: str) -> Any:
+    def load(**options: Any) -> Any:
+        return _open(kind, options)
+
+    return load
+
+
+#: Dataset factories by kind, one per registered benchmark. Each takes ``path`` (the part
+#: after ``kind:``) when one is given.
+DATASETS: Registry[Any] = Registry("dataset", populate=_from_benchmarks)
 
 
 def load_dataset(spec: str, **options: Any) -> Any:
@@ -99,25 +79,35 @@ def load_dataset(spec: str, **options: Any) -> Any:
     return factory(path=arg, **options) if sep and arg else factory(**options)
 
 
-#: Kinds whose layout a plain folder is tested for, in this order.
-_DETECTABLE = ("native", "medebench", "miedb", "medgen", "paintbench")
+def _open(kind: str, options: dict[str, Any]) -> Any:
+    """Load with the benchmark's ``load``; its declared default protocols go on the dataset."""
+    from medibench.benchmarks import BENCHMARKS
+
+    bench = BENCHMARKS.get(kind)
+    dataset = bench.loader()(**options)
+    if bench.default_protocols and isinstance(dataset, Dataset):
+        dataset.default_protocols = tuple(bench.default_protocols)
+    return dataset
 
 
 def detect_layout(path: str | Path) -> str:
     """The dataset kind whose official layout the folder ``path`` has.
 
-    Raises ``DatasetError`` listing the layouts looked for when none matches.
+    Benchmarks are tried in registration order (built-ins first). Raises ``DatasetError``
+    listing the layouts looked for when none matches.
     """
-    import importlib
+    from medibench.benchmarks import BENCHMARKS
 
     root = Path(path)
-    for kind in _DETECTABLE:
-        module = "native" if kind == "native" else kind
-        detect = getattr(importlib.import_module(f"medibench.datasets.{module}"), "detect", None)
-        if detect is not None and detect(root):
-            return kind
+    looked = []
+    for bench in BENCHMARKS:
+        detect = bench.detector()
+        if detect is None:
+            continue
+        if detect(root):
+            return bench.name
+        looked.append(bench.layout or bench.name)
     raise DatasetError(
-        f"{root}: no known dataset layout (looked for native samples.jsonl, MedEBench "
-        "editing/editing_metadata.json, MieDB dataBenchmark/metadata.json, MedGEN edit.jsonl, "
-        "PaintBench <task>/NNN_input.png); name the kind explicitly, e.g. native:DIR"
+        f"{root}: no known dataset layout (looked for {', '.join(looked)}); "
+        "name the kind explicitly, e.g. native:DIR"
     )

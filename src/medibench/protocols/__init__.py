@@ -28,60 +28,56 @@ __all__ = [
     "KReduction",
     "ProtocolResult",
     "ScoringProtocol",
+    "latest",
     "load_protocol",
 ]
 
-PROTOCOLS: Registry[ScoringProtocol] = Registry("protocol")
-PROTOCOLS.register(
-    "native@1",
-    "medibench.protocols.native:NativeProtocol",
-    help="medibench corrected metrics: SSIM/PSNR vs target, CP outside the ROI, ROI SSIM, Dice",
-)
+def _from_benchmarks(registry: Registry[ScoringProtocol]) -> None:
+    """Register every protocol the benchmarks declare (:mod:`medibench.benchmarks`)."""
+    from medibench.benchmarks import BENCHMARKS
 
-for _spec, _target, _help in (
-    (
-        "medebench@paper",
-        "medebench:MedEBenchPaperProtocol",
-        "MedEBench as the official script computes CP (ROI zero-filled, skimage defaults)",
-    ),
-    (
-        "medebench@1",
-        "medebench:MedEBenchProtocol",
-        "MedEBench corrected: CP = SSIM-map mean outside the ROI, masked PSNR, ROI fidelity",
-    ),
-    (
-        "miedb@paper",
-        "miedb:MieDBPaperProtocol",
-        "MieDB-100k as the shipped scripts compute it (overlay Dice @1/@k, 'background' PSNR/SSIM)",
-    ),
-    (
-        "miedb@1",
-        "miedb:MieDBProtocol",
-        "MieDB-100k corrected: background PSNR/SSIM vs input outside the label, stored masks",
-    ),
-    (
-        "medgen@code",
-        "medgen:MedGenCodeProtocol",
-        "MedGEN-Bench image tier as its evaluation code computes it (Lanczos, PSNR cap 100)",
-    ),
-    (
-        "paintbench@1",
-        "paintbench:PaintBenchProtocol",
-        "PaintBench DeltaE76 IoU over thresholds 0..10, macro over tasks then categories",
-    ),
-):
-    PROTOCOLS.register(_spec, f"medibench.protocols.{_target}", help=_help)
+    for bench in BENCHMARKS:
+        for proto in bench.protocols:
+            obj = _protocol(proto)
+            spec = f"{obj.name}@{obj.version}"
+            registry.register(spec, _factory(proto, obj), help=obj.description)
+            _LATEST.setdefault(bench.name, {})[obj.name] = bench.latest.get(obj.name, spec)
 
-#: The version a bare name resolves to.
-LATEST = {
-    "native": "native@1",
-    "medebench": "medebench@1",
-    "miedb": "miedb@1",
-    "medgen": "medgen@code",
-    "paintbench": "paintbench@1",
-}
+
+def _protocol(declared: object) -> ScoringProtocol:
+    from medibench.benchmarks._benchmark import _instance
+
+    return _instance(declared)
+
+
+def _factory(declared: object, obj: ScoringProtocol) -> object:
+    """What ``PROTOCOLS.create`` calls: the declared class or factory, or the object itself."""
+    from medibench.registry import import_object
+
+    target = import_object(declared) if isinstance(declared, str) else declared
+    if callable(target) and not hasattr(target, "name"):
+        return target
+    return lambda: obj
+
+
+_LATEST: dict[str, dict[str, str]] = {}
+
+#: Every scoring protocol, ``name@version``; filled from the benchmarks on first use.
+PROTOCOLS: Registry[ScoringProtocol] = Registry("protocol", populate=_from_benchmarks)
+
+
+def latest(name: str) -> str:
+    """The ``name@version`` a bare protocol name resolves to (``"miedb"`` -> ``"miedb@1"``);
+    a spec that already has a version is returned as it is."""
+    if "@" in name:
+        return name
+    PROTOCOLS.names()  # fills _LATEST
+    for by_name in _LATEST.values():
+        if name in by_name:
+            return by_name[name]
+    return name
 
 
 def load_protocol(spec: str) -> ScoringProtocol:
     """The protocol named ``"name@version"``, or the latest version of ``"name"``."""
-    return PROTOCOLS.create(LATEST.get(spec, spec))
+    return PROTOCOLS.create(latest(spec))

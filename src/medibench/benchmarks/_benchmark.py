@@ -1,0 +1,210 @@
+"""The :class:`Benchmark` object: one registration that makes a benchmark known everywhere.
+
+A benchmark package (``medibench.benchmarks.miedb``, or a third party's ``toy_pkg``) exposes one
+``BENCHMARK = Benchmark(...)``. Registering it makes its dataset kind (``miedb:DIR``), its
+scoring protocols (``miedb@paper``, ``miedb@1``, and the bare ``miedb`` for the latest), its
+judge protocols and its layout detection known to ``load_dataset``, ``load_protocol``,
+``load_judge``, the CLI listings, ``score``, ``run``, ``judge`` and the reports.
+
+Built-in benchmarks are listed in :data:`BUILTIN`; third parties register the same object
+through the entry-point group ``medibench.benchmarks``::
+
+    [project.entry-points."medibench.benchmarks"]
+    toybench = "toy_pkg:BENCHMARK"
+
+Plug-ins load lazily (on the first lookup), and a broken one is a warning naming it, never a
+crash of ``medibench``. See docs/benchmarks.md for a worked example.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from medibench.registry import UnknownNameError, close_matches, import_object
+
+__all__ = [
+    "BENCHMARKS",
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "Benchmark",
+    "BenchmarkRegistry",
+]
+
+ENTRY_POINT_GROUP = "medibench.benchmarks"
+
+#: The built-in benchmarks, in the order plain folders are tested for their layout.
+BUILTIN: dict[str, str] = {
+    name: f"medibench.benchmarks.{name}:BENCHMARK"
+    for name in ("native", "medebench", "miedb", "medgen", "paintbench", "suite", "starter")
+}
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """Everything medibench needs to know about one benchmark.
+
+    Attributes:
+        name: the dataset kind (``miedb`` in ``miedb:DIR``); letters, digits, ``_`` and ``-``.
+        load: ``(path: str, **options) -> Dataset`` (or its ``"module:attr"``); called with
+            ``path`` when the spec has one (``miedb:/data/MieDB-100k``), without it otherwise.
+        detect: ``(Path) -> bool`` (or ``"module:attr"``): whether a plain folder has this
+            benchmark's layout, for ``--dataset DIR`` autodetection. ``None``: never detected.
+        layout: what ``detect`` looks for, in a few words (used in the "no known layout" error).
+        protocols: its scoring protocols: objects with ``name`` and ``version``, classes or
+            factories that make one, or ``"module:attr"`` strings naming either.
+        default_protocols: the specs (``name@version``) that score it when none is given.
+        latest: the spec a bare protocol name resolves to (``{"miedb": "miedb@1"}``); by
+            default the last protocol listed under each name.
+        judges: its judge protocols (objects, factories or ``"module:attr"`` strings).
+        default_judge: the judge protocol used for its judged metrics when none is named.
+        help: one line for ``medibench datasets``.
+    """
+
+    name: str
+    load: Callable[..., Any] | str
+    detect: Callable[[Path], bool] | str | None = None
+    layout: str = ""
+    protocols: Sequence[Any] = ()
+    default_protocols: Sequence[str] = ()
+    latest: dict[str, str] = field(default_factory=dict)
+    judges: Sequence[Any] = ()
+    default_judge: str | None = None
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name or not all(c.isalnum() or c in "_-" for c in self.name):
+            raise ValueError(
+                f"benchmark name {self.name!r} must be letters, digits, '_' or '-' "
+                "(it is the dataset kind in 'NAME:DIR')"
+            )
+        object.__setattr__(self, "default_protocols", tuple(self.default_protocols))
+
+    def loader(self) -> Callable[..., Any]:
+        """The ``load`` callable (imported now if it was a string)."""
+        return _resolve(self.load)
+
+    def detector(self) -> Callable[[Path], bool] | None:
+        """The ``detect`` callable, or ``None``."""
+        return None if self.detect is None else _resolve(self.detect)
+
+    def protocol_objects(self) -> list[Any]:
+        """The scoring protocols as objects (strings imported, classes instantiated)."""
+        return [_instance(p) for p in self.protocols]
+
+    def judge_objects(self) -> list[Any]:
+        """The judge protocols as objects."""
+        return [_instance(j) for j in self.judges]
+
+
+def _resolve(obj: Any) -> Any:
+    return import_object(obj) if isinstance(obj, str) else obj
+
+
+def _instance(obj: Any) -> Any:
+    """A protocol object from an object, a class or factory, or a ``"module:attr"`` string."""
+    obj = _resolve(obj)
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "name")):
+        obj = obj()
+    return obj
+
+
+class BenchmarkRegistry:
+    """Benchmarks by name: the built-ins, then the ``medibench.benchmarks`` entry points.
+
+    Lookups import a benchmark package only when it is first needed. A plug-in that fails to
+    import, or whose entry point is not a :class:`Benchmark`, is skipped with a warning that
+    names it and the error.
+    """
+
+    def __init__(self, builtin: dict[str, str]) -> None:
+        self._entries: dict[str, Benchmark | str] = dict(builtin)
+        self._plugins_loaded = False
+        self._broken: dict[str, str] = {}
+
+    def register(self, benchmark: Benchmark, *, replace: bool = False) -> Benchmark:
+        """Register ``benchmark`` in this process (tests, notebooks)."""
+        if not isinstance(benchmark, Benchmark):
+            raise TypeError(f"expected a medibench Benchmark, got {type(benchmark).__name__}")
+        self._load_plugins()
+        if benchmark.name in self._entries and not replace:
+            raise ValueError(f"benchmark '{benchmark.name}' is already registered")
+        self._entries[benchmark.name] = benchmark
+        return benchmark
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+    def names(self) -> list[str]:
+        """Every registered name, built-ins first (detection order), then plug-ins."""
+        self._load_plugins()
+        return list(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        self._load_plugins()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[Benchmark]:
+        for name in self.names():
+            bench = self._try_get(name)
+            if bench is not None:
+                yield bench
+
+    def get(self, name: str) -> Benchmark:
+        """The benchmark ``name``; ``UnknownNameError`` with the closest names otherwise."""
+        self._load_plugins()
+        if name not in self._entries:
+            hint = close_matches(name, self._entries)
+            known = ", ".join(self._entries)
+            broken = f" (plug-in '{name}' failed to load: {self._broken[name]})" if (
+                name in self._broken
+            ) else ""
+            raise UnknownNameError(f"unknown dataset kind '{name}'{broken}.{hint} Known: {known}")
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            bench = import_object(entry)
+            if not isinstance(bench, Benchmark):
+                raise TypeError(f"{entry} is a {type(bench).__name__}, not a medibench Benchmark")
+            self._entries[name] = entry = bench
+        return entry
+
+    def _try_get(self, name: str) -> Benchmark | None:
+        """``get``, but a broken plug-in is a warning and ``None`` (listings go on)."""
+        try:
+            return self.get(name)
+        except Exception as exc:  # a plug-in's import error must not break medibench
+            if name in BUILTIN:
+                raise
+            self._warn(name, str(self._entries.get(name, "")), exc)
+            self._entries.pop(name, None)
+            return None
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in self._entries:
+                warnings.warn(
+                    f"medibench benchmark plug-in '{ep.name}' ({ep.value}) is ignored: "
+                    "a benchmark of that name is already registered",
+                    stacklevel=3,
+                )
+                continue
+            self._entries[ep.name] = ep.value
+
+    def _warn(self, name: str, target: str, exc: Exception) -> None:
+        self._broken[name] = f"{type(exc).__name__}: {exc}"
+        warnings.warn(
+            f"medibench benchmark plug-in '{name}' ({target}) could not be loaded and is "
+            f"skipped: {type(exc).__name__}: {exc}",
+            stacklevel=3,
+        )
+
+
+#: Every benchmark medibench knows in this process.
+BENCHMARKS = BenchmarkRegistry(BUILTIN)
