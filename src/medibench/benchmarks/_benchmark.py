@@ -6,8 +6,8 @@ scoring protocols (``miedb@paper``, ``miedb@1``, and the bare ``miedb`` for the 
 judge protocols and its layout detection known to ``load_dataset``, ``load_protocol``,
 ``load_judge``, the CLI listings, ``score``, ``run``, ``judge`` and the reports.
 
-Built-in benchmarks are listed in :data:`BUILTIN`; third parties register the same object
-through the entry-point group ``medibench.benchmarks``::
+Built-in benchmarks are the sub-packages of ``medibench.benchmarks`` (:data:`BUILTIN`); third
+parties register the same object through the entry-point group ``medibench.benchmarks``::
 
     [project.entry-points."medibench.benchmarks"]
     toybench = "toy_pkg:BENCHMARK"
@@ -37,11 +37,18 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "medibench.benchmarks"
 
+
+def _builtin() -> dict[str, str]:
+    """Every sub-package of ``medibench.benchmarks`` is a built-in benchmark (name order)."""
+    here = Path(__file__).parent
+    names = sorted(
+        p.name for p in here.iterdir() if (p / "__init__.py").is_file() and p.name[0] != "_"
+    )
+    return {name: f"medibench.benchmarks.{name}:BENCHMARK" for name in names}
+
+
 #: The built-in benchmarks, in the order plain folders are tested for their layout.
-BUILTIN: dict[str, str] = {
-    name: f"medibench.benchmarks.{name}:BENCHMARK"
-    for name in ("native", "medebench", "miedb", "medgen", "paintbench", "suite", "starter")
-}
+BUILTIN: dict[str, str] = _builtin()
 
 
 @dataclass(frozen=True)
