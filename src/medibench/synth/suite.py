@@ -4,8 +4,12 @@ Every item is a pure function of its identity ``("medibench-suite", SUITE_VERSIO
 modality, preset, index, seed)``: its generator is :func:`~medibench.synth.item_rng` of that
 tuple (with ``attempt`` appended when an earlier attempt could not place its lesions), so adding
 tasks or items never changes the others, and the same arguments give byte-identical files.
-Item ``i`` of a task uses the task's ``i % k``-th modality (of the ``k`` it supports, after the
-``modalities`` filter), so modalities are balanced.
+Item ``i`` of a task uses the task's ``(i + o) % k``-th modality (of the ``k`` it supports, after
+the ``modalities`` filter), so within a task the counts per modality differ by at most one for
+any ``n_per_task``; the offset ``o`` is drawn per task from the seed
+(:func:`rotation_offset`), so a small suite spreads over every modality instead of starting
+each task at CT. The frozen suites (:data:`SUITES`) keep ``o = 0``, the order their items were
+pinned with.
 
 Layout (native, :func:`~medibench.datasets.write_native`)::
 
@@ -38,7 +42,7 @@ import numpy as np
 from medibench.datasets import MANIFEST, DatasetError, NativeDataset, read_native, write_native
 from medibench.io import atomic_write_text
 from medibench.samples import Sample
-from medibench.synth._seed import item_rng
+from medibench.synth._seed import item_rng, item_seed
 from medibench.synth.scenes import MAX_SIZE, MIN_SIZE, SceneError
 from medibench.synth.tasks import TASKS, Difficulty, TaskContext, TaskItem, get_difficulty
 from medibench.synth.tasks._common import ALL_MODALITIES, modality_text
@@ -52,6 +56,7 @@ __all__ = [
     "generate_suite",
     "load_suite",
     "plan_suite",
+    "rotation_offset",
     "suite_cache_dir",
 ]
 
@@ -142,8 +147,13 @@ def plan_suite(
     n_per_task: int,
     tasks: Sequence[str] | None = None,
     modalities: Sequence[str] | None = None,
+    seed: int | None = None,
 ) -> list[SuiteItem]:
     """The items a suite holds, in order: tasks in registry order, ``n_per_task`` each.
+
+    Each task's items rotate over its supported modalities starting at
+    :func:`rotation_offset` of ``(task, seed)``; ``seed=None`` starts every task at its first
+    modality (the frozen suites' order).
 
     Raises:
         ValueError: an unknown task or modality (the message lists the valid ones), a task that
@@ -163,10 +173,19 @@ def plan_suite(
                     f"supports {', '.join(TASKS[name].modalities)}"
                 )
             continue
-        plan += [SuiteItem(name, i, supported[i % len(supported)]) for i in range(n_per_task)]
+        start = 0 if seed is None else rotation_offset(name, seed, len(supported))
+        plan += [
+            SuiteItem(name, i, supported[(start + i) % len(supported)]) for i in range(n_per_task)
+        ]
     if not plan:
         raise ValueError(f"no task supports the modalities {', '.join(mods)}")
     return plan
+
+
+def rotation_offset(task: str, seed: int, n_modalities: int) -> int:
+    """Where ``task``'s modality rotation starts for suite ``seed``: in ``[0, n_modalities)``,
+    from :func:`~medibench.synth.item_seed` of ``("medibench-suite", "rotation", task, seed)``."""
+    return item_seed("medibench-suite", "rotation", task, int(seed)) % n_modalities
 
 
 def generate_item(
@@ -243,7 +262,13 @@ def generate_suite(
     seed = 0 if seed is None else int(seed)
     _check_size(size)
     diff = get_difficulty(preset)
-    plan = plan_suite(n_per_task=n_per_task, tasks=tasks, modalities=modalities)
+    # A frozen suite keeps the rotation its items were pinned with (every task from its first).
+    plan = plan_suite(
+        n_per_task=n_per_task,
+        tasks=tasks,
+        modalities=modalities,
+        seed=None if suite is not None else seed,
+    )
     out = Path(out_dir)
     _check_out(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
