@@ -72,13 +72,17 @@ def test_judging_fills_scores_and_records_statuses(tmp_path, api_key):
         assert "ea: unparsable: no 'Editing Accuracy' score" in err
         m, err = got["s03"]
         assert m["ea"] is None and "ea: refused: I cannot evaluate" in err
-        m, err = got["s04"]  # one score missing: the other kept
-        assert m["ea"] == pytest.approx(0.4) and m["vq"] is None
-        assert "vq: unparsable" in err and "ea:" not in err
-        m, err = got["s05"]  # out of range: rejected, recorded
-        assert m["ea"] is None and m["vq"] == pytest.approx(0.3)
+        # s04, s05 used to keep the part that parsed (ea 0.4; vq 0.3): the bug of issue 10,
+        # item 1. All or nothing now: neither fills, each reason is recorded.
+        m, err = got["s04"]  # one score missing: nothing filled
+        assert m["ea"] is None and m["vq"] is None
+        assert "vq: unparsable: no 'Visual Quality' score" in err
+        assert "ea: unparsable: editing_accuracy parsed as 4 but is not used" in err
+        m, err = got["s05"]  # out of range: rejected, recorded, and nothing else filled
+        assert m["ea"] is None and m["vq"] is None
         assert "ea: out_of_range: 12 is not in [0, 10]" in err
-    assert rep.missing == {"ea": 6, "vq": 6}
+        assert "vq: unparsable: visual_quality parsed as 3 but is not used" in err
+    assert rep.missing == {"ea": 8, "vq": 8}
 
 
 def test_records_hold_raw_answer_status_usage_and_no_secret(tmp_path, api_key):

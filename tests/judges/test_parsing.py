@@ -46,11 +46,21 @@ def test_the_last_score_wins_after_reasoning():
     assert parse_answer(text, MEDEBENCH).scores["editing_accuracy"] == 3.0
 
 
-def test_missing_one_score_keeps_the_others():
+def test_a_partial_answer_gives_no_score_at_all():
+    # Was "missing one score keeps the others": that is the bug of issue 10 (item 1), the
+    # scores are required together now.
     got = parse_answer("Editing Accuracy: 7/10\nVisual Quality: 6/10", MEDEBENCH)
+    assert got.status == "unparsable" and got.scores == {}
+    assert got.problems["contextual_preservation"].startswith("unparsable: no 'Contextual")
+    assert "editing_accuracy parsed as 7 but is not used" in got.problems["editing_accuracy"]
+    assert "lacks a valid contextual_preservation" in got.problems["visual_quality"]
+
+
+def test_independent_fields_keep_each_valid_score():
+    got = parse_answer("Editing Accuracy: 7/10\nVisual Quality: 6/10", MEDEBENCH, independent=True)
     assert got.status == "unparsable"
     assert got.scores == {"editing_accuracy": 7.0, "visual_quality": 6.0}
-    assert got.problems["contextual_preservation"].startswith("unparsable: no 'Contextual")
+    assert set(got.problems) == {"contextual_preservation"}
 
 
 def test_out_of_range_is_rejected_and_named():
@@ -58,7 +68,7 @@ def test_out_of_range_is_rejected_and_named():
         "Editing Accuracy: 11/10\nContextual Preservation: 8/10\nVisual Quality: -1/10", MEDEBENCH
     )
     assert got.status == "unparsable"
-    assert got.scores == {"contextual_preservation": 8.0}
+    assert got.scores == {}  # was {"contextual_preservation": 8.0}: all or nothing (issue 10)
     assert got.problems["editing_accuracy"] == "out_of_range: 11 is not in [0, 10]"
     assert got.problems["visual_quality"] == "out_of_range: -1 is not in [0, 10]"
 
@@ -103,3 +113,94 @@ def test_medgen_checklist_is_optional_and_yes_no():
 def test_score_of_zero_is_a_value():
     f = [ScoreField("x", "Quality", 0, 10)]
     assert parse_answer("Quality: 0/10", f).scores == {"x": 0.0}
+
+
+@pytest.mark.parametrize(
+    "text,status",
+    [
+        # the answers of issue 10: a format quote and a refusal that ends in a number
+        (
+            "The format is e.g. 'Editing Accuracy: [10]/10'. I cannot see the edited image",
+            "refused",
+        ),
+        ("The format is e.g. 'Editing Accuracy: [10]/10'.", "unparsable"),
+        ("I'm sorry, I cannot evaluate these medical images. Editing Accuracy: 0", "refused"),
+        (
+            "I'm sorry, but I can't assess this. Editing Accuracy: 0/10\n"
+            "Contextual Preservation: 0/10\nVisual Quality: 0/10",
+            "refused",
+        ),
+        (
+            "Please answer as 'Editing Accuracy: [10]/10', 'Contextual Preservation: [10]/10', "
+            "'Visual Quality: [10]/10'.",
+            "unparsable",
+        ),
+        (
+            'Use the format "Editing Accuracy: 10/10, Contextual Preservation: 10/10, Visual '
+            'Quality: 10/10".',
+            "unparsable",
+        ),
+        (
+            "Scores should look like this: Editing Accuracy: [10]/10, for example: "
+            "Contextual Preservation: [9]/10, e.g. Visual Quality: [8]/10",
+            "unparsable",
+        ),
+        ("I am unable to view the attached images, so no score. Editing Accuracy: 5", "refused"),
+        ("No image was provided. Editing Accuracy: 0/10", "refused"),
+        (
+            "Editing Accuracy 2 regions changed, Contextual Preservation 3 spots, Visual Quality 1",
+            "unparsable",
+        ),
+    ],
+)
+def test_format_quotes_and_refusals_never_give_a_score(text, status):
+    got = parse_answer(text, MEDEBENCH)
+    assert got.status == status, got.problems
+    assert got.scores == {}
+    assert set(got.problems) == {"editing_accuracy", "contextual_preservation", "visual_quality"}
+    if status == "refused":
+        assert all(p.startswith("refused:") for p in got.problems.values())
+
+
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        # real, varied correct answers: reasoning, apologies for bad edits, quotes of the image
+        (
+            "Step 1: The lesion's border is gone and the skin's texture is kept. I can't see any "
+            "residual lesion in the edited image.\nStep 2:\nEditing Accuracy: [9]/10\n"
+            "Contextual Preservation: [8]/10\nVisual Quality: [7]/10",
+            (9, 8, 7),
+        ),
+        (
+            "Sorry, but the edit failed: the model added a 'ghost' region.\n"
+            "**Editing Accuracy:** 0/10\n**Contextual Preservation:** 3/10\n"
+            "**Visual Quality:** 2/10",
+            (0, 3, 2),
+        ),
+        (
+            'The instruction said "remove the nodule". Following the requested format:\n'
+            "Editing Accuracy: 6/10\nContextual Preservation: 7/10\nVisual Quality: 8/10",
+            (6, 7, 8),
+        ),
+        (
+            "Differences: the mass (e.g. at the left apex) shrank.\n- Editing Accuracy: [5]/10\n"
+            "- Contextual Preservation: [5]/10\n- Visual Quality: [4]/10",
+            (5, 5, 4),
+        ),
+        (
+            'Here are the scores in the requested format: {"editing_accuracy": 3, '
+            '"contextual_preservation": 10, "visual_quality": 9}',
+            (3, 10, 9),
+        ),
+        (
+            "Editing Accuracy = 8/10; Contextual Preservation = 8/10; Visual Quality = 10/10",
+            (8, 8, 10),
+        ),
+    ],
+)
+def test_real_varied_answers_are_ok(text, want):
+    got = parse_answer(text, MEDEBENCH)
+    assert got.status == "ok", got.problems
+    keys = ("editing_accuracy", "contextual_preservation", "visual_quality")
+    assert got.scores == {k: float(v) for k, v in zip(keys, want, strict=True)}

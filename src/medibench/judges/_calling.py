@@ -1,34 +1,40 @@
 """Calling the judge for a plan: ``concurrency`` workers within a cost budget, answers stored.
 
-A call starts only while the spent cost plus the estimates of the calls in flight stays within
-``max_cost``; past that the run stops cleanly and a later run resumes (what was judged stays
-judged). Each answer is parsed into a :class:`Judgement`, stored in small batches and handed to the
-score-row filler.
+``max_cost`` is a budget for the run folder: a call starts only while the folder's spent cost
+(every earlier invocation's included, from ``judge_spend``) plus this run's, plus the estimates of
+the calls in flight, stays within it; past that the run stops cleanly and a later run resumes
+(what was judged stays judged). Each answer is parsed into a :class:`Judgement` and stored the
+moment it arrives (one transaction each), so a killed run never pays twice for an answer it
+received, then handed to the score-row filler. A call that fails in any way (HTTP status, a body
+that is not an answer, an exception while preparing or sending it) is that judgement's ``error``,
+never the run's: the run goes on and the report counts the failures by kind.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 
+from medibench.calls import redact
+from medibench.judges._client import JudgeSetupError
 from medibench.judges._config import JudgeConfig
 from medibench.judges._parsing import parse_answer
 from medibench.judges._planning import _Call, _Estimator
 from medibench.judges._protocols import JudgeProtocol
 from medibench.judges._records import Judgement
 
-#: Judgement records are flushed to the run store every _FLUSH_N answers or _FLUSH_S seconds.
-_FLUSH_N, _FLUSH_S = 64, 0.25
-
 
 class _Budget:
-    def __init__(self, max_cost: float | None) -> None:
+    """``max_cost`` for the run folder; ``before`` is what earlier invocations spent there."""
+
+    def __init__(self, max_cost: float | None, before: float = 0.0) -> None:
         self.max_cost, self.spent, self.reserved, self.stopped = max_cost, 0.0, 0.0, False
+        self.before = before
 
     def reserve(self, estimate: float) -> bool:
         if self.max_cost is None:
             return True
-        if self.stopped or self.spent + self.reserved + estimate > self.max_cost:
+        total = self.before + self.spent + self.reserved + estimate
+        if self.stopped or total > self.max_cost:
             self.stopped = True
             return False
         self.reserved += estimate
@@ -48,16 +54,6 @@ async def _execute(plan, client, jstore, config, budget, on_progress, filler) ->
     fmt = judge.response_format(config.structured_output)
     structured = config.structured_output != "none"
 
-    pending: list[tuple[Judgement, list]] = []
-    last_flush = [time.monotonic()]
-
-    def flush() -> None:
-        # Judgements are written in small batches (one transaction, one fsync each): a crash
-        # loses at most the answers of the last _FLUSH_S seconds, never a finished batch.
-        jstore.put_many(pending)
-        pending.clear()
-        last_flush[0] = time.monotonic()
-
     async def worker() -> None:
         for call in queue:
             est = estimate(call) if budget.max_cost is not None else 0.0
@@ -70,30 +66,41 @@ async def _execute(plan, client, jstore, config, budget, on_progress, filler) ->
                 body, notes = await asyncio.to_thread(
                     _request, client, judge, call, config, structured, fmt
                 )
-            except Exception as exc:  # unreadable image, image too large with oversize=refuse
-                j.status, j.problems = "error", {f.key: f"error: {exc}" for f in judge.fields}
-                body = None
-            if body is not None:
                 j.notes = notes
                 done = await client.complete_body(body)
+            except JudgeSetupError:
+                budget.settle(est, None)
+                raise
+            except Exception as exc:  # unreadable image, oversize=refuse, anything unforeseen
+                why = redact(str(exc) if _is_input(exc) else f"{type(exc).__name__}: {exc}")
+                j.status = "error"
+                j.problems = {f.key: f"error: {why}" for f in judge.fields}
+                report.failures[_input_kind(exc)] += 1
+            else:
                 _read_completion(j, done, judge, config)
+                if done.failure is not None:
+                    report.failures[done.failure] += 1
             budget.settle(est, j.cost_usd)
             estimate.observe(j.input_tokens, j.output_tokens)
             if j.cost_usd is not None:
                 spent.append(j.cost_usd)
-            pending.append((j, call.links))
+            # Stored as it arrives, before anything else: never paid for twice.
+            jstore.put(j, call.links)
             filler.answered(j)
-            if len(pending) >= _FLUSH_N or time.monotonic() - last_flush[0] >= _FLUSH_S:
-                flush()
             report.counts[j.status] += 1
             if on_progress:
                 on_progress()
 
-    try:
-        await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(plan.calls)))))
-    finally:
-        flush()
+    await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(plan.calls)))))
     report.cost_usd = sum(spent) if config.has_prices else None
+
+
+def _is_input(exc: Exception) -> bool:
+    return isinstance(exc, OSError | ValueError) and not isinstance(exc, UnicodeError)
+
+
+def _input_kind(exc: Exception) -> str:
+    return "input image not sent" if _is_input(exc) else f"client error ({type(exc).__name__})"
 
 
 def _request(client, judge, call, config, structured, fmt) -> tuple[bytes, list[str]]:
@@ -125,17 +132,18 @@ def _record(judge: JudgeProtocol, config: JudgeConfig, call: _Call) -> Judgement
 
 
 def _read_completion(j: Judgement, done, judge: JudgeProtocol, config: JudgeConfig) -> None:
-    j.raw, j.finish_reason = done.text, done.finish_reason
+    j.raw, j.finish_reason = redact(done.text), done.finish_reason
     j.input_tokens, j.output_tokens = done.input_tokens, done.output_tokens
     j.cost_usd = config.cost(done.input_tokens, done.output_tokens)
     j.latency_s, j.attempts = done.latency_s, done.attempts
     required = [f.key for f in judge.fields if f.required]
     if done.error is not None:
-        j.status, j.problems = "error", {k: f"error: {done.error}" for k in required}
+        j.status, j.problems = "error", {k: f"error: {redact(done.error)}" for k in required}
     elif done.refused is not None:
-        j.raw = j.raw or done.refused
+        j.raw = j.raw or redact(done.refused)
         j.status = "refused"
         j.problems = {k: f"refused: {done.refused}" for k in required}
     else:
-        parsed = parse_answer(done.text, judge.fields)
-        j.status, j.scores, j.problems = parsed.status, parsed.scores, parsed.problems
+        parsed = parse_answer(done.text, judge.fields, independent=judge.independent_fields)
+        j.status, j.scores = parsed.status, parsed.scores
+        j.problems = {k: redact(v) for k, v in parsed.problems.items()}

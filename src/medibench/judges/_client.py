@@ -1,15 +1,18 @@
 """The judge client: one OpenAI-compatible chat-completions call, with retries and accounting.
 
 Works with any server that speaks ``POST {base_url}/chat/completions`` (OpenAI, Azure OpenAI,
-OpenRouter, vLLM, sglang, Ollama, Gemini's OpenAI endpoint). The ``openai`` package does the
-HTTP; its own retries are off so that this module owns the policy: up to ``max_attempts``
-attempts on 429, 408/409, 5xx, timeouts and connection errors, waiting a jittered exponential
-backoff (``uniform(0, min(backoff_max_s, backoff_s * 2**attempt))``, at least the server's
-``Retry-After`` when it sends one). Calls in flight are bounded by an ``asyncio.Semaphore``.
+OpenRouter, vLLM, sglang, Ollama, Gemini's OpenAI endpoint). The request goes out through
+:func:`medibench.calls.send` (``httpx``): up to ``max_attempts`` attempts on 429, 408/409/425,
+5xx, timeouts and connection errors, waiting a jittered exponential backoff
+(``cap * uniform(0.5, 1)``, ``cap = min(backoff_max_s, backoff_s * 2**attempt)``, at least the
+server's ``Retry-After``). Calls in flight are bounded by an ``asyncio.Semaphore``.
 
-Failures come back as a :class:`Completion` with ``error`` set (recorded, counted as missing),
-except those that would fail every call (bad key, no permission, unknown model or endpoint):
-they raise :class:`JudgeSetupError` and stop the run.
+Every failure of one call comes back as a :class:`Completion` with ``error`` set (recorded as that
+judgement's failure, counted as missing): any other HTTP status, a body that is not JSON (an HTML
+page with status 200, truncated JSON), JSON of the wrong shape. The error names the endpoint, the
+status and the first 200 characters of the body, redacted (:func:`medibench.calls.redact`).
+Only failures that would fail every call (bad key, no permission, unknown model or endpoint)
+raise :class:`JudgeSetupError` and stop the run.
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import openai
-from openai.types.chat import ChatCompletion
-
+from medibench.calls import RetryPolicy, body_excerpt, redact, send
 from medibench.judges._config import JudgeConfig
 
 __all__ = ["Completion", "JudgeClient", "JudgeSetupError"]
 
-_RETRY_STATUS = {408, 409, 429}
+#: Statuses that would fail every call of the run.
+_SETUP_STATUS = {401, 403, 404}
+#: Characters of a failed answer's body kept in its error.
+_BODY_CHARS = 200
 
 
 class JudgeSetupError(RuntimeError):
@@ -40,7 +44,8 @@ class Completion:
     """The outcome of one call (after retries).
 
     ``refused`` is set when the server or model declined (a ``refusal`` message or the
-    ``content_filter`` finish reason); ``error`` when no answer came back.
+    ``content_filter`` finish reason); ``error`` when no usable answer came back, with
+    ``failure`` its short kind (``HTTP 503``, ``HTTP 200, body not JSON``, ...) for summaries.
     """
 
     text: str | None
@@ -51,6 +56,7 @@ class Completion:
     latency_s: float = 0.0
     attempts: int = 1
     error: str | None = None
+    failure: str | None = None
 
 
 class JudgeClient:
@@ -58,27 +64,31 @@ class JudgeClient:
 
     Args:
         config: the judge config (model, endpoint, decoding, retries, limits).
-        client: an ``openai.AsyncOpenAI`` to use instead of building one (tests, custom HTTP).
+        client: an ``httpx.AsyncClient`` to use instead of building one (tests, custom HTTP).
         rng: the jitter's random source (seed it for reproducible waits).
 
     Raises:
-        MissingApiKeyError: (at construction) the key's environment variable is not set.
+        MissingAPIKeyError: (at construction) the key's environment variable is not set.
     """
 
     def __init__(
         self,
         config: JudgeConfig,
         *,
-        client: openai.AsyncOpenAI | None = None,
+        client: Any | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        import httpx
+
         self.config = config
-        self._client = client or openai.AsyncOpenAI(
-            api_key=config.api_key(),
-            base_url=config.base_url,
+        self._key = config.api_key()
+        n = config.concurrency
+        self._client = client or httpx.AsyncClient(
             timeout=config.timeout_s,
-            max_retries=0,
+            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
         )
+        self._url = f"{config.endpoint}/chat/completions"
+        self._policy = RetryPolicy(config.max_attempts, config.backoff_s, config.backoff_max_s)
         self._rng = rng or random.Random()
         self._slots = asyncio.Semaphore(config.concurrency)
         self.calls = 0  # HTTP attempts made, retries included
@@ -112,77 +122,87 @@ class JudgeClient:
         """:meth:`complete` for a body made by :meth:`request_body`."""
         cfg = self.config
         t0 = time.perf_counter()
-        last = "no attempt made"
-        for attempt in range(cfg.max_attempts):
-            async with self._slots:
-                self.calls += 1
-                try:
-                    # The body is sent as made (the package's own request transform walks
-                    # every message part, which costs more than the rest of the call).
-                    resp = await self._client.post(
-                        "/chat/completions",
-                        cast_to=ChatCompletion,
-                        content=body,
-                        options={"headers": {"Content-Type": "application/json"}},
-                    )
-                except (
-                    openai.AuthenticationError,
-                    openai.PermissionDeniedError,
-                    openai.NotFoundError,
-                ) as exc:
-                    raise JudgeSetupError(
-                        f"judge endpoint {cfg.endpoint} rejected the call for model "
-                        f"'{cfg.model}': HTTP {exc.status_code} {_short(exc)}"
-                    ) from None
-                except openai.APIStatusError as exc:
-                    last = f"HTTP {exc.status_code} {_short(exc)}"
-                    if exc.status_code not in _RETRY_STATUS and exc.status_code < 500:
-                        return Completion(
-                            None,
-                            latency_s=time.perf_counter() - t0,
-                            attempts=attempt + 1,
-                            error=last,
-                        )
-                    wait = _retry_after(exc)
-                except openai.APITimeoutError:
-                    last, wait = f"timed out after {cfg.timeout_s:g} s", None
-                except openai.APIConnectionError as exc:
-                    last, wait = f"connection error ({exc.__cause__ or exc})", None
-                else:
-                    return _completion(resp, time.perf_counter() - t0, attempt + 1)
-            if attempt + 1 < cfg.max_attempts:
-                cap = min(cfg.backoff_max_s, cfg.backoff_s * 2**attempt)
-                delay = self._rng.uniform(0, cap)
-                if wait is not None:
-                    delay = max(delay, min(wait, cfg.backoff_max_s))
-                await asyncio.sleep(delay)
-        return Completion(
-            None,
-            latency_s=time.perf_counter() - t0,
-            attempts=cfg.max_attempts,
-            error=f"{last} (after {cfg.max_attempts} attempt(s))",
+
+        def count() -> None:
+            self.calls += 1
+
+        reply = await send(
+            self._client,
+            "POST",
+            self._url,
+            policy=self._policy,
+            rng=self._rng,
+            slots=self._slots,
+            on_attempt=count,
+            content=body,
+            headers={"Authorization": f"Bearer {self._key}", "Content-Type": "application/json"},
         )
+        latency = time.perf_counter() - t0
+        resp, tries = reply.response, f" (after {reply.attempts} attempt(s))"
+
+        def failed(kind: str, detail: str) -> Completion:
+            error = redact(f"{cfg.endpoint}: {detail}") or ""
+            return Completion(
+                None, latency_s=latency, attempts=reply.attempts, error=error, failure=kind
+            )
+
+        if resp is None:
+            kind = "timeout" if "timed out" in (reply.problem or "") else "connection error"
+            return failed(kind, f"{reply.problem}{tries}")
+        status = resp.status_code
+        if status in _SETUP_STATUS:
+            raise JudgeSetupError(
+                redact(
+                    f"judge endpoint {cfg.endpoint} rejected the call for model "
+                    f"'{cfg.model}': HTTP {status} {body_excerpt(resp, _BODY_CHARS)}"
+                )
+            )
+        if status >= 400:
+            more = tries if reply.transient else ""
+            return failed(f"HTTP {status}", f"HTTP {status}{more}: {body_excerpt(resp, 200)}")
+        return _completion(resp, latency, reply.attempts, failed)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
 
 
-def _completion(resp: Any, latency: float, attempts: int) -> Completion:
-    usage = getattr(resp, "usage", None)
+def _completion(resp: Any, latency: float, attempts: int, failed) -> Completion:
+    """Read a 2xx chat-completions answer; any other body or shape is a failed call."""
+    status = resp.status_code
+    try:
+        data = json.loads(resp.content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        looks = "an HTML page" if resp.text.lstrip()[:1] == "<" else "not valid JSON"
+        why = getattr(exc, "msg", str(exc))
+        return failed(
+            f"HTTP {status}, body not JSON",
+            f"HTTP {status} with a body that is {looks} ({why}): {body_excerpt(resp, 200)}",
+        )
+    choice = _first_choice(data)
+    if choice is None:
+        return failed(
+            f"HTTP {status}, no choices[0].message",
+            f"HTTP {status} with JSON that has no choices[0].message: {body_excerpt(resp, 200)}",
+        )
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     tokens = dict(
-        input_tokens=getattr(usage, "prompt_tokens", None),
-        output_tokens=getattr(usage, "completion_tokens", None),
+        input_tokens=_int(usage.get("prompt_tokens")),
+        output_tokens=_int(usage.get("completion_tokens")),
     )
-    if not resp.choices:
-        return Completion(None, latency_s=latency, attempts=attempts, error="no choices", **tokens)
-    choice = resp.choices[0]
-    msg = choice.message
-    refusal = getattr(msg, "refusal", None)
-    if not refusal and choice.finish_reason == "content_filter":
+    msg = choice["message"]
+    content = msg.get("content")
+    if isinstance(content, list):  # content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    elif content is not None and not isinstance(content, str):
+        content = json.dumps(content)
+    finish = choice.get("finish_reason")
+    finish = finish if isinstance(finish, str) else None
+    refusal = msg.get("refusal") if isinstance(msg.get("refusal"), str) else None
+    if not refusal and finish == "content_filter":
         refusal = "content_filter"
     return Completion(
-        text=msg.content,
-        finish_reason=choice.finish_reason,
+        text=content,
+        finish_reason=finish,
         refused=refusal or None,
         latency_s=latency,
         attempts=attempts,
@@ -190,14 +210,14 @@ def _completion(resp: Any, latency: float, attempts: int) -> Completion:
     )
 
 
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    try:
-        value = exc.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, ValueError):
+def _first_choice(data: Any) -> dict | None:
+    if not isinstance(data, dict):
         return None
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    return choices[0] if isinstance(choices[0].get("message"), dict) else None
 
 
-def _short(exc: Exception) -> str:
-    msg = getattr(exc, "message", None) or str(exc)
-    return msg if len(msg) <= 300 else msg[:297] + "..."
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None

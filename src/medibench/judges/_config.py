@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from medibench.calls import MissingAPIKeyError, register_secret
+
 __all__ = ["JudgeConfig", "JudgeConfigError", "MissingApiKeyError", "load_judge_config"]
 
 
@@ -33,8 +35,8 @@ class JudgeConfigError(ValueError):
     """A judge config file that cannot be read or has a bad field (the message names both)."""
 
 
-class MissingApiKeyError(RuntimeError):
-    """The environment variable that should hold the judge's API key is not set."""
+#: The call layer's one missing-key error (the judges' older name for it).
+MissingApiKeyError = MissingAPIKeyError
 
 
 class JudgeConfig(BaseModel):
@@ -53,8 +55,9 @@ class JudgeConfig(BaseModel):
             ``"json_object"`` (any JSON) or ``"none"`` (free text, parsed tolerantly).
         concurrency: calls in flight at once.
         max_attempts: attempts per call (1 = no retry) on 429, 5xx, timeouts, connection errors.
-        backoff_s, backoff_max_s: exponential backoff ``min(max, backoff_s * 2**attempt)`` with
-            full jitter (a uniform draw in [0, that]).
+        backoff_s, backoff_max_s: exponential backoff ``min(max, backoff_s * 2**attempt)``,
+            jittered (a uniform draw in [half of that, that]); a ``Retry-After`` is honoured
+            (:class:`medibench.calls.RetryPolicy`, shared with the image-editing API models).
         timeout_s: per-attempt HTTP timeout.
         max_image_side: images with a longer side are resized (``oversize="resize"``, recorded)
             or refused with an error (``oversize="refuse"``).
@@ -89,8 +92,9 @@ class JudgeConfig(BaseModel):
 
     def api_key(self) -> str:
         """The key from the environment; :class:`MissingApiKeyError` names the variable."""
-        key = os.environ.get(self.api_key_env)
+        key = os.environ.get(self.api_key_env, "").strip()
         if key:
+            register_secret(key)  # redacted from everything stored, logged or reported
             return key
         if not self.api_key_required:
             return "EMPTY"

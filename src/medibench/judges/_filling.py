@@ -1,8 +1,9 @@
 """Filling the score rows of a run with a judge's values.
 
-Each score row gets the mean over passes of the judge's scores (scaled per the protocol); a score
-no pass produced is ``None`` with the reason (``refused: ...``, ``unparsable: ...``,
-``out_of_range: ...``, ``error: ...``), never 0.
+Each score row gets the mean over the ``ok`` passes of the judge's scores (scaled per the
+protocol): a refused, unparsable or failed answer fills nothing, even the part of it that parsed
+(unless the protocol declares its fields independent). A score no pass produced is ``None`` with
+the reason (``refused: ...``, ``unparsable: ...``, ``out_of_range: ...``, ``error: ...``), never 0.
 """
 
 from __future__ import annotations
@@ -86,9 +87,12 @@ class _Filler:
         got = [] if isinstance(keys, str) else [self.known[x] for x in keys if x in self.known]
         if isinstance(keys, list) and not got:
             return  # not judged yet (budget, --only-failed): leave the row as it is
+        # All or nothing: only an ``ok`` answer's scores fill (a stored judgement from before
+        # this rule may hold the part of a failed answer that parsed: never used).
+        usable = [j for j in got if j.status == "ok" or judge.independent_fields]
         if self.passes > 1:
             for f in judge.fields:
-                vals = [j.scores[f.key] for j in got if f.key in j.scores]
+                vals = [j.scores[f.key] for j in usable if f.key in j.scores]
                 if len(vals) > 1:
                     self.spreads[f.key].append(_std(vals))
         for proto, version in targets:
@@ -98,11 +102,11 @@ class _Filler:
                 if isinstance(keys, str):
                     values[fill.metric], reasons[fill.metric] = None, f"{keys} [{judge.spec}]"
                     continue
-                vals = [j.scores[fill.field] for j in got if fill.field in j.scores]
+                vals = [j.scores[fill.field] for j in usable if fill.field in j.scores]
                 if vals:
                     values[fill.metric] = sum(vals) / len(vals) / fill.divide_by
                 else:
-                    j = got[0]
+                    j = next((x for x in got if x.status != "ok"), got[0])
                     why = j.problems.get(fill.field) or f"{j.status}: no score"
                     values[fill.metric] = None
                     reasons[fill.metric] = (

@@ -7,12 +7,14 @@
    decoded for a cache hit).
 2. **Cache.** A :class:`CachePolicy` decides per key: reuse the stored judgement, call, or skip
    (``--only-failed`` calls only stored failures).
-3. **Call.** ``concurrency`` workers; a call starts only while the spent cost plus the estimates
-   of the calls in flight stays within ``max_cost``; past that the run stops cleanly and a
-   later run resumes (what was judged stays judged).
-4. **Fill.** Each score row gets the mean over passes of the judge's scores (scaled per the
-   protocol); a score no pass produced is ``None`` with the reason (``refused: ...``,
-   ``unparsable: ...``, ``out_of_range: ...``, ``error: ...``), never 0.
+3. **Call.** ``concurrency`` workers; a call starts only while the run folder's spent cost
+   (earlier invocations included) plus the estimates of the calls in flight stays within
+   ``max_cost``; past that the run stops cleanly and a later run resumes (what was judged stays
+   judged). Each answer is stored as it arrives; a failed call is that judgement's ``error``.
+4. **Fill.** Each score row gets the mean over the ``ok`` passes of the judge's scores (scaled
+   per the protocol); an answer that is not ``ok`` fills nothing (all or nothing), and a score
+   no pass produced is ``None`` with the reason (``refused: ...``, ``unparsable: ...``,
+   ``out_of_range: ...``, ``error: ...``), never 0.
 
 This module runs the steps in order; planning lives in ``_planning``, calling in ``_calling`` and
 filling in ``_filling``.
@@ -96,11 +98,11 @@ async def judge_run_async(
     store = run if isinstance(run, RunStore) else RunStore.open_existing(run)
     policy = policy or CachePolicy()
     protos = [j if isinstance(j, JudgeProtocol) else load_judge(j) for j in judges]
-    budget = _Budget(max_cost)
     own_client = False
     reports = []
     try:
         jstore = JudgementStore(store)
+        budget = _Budget(max_cost, jstore.spent_usd())
         hashes: dict[Path, str] = {}
         plans = [_plan(store, jstore, p, config, passes, policy, hashes) for p in protos]
         for plan in plans:
@@ -123,6 +125,9 @@ async def judge_run_async(
                     plan.report.requests = client.calls - before
                 filler.finish()
                 store.set_meta(f"judge:{plan.judge.spec}", _describe(plan.judge, config, passes))
+            plan.report.max_cost = max_cost
+            plan.report.spent_before_usd = budget.before
+            plan.report.spent_after_usd = jstore.spent_usd()
             reports.append(plan.report)
     finally:
         if own_client:

@@ -1,10 +1,21 @@
-"""Reading scores out of a judge's answer: JSON first, then tolerant text patterns.
+"""Reading scores out of a judge's answer: all or nothing, from real score statements only.
 
 Judges answer in many shapes: a JSON object (alone, fenced, or inside prose), ``Name: [7]/10``,
 ``**Editing Accuracy:** 7/10``, ``Editing Accuracy - 7 out of 10``, ``Score: [72]/100``. The
-parser accepts all of them, and never invents a value: a score it cannot find, or that lies
-outside the field's range, or that is given on another scale (``7/100`` for a 0-10 field), is
-missing with its reason, and the other scores are kept.
+parser accepts all of them, and never invents a value:
+
+* **A score statement is the one the prompt asks for**: a label followed by ``:``, ``=``, ``-``
+  or ``is`` (or directly by ``N/10``) and the value, or a JSON key. A label and number inside a
+  quotation (``'Editing Accuracy: [10]/10'``) or right after ``e.g.`` / ``for example`` / ``such
+  as`` quotes the format and is not a score.
+* **A refusal is refused even when it holds numbers** (``I'm sorry, I cannot ... Editing
+  Accuracy: 0``; ``I cannot see the edited image``): status ``refused``, no scores.
+* **All or nothing**: the status is ``ok`` only when every required field has a valid score;
+  otherwise it is ``unparsable`` and ``scores`` is empty, each field's reason in ``problems``
+  (the ones that did parse say so). A protocol whose fields are independent (each asked for on
+  its own) passes ``independent=True``: then each valid score is kept on its own.
+* A score outside the field's range, or given on another scale (``7/100`` for a 0-10 field),
+  is missing with its reason.
 
 Example:
     >>> f = [ScoreField("editing_accuracy", "Editing Accuracy", 0, 10)]
@@ -12,6 +23,8 @@ Example:
     {'editing_accuracy': 7.0}
     >>> parse_answer("Editing Accuracy: 12/10", f).problems
     {'editing_accuracy': 'out_of_range: 12 is not in [0, 10]'}
+    >>> parse_answer("The format is e.g. 'Editing Accuracy: [10]/10'.", f).status
+    'unparsable'
 """
 
 from __future__ import annotations
@@ -56,57 +69,100 @@ class ScoreField:
 
 @dataclass
 class ParsedAnswer:
-    """Scores found in one answer; ``problems`` holds the reason for each one not found."""
+    """Scores found in one answer; ``problems`` holds the reason for each one not used."""
 
     status: Status
     scores: dict[str, float] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
 
 
-def parse_answer(text: str | None, fields: Sequence[ScoreField]) -> ParsedAnswer:
+def parse_answer(
+    text: str | None, fields: Sequence[ScoreField], *, independent: bool = False
+) -> ParsedAnswer:
     """Find each field's score in ``text``.
 
-    Status: ``ok`` when every required field has a valid score; ``refused`` when the answer
-    has no score and reads as a refusal; ``unparsable`` otherwise (the valid scores are kept).
+    Status: ``refused`` when the answer declines (whatever numbers it holds); ``ok`` when every
+    required field has a valid score from a real score statement; ``unparsable`` otherwise, with
+    no scores (all or nothing) unless ``independent`` (then the valid ones are kept).
     """
     text = text or ""
+    required = [f.key for f in fields if f.required]
+    if looks_like_refusal(text):
+        why = "refused: the judge declined to score (any number in the answer is not used)"
+        return ParsedAnswer("refused", {}, {k: why for k in required})
     scores: dict[str, float] = {}
     problems: dict[str, str] = {}
     obj = _json_object(text, fields)
-    plain = _strip_markdown(text)
+    plain = _mask_quotes(_strip_markdown(text))
     for f in fields:
         raw, denom = _from_json(obj, f) if obj is not None else (None, None)
         if raw is None:
             raw, denom = _from_text(plain, f)
         if raw is None:
             if f.required:
-                problems[f.key] = f"unparsable: no '{f.label}' score in the answer"
+                problems[f.key] = f"unparsable: no '{f.label}' score statement in the answer"
             continue
         value, why = _check(raw, denom, f)
         if why:
             problems[f.key] = why
         else:
             scores[f.key] = value
-    required = [f.key for f in fields if f.required]
     if all(k in scores for k in required):
         return ParsedAnswer("ok", scores, problems)
-    if not scores and looks_like_refusal(text):
-        return ParsedAnswer(
-            "refused", {}, {k: "refused: the judge declined to score" for k in required}
+    if independent:
+        return ParsedAnswer("unparsable", scores, problems)
+    lacking = ", ".join(k for k in required if k not in scores)
+    for k, v in scores.items():
+        problems[k] = (
+            f"unparsable: {k} parsed as {_fmt(v)} but is not used: the answer lacks a valid "
+            f"{lacking} (the scores are required together)"
         )
-    return ParsedAnswer("unparsable", scores, problems)
+    return ParsedAnswer("unparsable", {}, problems)
 
 
-_REFUSAL = re.compile(
-    r"^\W*(i'?m sorry|i am sorry|sorry,|i can(?:no|')t|i cannot|i am unable|i'?m unable|"
-    r"i won'?t|unfortunately,? i can)",
-    re.IGNORECASE,
+# An answer that opens by apologising or declining, or says anywhere that it cannot see the
+# images or give the scores, is a refusal.
+_OPENS_APOLOGY = re.compile(
+    r"^\W*(i'?m sorry|i am sorry|sorry\b|i apologi[sz]e|unfortunately)", re.I
+)
+_CANNOT = (
+    r"(?:can(?:'|’|no)?t|cannot|am unable to|'m unable to|are unable to|unable to|"
+    r"am not able to|not able to|won'?t|will not)"
+)
+_DECLINE = re.compile(
+    rf"\b{_CANNOT}\s+(?:\w+\s+){{0,2}}?(?:help|assist|evaluate|assess|review|analy[sz]e|score|"
+    r"rate|judge|grade|provide|comply|interpret|complete|perform|fulfil+|do that|do this)\b",
+    re.I,
+)
+_OPENS_DECLINE = re.compile(rf"^\W*(?:i|we)\s*{_CANNOT}", re.I)
+_CANNOT_SEE = re.compile(
+    rf"\b{_CANNOT}\s+(?:see|view|access|open|process|load|display|read)\s+"
+    r"(?:(?:the|these|this|that|those|your|any|an?)\s+)?(?:\w+\s+){0,2}?"
+    r"(?:images?|pictures?|photos?|files?|attachments?|scans?)\b",
+    re.I,
+)
+_NO_IMAGE = re.compile(
+    r"\bno\s+(?:\w+\s+)?images?\s+(?:was|were|has been|have been|is|are)\s+"
+    r"(?:provided|attached|included|shown|uploaded|visible)",
+    re.I,
+)
+_DECLINE_SCORE = re.compile(
+    rf"\b{_CANNOT}\s+(?:give|provide|assign|offer|produce|determine)\s+(?:\w+\s+){{0,2}}?"
+    r"(?:scores?|ratings?|assessments?|evaluations?)\b",
+    re.I,
 )
 
 
 def looks_like_refusal(text: str) -> bool:
-    """An answer that opens by declining (``I'm sorry, I can't ...``)."""
-    return bool(_REFUSAL.match(text.strip()))
+    """An answer that declines: it opens with ``I'm sorry``/``I can't ...`` and declines, or
+    says it cannot see the images or give the scores. Numbers in it do not make it a score."""
+    t = text.strip()
+    if not t:
+        return False
+    opens = bool(_OPENS_APOLOGY.match(t) or _OPENS_DECLINE.match(t))
+    if opens and _DECLINE.search(t):
+        return True
+    return bool(_CANNOT_SEE.search(t) or _NO_IMAGE.search(t) or _DECLINE_SCORE.search(t))
 
 
 # -- JSON -------------------------------------------------------------------------------------
@@ -189,16 +245,42 @@ def _strip_markdown(text: str) -> str:
     return _MARKDOWN.sub("", text)
 
 
+# A quotation (an apostrophe inside a word, as in "lesion's", opens none) and the words that
+# introduce an example: a label and number there quote the format, they are not a score.
+_QUOTED = re.compile(
+    r"(?<!\w)'[^'\n]{1,300}?'(?!\w)|\"[^\"\n]{1,300}?\"|“[^”\n]{1,300}?”|‘[^’\n]{1,300}?’"
+)
+_EXAMPLE = re.compile(
+    r"(?:\be\.\s?g\.|\bi\.\s?e\.|\beg\b|\bfor (?:example|instance)\b|\bsuch as\b|"
+    r"\bexample\b\s*:?|\blike this\b\s*:?)\W*$",
+    re.IGNORECASE,
+)
+
+
+def _mask_quotes(text: str) -> str:
+    """``text`` with quoted spans blanked out (same length, so positions stay)."""
+    return _QUOTED.sub(lambda m: " " * len(m.group()), text)
+
+
 def _from_text(text: str, f: ScoreField) -> tuple[Any, float | None]:
-    """The last ``Label[ (note)][ score]: value`` in the text (scores come after reasoning)."""
+    """The last real ``Label[ (note)][ score]: value`` statement in the text (scores come
+    after reasoning): a separator (``:``, ``=``, a dash, ``is``) or an ``/N`` after the value is
+    required, and a statement right after ``e.g.``/``for example``/``such as`` is an example."""
     value = _YES_NO if f.kind == "yes_no" else _NUMBER
     labels = "|".join(re.escape(n).replace(r"\ ", r"[\s_\-]+") for n in f.names)
     pattern = re.compile(
-        rf"(?<![\w])(?:{labels})(?:\s*\([^)\n]*\))?(?:\s+score)?\s*(?::|=|-|–|—|\bis\b)?\s*{value}",
+        rf"(?<![\w])(?:{labels})(?:\s*\([^)\n]*\))?(?:\s+score)?\s*"
+        rf"(?P<sep>:|=|-|–|—|\bis\b)?\s*{value}",
         re.IGNORECASE,
     )
     last = None
     for m in pattern.finditer(text):
+        has_den = f.kind == "number" and m.group("den") is not None
+        if m.group("sep") is None and not has_den:
+            continue  # "Editing Accuracy 2 regions": a number in a sentence, not a statement
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if _EXAMPLE.search(text[max(line_start, m.start() - 40) : m.start()]):
+            continue
         last = m
     if last is None:
         return None, None

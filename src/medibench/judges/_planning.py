@@ -29,10 +29,14 @@ class JudgeReport:
         planned: calls the run needed (after the cache); ``cached``: keys answered from it.
         counts: status -> new judgements stored this time (``ok``, ``refused``,
             ``unparsable``, ``error``).
+        failures: failure kind (``HTTP 503``, ``HTTP 200, body not JSON``, ``timeout``, ...) ->
+            calls of this run that got no answer (stored as ``error``; a re-run asks again).
         not_started: planned calls not made because the budget was reached.
         requests: HTTP attempts made (retries included).
         cost_usd: cost of this run's calls (``None`` when the config has no prices);
             ``estimated_cost_usd``: the estimate of the planned calls.
+        spent_before_usd, spent_after_usd: the run folder's judge spend (every invocation)
+            before and after this run; ``max_cost``: the folder's budget, if one was given.
         filled: score rows updated; ``missing``: metric -> rows left ``None`` by a failure.
         spread: score field -> mean over predictions of the standard deviation across passes.
     """
@@ -44,10 +48,14 @@ class JudgeReport:
     planned: int = 0
     cached: int = 0
     counts: Counter = field(default_factory=Counter)
+    failures: Counter = field(default_factory=Counter)
     not_started: int = 0
     requests: int = 0
     cost_usd: float | None = None
     estimated_cost_usd: float | None = None
+    spent_before_usd: float = 0.0
+    spent_after_usd: float = 0.0
+    max_cost: float | None = None
     stopped_by_budget: bool = False
     dry_run: bool = False
     filled: int = 0

@@ -11,7 +11,10 @@ judge protocol                                 fills                            
 =============================================  ========================================  =======
 
 A protocol names the images of a call in order (their content hashes go into the cache key),
-the texts it fills into its prompt, and builds the chat messages from the image files.
+the texts it fills into its prompt, and builds the chat messages from the image files. Its
+required fields are required together (``independent_fields=False``): MedEBench's EA, CP and VQ,
+the rubric score, MedGEN's five dimensions and overall fill their metrics only when all of them
+parsed from a real score statement; MedGEN's checklist items are optional.
 """
 
 from __future__ import annotations
@@ -65,6 +68,11 @@ class JudgeProtocol:
     description: str = ""
     #: free-text JSON keys a structured answer carries besides the scores.
     text_keys: tuple[str, ...] = ()
+    #: ``False`` (every built-in protocol): the required fields are asked for together and an
+    #: answer fills scores only when all of them parsed (all or nothing). ``True``: each field
+    #: is asked for on its own and each valid score fills its metric alone; a protocol that
+    #: sets it says so in its description.
+    independent_fields: bool = False
     prompt: PromptFile = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -8,6 +8,10 @@ Two tables beside the run store's own:
   key material (no image bytes, no secrets).
 * ``judgement_links``: which (model, sample, k, judge protocol, judge model, endpoint, pass)
   uses which key: two models with byte-identical outputs share one judgement.
+* ``judge_spend``: one row per paid answer (its cost), never replaced: the run folder's
+  cumulative judge spend, which ``--max-cost`` budgets across invocations.
+
+Raw answers, problems and notes are redacted (:func:`medibench.calls.redact`) as they are stored.
 
 The key is the sha256 of the judge model id, the endpoint, the prompt file's sha256, the judge
 protocol and its version, the images' content hashes (in the order shown), the texts shown, the
@@ -24,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from medibench.calls import redact, redact_value
+
 __all__ = ["CachePolicy", "Judgement", "JudgementStore", "cache_key", "FAILED"]
 
 #: The statuses that count as missing (``--only-failed`` re-judges them).
@@ -37,6 +43,9 @@ CREATE TABLE IF NOT EXISTS judgements (
     status TEXT NOT NULL, raw TEXT, scores TEXT NOT NULL, problems TEXT NOT NULL,
     finish_reason TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL,
     latency_s REAL, attempts INTEGER, notes TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS judge_spend (
+    key TEXT NOT NULL, judge TEXT NOT NULL, judge_model TEXT NOT NULL, cost_usd REAL NOT NULL,
+    at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS judgement_links (
     model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, judge TEXT NOT NULL,
     judge_model TEXT NOT NULL, endpoint TEXT NOT NULL, pass_index INTEGER NOT NULL,
@@ -57,12 +66,15 @@ class CachePolicy:
 
     Attributes:
         read: reuse stored judgements at all (``False``: call again for everything, replacing).
-        retry: statuses that are called again instead of reused.
+        retry: statuses that are called again instead of reused. By default ``error`` (no
+            answer was received: an HTTP failure, a body that is not an answer, an unreadable
+            image), so a plain re-run asks again only for those; refused and unparsable answers
+            were paid for and are reused (``--only-failed`` asks again for them too).
         only_retry: call nothing that has no stored judgement (``--only-failed``).
     """
 
     read: bool = True
-    retry: frozenset[str] = frozenset()
+    retry: frozenset[str] = frozenset({"error"})
     only_retry: bool = False
 
     @classmethod
@@ -122,6 +134,23 @@ class JudgementStore:
         self.store = store
         self.db = store.connection
         self.db.executescript(_SCHEMA)
+        self._seed_spend()
+
+    def _seed_spend(self) -> None:
+        # A run judged before judge_spend existed: its stored costs start the tally.
+        empty = self.db.execute("SELECT 1 FROM judge_spend LIMIT 1").fetchone() is None
+        paid = self.db.execute("SELECT 1 FROM judgements WHERE cost_usd > 0 LIMIT 1").fetchone()
+        if empty and paid is not None:
+            with self.store.transaction():
+                self.db.execute(
+                    "INSERT INTO judge_spend SELECT key, judge, judge_model, cost_usd, created_at "
+                    "FROM judgements WHERE cost_usd > 0"
+                )
+
+    def spent_usd(self) -> float:
+        """USD spent on judge answers in this run folder, over every invocation."""
+        row = self.db.execute("SELECT COALESCE(SUM(cost_usd), 0) FROM judge_spend").fetchone()
+        return float(row[0])
 
     def get(self, key: str) -> Judgement | None:
         row = self.db.execute(
@@ -153,13 +182,22 @@ class JudgementStore:
         rows = []
         for j, _ in items:
             j.created_at = j.created_at or time.time()
+            j.raw = redact(j.raw)
+            j.problems = redact_value(j.problems)
+            j.notes = redact_value(j.notes)
             rows.append(
                 [
                     json.dumps(getattr(j, c), sort_keys=True) if c in _JSON else getattr(j, c)
                     for c in _COLUMNS
                 ]
             )
+        spend = [
+            (j.key, j.judge, j.judge_model, j.cost_usd, j.created_at)
+            for j, _ in items
+            if j.cost_usd
+        ]
         with self.store.transaction():
+            self.db.executemany("INSERT INTO judge_spend VALUES (?, ?, ?, ?, ?)", spend)
             self.db.executemany(
                 f"INSERT OR REPLACE INTO judgements ({', '.join(_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(_COLUMNS))})",

@@ -3,11 +3,14 @@
 :class:`APIError` and its kinds are what a sample's failure is recorded as (the runner goes on);
 :class:`ContentRefusedError` is shared by every model that can refuse: the web APIs (a content
 filter) and the diffusers pipelines (a safety checker that flags its output).
-:class:`MissingAPIKeyError` fails when a model is built. This module imports nothing, so
-``medibench.models`` can export :class:`ContentRefusedError` without loading httpx or torch.
+:class:`MissingAPIKeyError` (the call layer's, shared with the judges) fails when a model is
+built. This module imports only :mod:`medibench.calls._keys` (no httpx, no torch), so
+``medibench.models`` can export :class:`ContentRefusedError` cheaply.
 """
 
 from __future__ import annotations
+
+from medibench.calls._keys import MissingAPIKeyError as _MissingAPIKeyError
 
 __all__ = ["APIError", "ContentRefusedError", "MissingAPIKeyError", "NoImageError"]
 
@@ -28,5 +31,5 @@ class NoImageError(APIError):
     """The answer was well-formed HTTP but held no image (malformed body, text-only answer)."""
 
 
-class MissingAPIKeyError(ValueError):
-    """An API key that is not set in the environment; the message names the variable."""
+#: One class for every client (models and judges), defined with the call layer.
+MissingAPIKeyError = _MissingAPIKeyError

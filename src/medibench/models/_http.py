@@ -4,8 +4,10 @@ Each adapter is async at heart (:meth:`APIImageModel.aedit`): the runner keeps `
 requests in flight; ``edit`` is the one-at-a-time form. 429s, 5xx answers, timeouts and dropped
 connections are retried with jittered exponential backoff (``Retry-After`` is honoured); other 4xx
 answers fail at once, as :class:`ContentRefusedError` when the adapter reads them as a refusal.
-Images are sent as PNG (or ``image_format``) with the matching MIME type. Keys come from the
-environment only and never reach a log, an error message or the run store.
+The retry loop, the key lookup and the redaction are :mod:`medibench.calls`' (one for every
+client). Images are sent as PNG (or ``image_format``) with the matching MIME type. Keys come from
+the environment only; every error message is redacted (the keys in use and anything shaped like
+a key), so none reaches a log, an export or the run store.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from medibench.calls import RetryPolicy, redact, send
+from medibench.calls import key_from_env as _key_from_env
 from medibench.models._base import as_rgb_uint8
-from medibench.models._errors import APIError, ContentRefusedError, MissingAPIKeyError, NoImageError
+from medibench.models._errors import APIError, ContentRefusedError, NoImageError
 
 __all__ = [
     "EXCERPT_CHARS",
@@ -38,7 +42,6 @@ __all__ = [
 ]
 
 _MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
-_RETRY_STATUS = {408, 409, 425, 429}
 #: Characters of an answer quoted in an error message.
 EXCERPT_CHARS = 300
 
@@ -91,7 +94,11 @@ class APIImageModel:
     async def aedit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:
         """Edit ``image`` (uint8 RGB); returns the answer's image at its own size and mode."""
         data, mime = encode_image(as_rgb_uint8(image), self.image_format)
-        return await self._edit(data, mime, instruction, seed)
+        try:
+            return await self._edit(data, mime, instruction, seed)
+        except APIError as exc:  # one last pass: no adapter's message may carry a key
+            exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
+            raise
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop."""
@@ -117,52 +124,38 @@ class APIImageModel:
 
     # -- requests with retries ----------------------------------------------------------------
     async def _request(self, method: str, url: str, **kwargs: Any):
-        """Send with retries on 429/5xx/timeouts; return the successful ``httpx.Response``."""
-        import httpx
-
+        """Send with retries on 429/5xx/timeouts (:func:`medibench.calls.send`); return the
+        successful ``httpx.Response``. Every error message is redacted."""
         client, sem = self._client()
-        attempts = self.retries + 1
-        for attempt in range(attempts):
-            retry_after = None
-            try:
-                async with sem:
-                    resp = await client.request(method, url, **kwargs)
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                what = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
-                problem = f"request {what} ({type(exc).__name__})"
-                status = None
-            else:
-                if resp.status_code < 400:
-                    return resp
-                body = json_or_text(resp)
-                if resp.status_code not in _RETRY_STATUS and resp.status_code < 500:
-                    reason = self._refusal(resp.status_code, body)
-                    if reason:
-                        raise ContentRefusedError(
-                            f"{self.name}: refused: {reason}", status=resp.status_code
-                        )
-                    raise APIError(
-                        f"{self.name}: HTTP {resp.status_code}: {excerpt(body)}",
-                        status=resp.status_code,
-                    )
-                problem = f"HTTP {resp.status_code}: {excerpt(body)}"
-                status = resp.status_code
-                retry_after = resp.headers.get("retry-after")
-            if attempt + 1 == attempts:
-                raise APIError(f"{self.name}: {problem} after {attempts} attempts", status=status)
-            await asyncio.sleep(self._delay(attempt, retry_after))
-        raise AssertionError("unreachable")
+        policy = RetryPolicy(self.retries + 1, self.backoff, self.max_backoff)
+        reply = await send(
+            client, method, url, policy=policy, rng=self._jitter, slots=sem, **kwargs
+        )
+        resp = reply.response
+        if reply.transient:
+            problem = reply.problem
+            if resp is not None:
+                problem = f"HTTP {resp.status_code}: {excerpt(json_or_text(resp))}"
+            raise APIError(
+                redact(f"{self.name}: {problem} after {reply.attempts} attempts"),
+                status=reply.status,
+            )
+        if resp.status_code >= 400:
+            body = json_or_text(resp)
+            reason = self._refusal(resp.status_code, body)
+            if reason:
+                raise ContentRefusedError(
+                    redact(f"{self.name}: refused: {reason}"), status=resp.status_code
+                )
+            raise APIError(
+                f"{self.name}: HTTP {resp.status_code}: {excerpt(body)}", status=resp.status_code
+            )
+        return resp
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
-        """Jittered exponential backoff: ``backoff * 2**attempt`` (capped), times 0.5 to 1."""
-        cap = min(self.max_backoff, self.backoff * 2**attempt)
-        delay = cap * (0.5 + 0.5 * self._jitter.random())
-        if retry_after:
-            try:
-                delay = max(delay, min(self.max_backoff, float(retry_after)))
-            except ValueError:  # an HTTP date: fall back to our own schedule
-                pass
-        return delay
+        """The wait before retry ``attempt`` (see :class:`medibench.calls.RetryPolicy`)."""
+        policy = RetryPolicy(self.retries + 1, self.backoff, self.max_backoff)
+        return policy.delay(attempt, retry_after, self._jitter)
 
     def _client(self):
         # httpx.AsyncClient and asyncio.Semaphore belong to one event loop: one pair per loop.
@@ -250,13 +243,9 @@ def to_base64(data: bytes) -> str:
 
 # -- keys and answers -----------------------------------------------------------------------
 def key_from_env(names: tuple[str, ...]) -> str:
-    """The first of the environment variables ``names`` that is set; raises naming them all."""
-    for name in names:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    either = " or ".join(names)
-    raise MissingAPIKeyError(f"set the API key in the environment variable {either}")
+    """The first of the environment variables ``names`` that is set; raises naming them all
+    (:func:`medibench.calls.key_from_env`: the key is registered for redaction)."""
+    return _key_from_env(names)
 
 
 def json_or_text(resp) -> Any:
@@ -268,6 +257,6 @@ def json_or_text(resp) -> Any:
 
 
 def excerpt(body: Any) -> str:
-    """An answer body as text for an error message, cut at :data:`EXCERPT_CHARS`."""
-    text = body if isinstance(body, str) else json.dumps(body)
+    """An answer body as text for an error message, redacted and cut at :data:`EXCERPT_CHARS`."""
+    text = redact(body if isinstance(body, str) else json.dumps(body)) or ""
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
