@@ -48,8 +48,12 @@ def test_to_uint8_refuses_nan():
 
 
 def test_to_mask_nonzero_is_inside():
+    # Binary (0 and one value): non-zero is inside.
+    m = to_mask(np.array([[0, 7], [7, 0]], dtype=np.int16))
+    assert m.dtype == bool and m.tolist() == [[False, True], [True, False]]
+    # Other levels too: binarised at half the maximum (issue 10; any non-zero counted before).
     m = to_mask(np.array([[0, 1], [255, -3]], dtype=np.int16))
-    assert m.dtype == bool and m.tolist() == [[False, True], [True, True]]
+    assert m.tolist() == [[False, False], [True, False]]
     assert to_mask(np.array([[0.0, 0.2]])).tolist() == [[False, True]]
     assert to_mask(np.zeros((2, 2))).sum() == 0  # empty is allowed: the metric decides
 
@@ -86,7 +90,8 @@ def test_to_mask_refuses_transparency_nan_and_odd_shapes():
 
 def test_read_mask_gray_png(tmp_path):
     path = write_image(tmp_path / "m.png", np.array([[0, 255, 1]], dtype=np.uint8))
-    assert read_mask(path).tolist() == [[False, True, True]]
+    # 1 is neither 0 nor the maximum: binarised at 127.5 (issue 10; any non-zero counted before).
+    assert read_mask(path).tolist() == [[False, True, False]]
 
 
 def test_read_mask_bool_and_16_bit(tmp_path):

@@ -98,15 +98,18 @@ def test_gray_alpha_png(tmp_path):
     path = tmp_path / "la.png"
     path.write_bytes(_png_bytes(Image.new("LA", (2, 1), (100, 50))))
     assert read_image(path, mode="unchanged").tolist() == [[[100, 100, 100, 50]] * 2]
-    assert read_image(path).tolist() == [[[100, 100, 100]] * 2]  # alpha dropped, not composited
-    assert read_image(path, mode="gray").tolist() == [[100, 100]]
+    # Composited on black (issue 10; it was dropped): round(100 * 50 / 255) = 20.
+    assert read_image(path).tolist() == [[[20, 20, 20]] * 2]
+    assert read_image(path, mode="gray").tolist() == [[20, 20]]
+    assert read_image(path, alpha="drop").tolist() == [[[100, 100, 100]] * 2]
 
 
 def test_rgba_png_keeps_alpha_only_when_unchanged(tmp_path):
     rgba = np.array([[[255, 0, 0, 10], [0, 255, 0, 255]]], dtype=np.uint8)
     path = write_image(tmp_path / "a.png", rgba)
     np.testing.assert_array_equal(read_image(path, mode="unchanged"), rgba)
-    np.testing.assert_array_equal(read_image(path), rgba[:, :, :3])
+    # Composited on black (issue 10; it was dropped): round(255 * 10 / 255) = 10.
+    assert read_image(path).tolist() == [[[10, 0, 0], [0, 255, 0]]]
 
 
 def test_16_bit_source_needs_unchanged_mode(tmp_path):

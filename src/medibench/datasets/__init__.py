@@ -18,7 +18,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import DatasetError, SampleImages, load_images, resolve_inside
+from medibench.datasets._base import (
+    DatasetError,
+    SampleImages,
+    load_images,
+    require_samples,
+    resolve_inside,
+    size_mismatch,
+)
 from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
 from medibench.datasets.native import MANIFEST, NativeDataset, read_native, write_native
 from medibench.registry import Registry
@@ -29,7 +36,9 @@ __all__ = [
     "DatasetError",
     "PredictionIndex",
     "index_predictions",
+    "require_samples",
     "resolve_inside",
+    "size_mismatch",
     "MANIFEST",
     "NativeDataset",
     "SampleImages",

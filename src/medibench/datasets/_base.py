@@ -7,14 +7,23 @@ paths are absolute. :func:`load_images` then reads those paths into arrays.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from medibench.samples import Sample
 
-__all__ = ["DatasetError", "SampleImages", "load_images", "resolve_inside"]
+__all__ = [
+    "DatasetError",
+    "SampleImages",
+    "load_images",
+    "require_samples",
+    "resolve_inside",
+    "size_mismatch",
+]
 
 
 class DatasetError(ValueError):
@@ -30,18 +39,30 @@ class SampleImages:
         target: uint8 RGB ``(H', W', 3)``, or ``None`` when the sample has no target.
         mask: bool ``(H'', W'')``, True inside the ROI, or ``None`` when the sample has no mask.
             Sizes are returned as stored: resizing is a protocol's decision, not the loader's.
+        notes: what decoding did to the files (alpha composited, a mask binarised at half its
+            maximum); protocols copy them into every score's notes.
     """
 
     input: np.ndarray
     target: np.ndarray | None
     mask: np.ndarray | None
+    notes: tuple[str, ...] = ()
 
 
-def load_images(sample: Sample, *, root: str | os.PathLike | None = None) -> SampleImages:
+def load_images(
+    sample: Sample,
+    *,
+    root: str | os.PathLike | None = None,
+    alpha: Literal["black", "white", "drop"] = "black",
+) -> SampleImages:
     """Read the input, target and mask of ``sample`` (``read_image(mode="rgb")``, ``read_mask``).
 
     Paths are used as they are when absolute (as every dataset adapter returns them); a relative
-    path is taken relative to ``root`` and is an error without one.
+    path is taken relative to ``root`` and is an error without one. This is the one place where
+    a sample's files are decoded for scoring: an RGBA input or target is composited as ``alpha``
+    says (on black by default), a mask with values other than 0 and its maximum (a JPEG mask) is
+    binarised at half its maximum, and each is recorded in ``notes`` (``"input <path>: 40 of
+    4096 pixels are not opaque ..."``, ``"mask <path>: 27 pixels have values other than 0 ..."``).
     """
     from medibench.io import read_image, read_mask  # the readers pull in pydicom and nibabel
 
@@ -56,10 +77,60 @@ def load_images(sample: Sample, *, root: str | os.PathLike | None = None) -> Sam
             )
         return Path(root) / p
 
+    notes: list[str] = []
+
+    def rgb(role: str, path: str) -> np.ndarray:
+        found: list[str] = []
+        image = read_image(where(path), mode="rgb", alpha=alpha, notes=found)
+        notes.extend(f"{role} {note}" for note in found)
+        return image
+
     return SampleImages(
-        input=read_image(where(sample.input), mode="rgb"),
-        target=None if sample.target is None else read_image(where(sample.target), mode="rgb"),
-        mask=None if sample.mask is None else read_mask(where(sample.mask)),
+        input=rgb("input", sample.input),
+        target=None if sample.target is None else rgb("target", sample.target),
+        mask=None if sample.mask is None else read_mask(where(sample.mask), notes=notes),
+        notes=tuple(notes),
+    )
+
+
+def size_mismatch(
+    sample: Sample, role: str, image: np.ndarray, other_role: str, other: np.ndarray
+) -> str | None:
+    """``None`` when ``image`` and ``other`` have the same height and width, else a message
+    naming the sample, both roles, their sizes and their files: ``"sample modification-003: the
+    target is 128x96 but the input is 128x128 (target /data/images/x_target.png, input
+    /data/images/x_input.png)"``.
+
+    ``role`` and ``other_role`` are ``"input"``, ``"target"``, ``"mask"`` (the sample's files,
+    named) or another word such as ``"prediction"`` (named by its role only).
+    """
+    if image.shape[:2] == other.shape[:2]:
+        return None
+    files = [
+        f"{what} {getattr(sample, what)}"
+        for what in (role, other_role)
+        if what in ("input", "target", "mask") and getattr(sample, what, None)
+    ]
+    where = f" ({', '.join(files)})" if files else ""
+    return (
+        f"sample {sample.sample_id}: the {role} is {image.shape[1]}x{image.shape[0]} but the "
+        f"{other_role} is {other.shape[1]}x{other.shape[0]}{where}"
+    )
+
+
+def require_samples(
+    samples: Sequence[Sample], source: str | os.PathLike, problems: Sequence[str] = ()
+) -> None:
+    """Raise ``DatasetError`` naming ``source`` (the manifest or metadata file) when a layout
+    gave no sample at all; the first problems met, if any, say why."""
+    if samples:
+        return
+    if not problems:
+        raise DatasetError(f"{source}: the dataset has no samples (the file lists none)")
+    shown = "; ".join(problems[:3])
+    more = f"; ... ({len(problems)} problems in all)" if len(problems) > 3 else ""
+    raise DatasetError(
+        f"{source}: the dataset has no samples: every record was skipped ({shown}{more})"
     )
 
 

@@ -46,12 +46,12 @@ may flag a terse but complete rewrite of a long prompt. ``metadata["rephrased_is
 True when the rephrasing is the prompt itself (the script's fallback); it is then not listed in
 ``paraphrases``.
 
-Bad input: metadata that is not JSON or not ``{"samples": [...]}`` raises :class:`DatasetError`
-naming the file. Per-sample problems never stop the reading; each is one line in
-``Dataset.problems``: a record without a required field, with a bad or duplicate id, with a path
-that leaves the root (refused), or whose input image is missing is skipped; a missing mask or
-ground-truth file leaves that field ``None`` (the sample is scored where it can be); an unknown
-``Organ`` is kept as given.
+Bad input: metadata that is not JSON or not ``{"samples": [...]}``, or that gives no sample,
+raises :class:`DatasetError` naming the file. Per-sample problems never stop the reading; each
+is one line in ``Dataset.problems``: a record without a required field, with a bad or duplicate
+id, with a path that leaves the root (refused), or whose input image is missing is skipped; a
+missing mask or ground-truth file leaves that field ``None`` (the sample is scored where it can
+be); an unknown ``Organ`` is kept as given.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import DatasetError, resolve_inside
+from medibench.datasets._base import DatasetError, require_samples, resolve_inside
 from medibench.datasets._dataset import Dataset, PredictionIndex
 from medibench.samples import Perspective, RecordError, Sample
 
@@ -141,7 +141,8 @@ def read_medebench(
 
     Raises:
         DatasetError: no path, no folder, no ``editing_metadata.json``, a metadata file that is
-            not JSON or not an object with a ``"samples"`` list.
+            not JSON or not an object with a ``"samples"`` list, no sample left (an empty list,
+            or every record skipped: the first problems are named).
     """
     if path is None or str(path) == "":
         raise DatasetError("MedEBench needs its folder: use 'medebench:/path/to/MedEBench'")
@@ -163,6 +164,7 @@ def read_medebench(
             continue
         seen[sample.sample_id] = number
         samples.append(sample)
+    require_samples(samples, metadata, problems)
     return MedEBenchDataset(name, root, samples, problems=problems)
 
 

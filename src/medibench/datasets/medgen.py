@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import DatasetError
+from medibench.datasets._base import DatasetError, require_samples
 from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
 from medibench.samples import Perspective, Sample
 
@@ -220,7 +220,8 @@ def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") 
 
     Raises:
         DatasetError: no path, no folder, no ``edit.jsonl``, a line of one of the JSONL files
-            that is not a JSON object (the message names the file and line).
+            that is not a JSON object (the message names the file and line), no editing sample
+            in ``edit.jsonl`` (empty, or every record skipped: the first problems are named).
     """
     if path is None or str(path) == "":
         raise DatasetError("MedGEN-Bench needs its folder: use 'medgen:/path/to/MedGEN_data'")
@@ -247,6 +248,7 @@ def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") 
             continue
         first[sample.sample_id] = f"line {number}"
         samples.append(sample)
+    require_samples(samples, edit, problems)
     other = {
         key: [record for _, record in _read_jsonl(root / file)]
         for key, file in _OTHER_FILES.items()

@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import DatasetError, resolve_inside
+from medibench.datasets._base import DatasetError, require_samples, resolve_inside
 from medibench.datasets._dataset import Dataset, PredictionIndex, _model_folders, index_predictions
 from medibench.samples import Perspective, RecordError, Sample
 
@@ -142,7 +142,8 @@ def read_miedb(path: str | os.PathLike | None = None, *, name: str | None = None
     Raises:
         DatasetError: no such folder, no ``metadata.json``, a file that is not JSON or not a list
             of objects (naming the file and the first offending entry), an image path that is
-            absolute or leaves the benchmark folder.
+            absolute or leaves the benchmark folder, no sample left (an empty list, or every
+            record skipped: the first problems are named).
 
     Records that cannot become samples (unknown category, missing field or file, perception
     target without a colour) are reported in ``problems`` and skipped.
@@ -165,6 +166,7 @@ def read_miedb(path: str | os.PathLike | None = None, *, name: str | None = None
         used.add(sample.sample_id)
         stems.setdefault(sample.metadata["output_stem"], []).append(sample.sample_id)
         samples.append(sample)
+    require_samples(samples, manifest, problems)
     for stem, ids in stems.items():
         if len(ids) > 1:
             problems.append(

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from medibench.datasets._base import DatasetError, resolve_inside
+from medibench.datasets._base import DatasetError, require_samples, resolve_inside
 from medibench.datasets._dataset import Dataset
 from medibench.io import atomic_write_bytes, atomic_write_text
 from medibench.samples import Sample
@@ -55,7 +55,8 @@ def read_native(root: str | os.PathLike, *, name: str | None = None) -> NativeDa
     """Read and validate the native dataset in folder ``root``.
 
     Raises:
-        DatasetError: no folder or no manifest; a line that is not JSON; a duplicate
+        DatasetError: no folder or no manifest; a manifest with no sample (empty, or blank
+            lines only); a line that is not JSON; a duplicate
             ``sample_id``; an image path that is absolute or leaves the folder (``..`` or a
             symbolic link); image files that do not exist (all of them listed in one error,
             each with its line, sample id, field and path). Messages name the manifest line.
@@ -103,6 +104,7 @@ def read_native(root: str | os.PathLike, *, name: str | None = None) -> NativeDa
         raise DatasetError(
             f"{manifest}: {len(missing)} image file(s) missing: " + "; ".join(missing)
         )
+    require_samples(samples, manifest)
     return NativeDataset(name or folder.name, folder, samples)
 
 

@@ -1,15 +1,23 @@
 """Reading medical images into arrays, atomic writes and content hashes.
 
 Images: ``read_image`` (PNG/JPEG/TIFF/BMP, and DICOM by dispatch), ``read_mask``, ``read_dicom``,
-``read_dicom_seg``, ``read_nifti_slice``; in-memory helpers ``to_uint8`` and ``to_mask``. Every
+``read_dicom_seg``, ``read_nifti_slice``; in-memory helpers ``to_uint8``, ``to_mask`` (and
+``mask_with_note``: a mask with values other than 0 and its maximum is binarised at half its
+maximum, noted) and ``composite_alpha`` (RGBA to RGB on black, white, or dropped). Every
 file that cannot be read raises ``ImageReadError`` (a ``ValueError``) naming the file and the
 problem. pydicom and nibabel are imported only when a DICOM or NIfTI file is read.
 """
 
-from medibench.io._arrays import to_mask, to_uint8
+from medibench.io._arrays import (
+    AlphaPolicy,
+    composite_alpha,
+    mask_with_note,
+    to_mask,
+    to_uint8,
+)
 from medibench.io._dicom import read_dicom, read_dicom_seg
 from medibench.io._errors import ImageReadError
-from medibench.io._images import read_image, read_mask
+from medibench.io._images import may_have_alpha, read_image, read_mask
 from medibench.io._nifti import read_nifti_slice
 from medibench.io._write import (
     atomic_write_bytes,
@@ -20,9 +28,13 @@ from medibench.io._write import (
 )
 
 __all__ = [
+    "AlphaPolicy",
     "ImageReadError",
     "atomic_write_bytes",
     "atomic_write_text",
+    "composite_alpha",
+    "mask_with_note",
+    "may_have_alpha",
     "read_dicom",
     "read_dicom_seg",
     "read_image",

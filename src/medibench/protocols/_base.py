@@ -10,6 +10,7 @@ protocol too: its :class:`Aggregation`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Literal, runtime_checkable
 from typing import Protocol as _Protocol
@@ -17,9 +18,11 @@ from typing import Protocol as _Protocol
 import numpy as np
 
 from medibench.datasets import SampleImages
+from medibench.io import AlphaPolicy, composite_alpha
 from medibench.samples import Sample
 
 __all__ = [
+    "AlphaPolicy",
     "Aggregation",
     "KReduction",
     "MEDIBENCH_SSIM",
@@ -28,6 +31,9 @@ __all__ = [
     "ProtocolResult",
     "SKIMAGE_DEFAULT_SSIM",
     "ScoringProtocol",
+    "as_rgb",
+    "read_pil_rgb",
+    "read_rgba",
 ]
 
 #: scikit-image's ``structural_similarity`` defaults on uint8 RGB (7x7 uniform window, sample
@@ -115,6 +121,12 @@ class ProtocolResult:
     reasons: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    @classmethod
+    def for_images(cls, images: SampleImages) -> ProtocolResult:
+        """An empty result that starts with what decoding did to the sample's files (its
+        ``notes``: alpha composited, a mask binarised), so that every score records it."""
+        return cls(notes=list(getattr(images, "notes", ())))
+
     def missing(self, name: str, reason: str) -> None:
         self.metrics[name] = None
         self.reasons[name] = reason
@@ -154,3 +166,74 @@ class ScoringProtocol(_Protocol):
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
         """Score ``prediction`` (uint8 RGB, any size) for ``sample`` given its decoded images."""
         ...
+
+
+# --- input preparation shared by the protocols -------------------------------------------------
+
+
+def as_rgb(
+    image: np.ndarray,
+    what: str = "prediction",
+    *,
+    alpha: AlphaPolicy = "black",
+    notes: list[str] | None = None,
+) -> np.ndarray:
+    """``image`` as uint8 ``(H, W, 3)``: the one preparation step every protocol applies to an
+    array before scoring it.
+
+    Gray ``(H, W)`` is repeated into three channels; RGBA ``(H, W, 4)`` is composited as
+    ``alpha`` says (:func:`medibench.io.composite_alpha`: on black, on white, or ``"drop"`` for
+    the paper protocols whose official code drops it), and when pixels were not opaque a line
+    naming ``what`` is appended to ``notes``. Raises ``ValueError`` naming ``what`` for another
+    dtype or shape.
+    """
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8:
+        raise ValueError(f"{what} must be uint8, got {arr.dtype}")
+    if arr.ndim == 2:
+        return np.repeat(arr[:, :, None], 3, axis=2)
+    if arr.ndim == 3 and arr.shape[2] == 4:
+        rgb, note = composite_alpha(arr, alpha=alpha, name=what)
+        if note and notes is not None:
+            notes.append(note)
+        return rgb
+    if arr.ndim == 3 and arr.shape[2] == 3:
+        return arr
+    raise ValueError(f"{what} must be (H, W), (H, W, 3) or (H, W, 4), got shape {arr.shape}")
+
+
+def read_rgba(path: str | os.PathLike) -> np.ndarray:
+    """A prediction file for a corrected protocol: ``read_image(path, mode="rgba")``, so that
+    :func:`as_rgb` composites its alpha (if any) by the protocol's declared choice, noted."""
+    from medibench.io import read_image
+
+    return read_image(path, mode="rgba")
+
+
+def read_pil_rgb(path: str | os.PathLike, *, keep_alpha: bool = False) -> np.ndarray:
+    """An image file decoded with PIL and ``convert("RGB")``: uint8 ``(H, W, 3)``, as MedEBench's,
+    MedGEN-Bench's and PaintBench's code read images (alpha dropped without compositing,
+    palette expanded, no EXIF rotation).
+
+    ``keep_alpha``: when the file has transparency (an alpha band or a palette's transparency),
+    return ``(H, W, 4)``: the same ``convert("RGB")`` colours plus the alpha, so that
+    :func:`as_rgb` (``alpha="drop"``) can drop it *with a note*; the colours are unchanged.
+    Raises :class:`~medibench.io.ImageReadError` naming the file when it is missing or cannot
+    be decoded.
+    """
+    from PIL import Image
+
+    from medibench.io import ImageReadError
+
+    try:
+        with Image.open(path) as im:
+            rgb = np.asarray(im.convert("RGB"))
+            if keep_alpha and ("A" in im.getbands() or "transparency" in im.info):
+                a = np.asarray(im.convert("RGBA").getchannel("A"))
+                if (a < 255).any():
+                    return np.dstack([rgb, a])
+            return rgb
+    except FileNotFoundError:
+        raise ImageReadError(path, "file not found") from None
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise ImageReadError(path, f"PIL could not decode it ({exc})") from exc

@@ -15,12 +15,18 @@
    cropped from the mean (here :func:`medibench.metrics.ssim` with those settings).
 
 A sample with any of its four files missing (input, ground truth, mask, prediction) is skipped
-by the official script: here ``cp`` is ``None`` with that reason. Zero-filled windows score 1,
-so this CP grows with the ROI's area whatever the model does inside it.
+by the official script: here ``cp`` is ``None`` with that reason. What the official reading does
+to unusual files is kept: an image with transparent pixels has its alpha dropped
+(``convert("RGB")``; noted for the input and ground truth), and a mask with grey levels other
+than 0 and 255 (a JPEG mask's halos) scales those pixels by ``1 - level/255`` instead of being
+binarised. Zero-filled windows score 1, so this CP grows with the ROI's area whatever the model
+does inside it.
 
 ``medebench@1`` is the corrected definition. The prediction (and a ground truth of another
-size) is resized to the input size with PIL bicubic, as in the paper protocol, and the mask
-(binarised: any non-zero pixel is inside) with PIL nearest; each resize is recorded in the notes.
+size) is resized to the input size with PIL bicubic, as in the paper protocol, and the mask with
+PIL nearest; each resize is recorded in the notes. The mask is binary where it is non-zero; a mask
+with values other than 0 and its maximum (a JPEG mask) is binarised at half its maximum, and an
+RGBA image (input, ground truth, prediction) is composited on black (``alpha``); both are noted.
 
 ==========  =====================================================================================
 metric      definition (medebench@1)
@@ -49,14 +55,19 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from medibench.datasets import SampleImages
+from medibench.datasets import SampleImages, load_images
+from medibench.io import mask_with_note
 from medibench.metrics import masked_psnr, masked_ssim, ssim
 from medibench.protocols._base import (
     MEDIBENCH_SSIM,
     PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
+    AlphaPolicy,
     ProtocolResult,
+    as_rgb,
+    read_pil_rgb,
+    read_rgba,
 )
 from medibench.samples import Sample
 
@@ -97,19 +108,27 @@ class MedEBenchPaperProtocol:
 
         ``input`` and ``target``: uint8 RGB (``convert("RGB")``); ``mask``: uint8 ``(H, W)``
         raw grey levels (``convert("L")``), not a boolean. ``None`` for a file the sample has not.
+        ``notes``: input or target pixels that were transparent (their alpha is dropped).
         """
+        notes: list[str] = []
+
+        def rgb(role: str, path: str) -> np.ndarray:
+            image = read_pil_rgb(path, keep_alpha=True)
+            return as_rgb(image, f"{role} {path}", alpha="drop", notes=notes)
+
         return SampleImages(
-            input=_pil_read(sample.input, "RGB"),
-            target=None if sample.target is None else _pil_read(sample.target, "RGB"),
+            input=rgb("input", sample.input),
+            target=None if sample.target is None else rgb("target", sample.target),
             mask=None if sample.mask is None else _pil_read(sample.mask, "L"),
+            notes=tuple(notes),
         )
 
     def read_prediction(self, path: str | Path) -> np.ndarray:
         """The prediction as the official script reads it: ``Image.open(path).convert("RGB")``."""
-        return _pil_read(path, "RGB")
+        return read_pil_rgb(path)
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
-        res = ProtocolResult()
+        res = ProtocolResult.for_images(images)
         self._cp(images, prediction, res)
         res.missing("fid", FID_REASON)
         return res
@@ -127,9 +146,10 @@ class MedEBenchPaperProtocol:
                 f"(no {' and no '.join(absent)})",
             )
             return
-        prev = _as_rgb(images.input, "input")
+        prev = as_rgb(images.input, "input", alpha="drop", notes=res.notes)
         h, w = prev.shape[:2]
-        edited = _resize(_as_rgb(prediction, "prediction"), (w, h), "bicubic", "prediction", res)
+        edited = as_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
+        edited = _resize(edited, (w, h), "bicubic", "prediction", res)
         mask = np.asarray(images.mask)
         if mask.dtype == bool:  # a binary mask from elsewhere: 0/255 levels, as a PNG stores it
             mask = mask.astype(np.uint8) * 255
@@ -153,6 +173,8 @@ class MedEBenchProtocol:
     """
 
     dilate: int = 0
+    #: how an RGBA image becomes RGB (noted whenever a pixel is not opaque).
+    alpha: AlphaPolicy = "black"
     name: str = "medebench"
     version: str = "1"
     description: str = field(default="")
@@ -172,21 +194,31 @@ class MedEBenchProtocol:
                 "resize to the input; EA/VQ judged; FID set-level",
             )
 
+    def load_images(self, sample: Sample) -> SampleImages:
+        """The sample's files through :func:`medibench.datasets.load_images` (alpha as
+        :attr:`alpha` says; a non-binary mask binarised at half its maximum; both noted)."""
+        return load_images(sample, alpha=self.alpha)
+
+    def read_prediction(self, path: str | Path) -> np.ndarray:
+        """The output as RGBA, so that :meth:`score` composites any alpha with a note."""
+        return read_rgba(path)
+
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
-        res = ProtocolResult()
+        res = ProtocolResult.for_images(images)
         self._pixels(images, prediction, res)
         res.missing("fid", FID_REASON)
         return res
 
     def _pixels(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
-        inp = _as_rgb(images.input, "input")
+        inp = as_rgb(images.input, "input", alpha=self.alpha, notes=res.notes)
         h, w = inp.shape[:2]
-        pred = _resize(_as_rgb(prediction, "prediction"), (w, h), "bicubic", "prediction", res)
+        pred = as_rgb(prediction, "prediction", alpha=self.alpha, notes=res.notes)
+        pred = _resize(pred, (w, h), "bicubic", "prediction", res)
         if images.mask is None:
             for m in ("cp", "cp_psnr", "roi_ssim", "roi_psnr"):
                 res.missing(m, "the sample has no ROI mask (no previous_mask file)")
             return
-        mask = _resize(_as_binary(images.mask), (w, h), "nearest", "mask", res) > 0
+        mask = _resize(_as_binary(images.mask, res), (w, h), "nearest", "mask", res) > 0
         if self.dilate:
             res.notes.append(f"ROI dilated by {self.dilate} px for cp and cp_psnr")
         _masked(
@@ -203,7 +235,8 @@ class MedEBenchProtocol:
             for m in ("roi_ssim", "roi_psnr"):
                 res.missing(m, "the sample has no ground-truth image (no changed_image file)")
             return
-        target = _resize(_as_rgb(images.target, "target"), (w, h), "bicubic", "target", res)
+        target = as_rgb(images.target, "target", alpha=self.alpha, notes=res.notes)
+        target = _resize(target, (w, h), "bicubic", "target", res)
         _masked(
             res,
             "roi_ssim",
@@ -253,26 +286,19 @@ def _masked(res: ProtocolResult, name: str, compute) -> None:
         res.missing(name, str(exc))
 
 
-def _as_rgb(image: np.ndarray, what: str) -> np.ndarray:
-    arr = np.asarray(image)
-    if arr.dtype != np.uint8:
-        raise ValueError(f"{what} must be uint8, got {arr.dtype}")
-    if arr.ndim == 2:
-        return np.repeat(arr[:, :, None], 3, axis=2)
-    if arr.ndim == 3 and arr.shape[2] in (3, 4):
-        return np.ascontiguousarray(arr[:, :, :3])
-    raise ValueError(f"{what} must be (H, W), (H, W, 3) or (H, W, 4), got shape {arr.shape}")
-
-
 def _as_grey(mask: np.ndarray) -> np.ndarray:
     if mask.ndim != 2 or mask.dtype != np.uint8:
         raise ValueError(f"mask must be uint8 (H, W) grey levels, got {mask.dtype} {mask.shape}")
     return mask
 
 
-def _as_binary(mask: np.ndarray) -> np.ndarray:
-    """A mask (bool or grey levels) as uint8 0/1, so that PIL can resize it."""
+def _as_binary(mask: np.ndarray, res: ProtocolResult) -> np.ndarray:
+    """A mask (bool, or grey levels: binarised at half the maximum when not binary, noted) as
+    uint8 0/1, so that PIL can resize it."""
     arr = np.asarray(mask)
     if arr.ndim != 2:
         raise ValueError(f"mask must be (H, W), got shape {arr.shape}")
-    return (arr != 0).astype(np.uint8)
+    binary, note = mask_with_note(arr, name="mask")
+    if note and note not in res.notes:
+        res.notes.append(note)
+    return binary.astype(np.uint8)

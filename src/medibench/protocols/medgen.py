@@ -4,7 +4,9 @@ What the official ``util/metrics.py`` (``FR_IQA``) and ``eval.py`` do, and this 
 
 * Images are decoded with PIL and ``convert("RGB")`` (the output and the ground truth; the
   input is read the same way but not scored). An output of another size than the ground truth is
-  resized to it with PIL ``LANCZOS``; the resize is recorded in the notes.
+  resized to it with PIL ``LANCZOS``; the resize is recorded in the notes. An image with
+  transparent pixels has its alpha dropped, as ``convert("RGB")`` does (noted for the input and
+  the ground truth).
 * ``psnr``: ``10 log10(255^2 / MSE)`` over the 0-255 RGB values, **100.0 when MSE = 0** (the
   code's cap, so identical images do not give infinity; noted when it applies). The code takes
   the MSE in float32 (``np.mean`` of a float32 array); medibench takes it exactly, so values can
@@ -23,6 +25,9 @@ What the official ``util/metrics.py`` (``FR_IQA``) and ``eval.py`` do, and this 
 
 Where medibench differs from the code, on purpose:
 
+* An output the official agent could not make is written as ``output_image: "Edit Error:
+  ..."``; the dataset indexes it as a failed output, scored ``missing`` with that text as the
+  reason (not as a file that cannot be read).
 * A missing output: the current code aborts the whole run; an earlier version skipped the
   sample from the image lists but then wrote the scores back by list position, shifting them
   onto the wrong samples. medibench records the sample as missing and leaves it out of the means
@@ -44,7 +49,13 @@ from PIL import Image
 
 from medibench.datasets import SampleImages
 from medibench.metrics import psnr, ssim
-from medibench.protocols._base import SKIMAGE_DEFAULT_SSIM, Aggregation, ProtocolResult
+from medibench.protocols._base import (
+    SKIMAGE_DEFAULT_SSIM,
+    Aggregation,
+    ProtocolResult,
+    read_pil_rgb,
+)
+from medibench.protocols._base import as_rgb as _prepare_rgb
 from medibench.samples import Sample
 
 __all__ = ["MedGenCodeProtocol", "PSNR_CAP", "PSNR_PASS", "SSIM_PASS", "as_rgb", "read_rgb"]
@@ -109,19 +120,27 @@ class MedGenCodeProtocol:
     )
 
     def load_images(self, sample: Sample) -> SampleImages:
-        """Input and ground truth decoded as the code does (PIL, ``convert("RGB")``); no mask."""
+        """Input and ground truth decoded as the code does (PIL, ``convert("RGB")``); no mask.
+        Transparent pixels (whose alpha that drops) are noted."""
+        notes: list[str] = []
+
+        def read(role: str, path: str) -> np.ndarray:
+            image = read_pil_rgb(path, keep_alpha=True)
+            return _prepare_rgb(image, f"{role} {path}", alpha="drop", notes=notes)
+
         return SampleImages(
-            input=read_rgb(sample.input),
-            target=None if sample.target is None else read_rgb(sample.target),
+            input=read("input", sample.input),
+            target=None if sample.target is None else read("target", sample.target),
             mask=None,
+            notes=tuple(notes),
         )
 
     def read_prediction(self, path: str | Path) -> np.ndarray:
         """The output decoded as the code does (PIL, ``convert("RGB")``)."""
-        return read_rgb(path)
+        return read_pil_rgb(path)
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
-        res = ProtocolResult()
+        res = ProtocolResult.for_images(images)
         res.missing("lpips", _NEEDS_EXTRACTOR)
         res.missing("embedding_similarity", _NEEDS_EXTRACTOR)
         target = images.target
@@ -129,8 +148,9 @@ class MedGenCodeProtocol:
             for m in ("psnr", "ssim", "psnr_pass", "ssim_pass"):
                 res.missing(m, "the sample has no ground-truth image")
             return res
-        ref = Image.fromarray(as_rgb(target, "ground truth"))
-        out = Image.fromarray(as_rgb(prediction, "prediction"))
+        ref = _prepare_rgb(target, "ground truth", alpha="drop", notes=res.notes)
+        out = _prepare_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
+        ref, out = Image.fromarray(ref), Image.fromarray(out)
         if out.size != ref.size:
             res.notes.append(
                 f"prediction resized from {out.width}x{out.height} to {ref.width}x{ref.height} "
@@ -155,31 +175,14 @@ class MedGenCodeProtocol:
 
 
 def read_rgb(path: str | Path) -> np.ndarray:
-    """An image file decoded with PIL and ``convert("RGB")``: uint8 ``(H, W, 3)``.
-
-    This is how MedGEN-Bench's and PaintBench's code read images (alpha dropped without
-    compositing, palette expanded, no EXIF rotation). Raises :class:`~medibench.io.ImageReadError`
-    naming the file when it is missing or cannot be decoded.
-    """
-    from medibench.io import ImageReadError
-
-    try:
-        with Image.open(path) as im:
-            return np.asarray(im.convert("RGB"))
-    except FileNotFoundError:
-        raise ImageReadError(path, "file not found") from None
-    except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise ImageReadError(path, f"PIL could not decode it ({exc})") from exc
+    """An image file decoded with PIL and ``convert("RGB")``: uint8 ``(H, W, 3)`` (alpha dropped
+    without compositing, palette expanded, no EXIF rotation), as MedGEN-Bench's and PaintBench's
+    code read images: :func:`medibench.protocols._base.read_pil_rgb`."""
+    return read_pil_rgb(path)
 
 
 def as_rgb(image: np.ndarray, what: str = "prediction") -> np.ndarray:
-    """``image`` as uint8 ``(H, W, 3)``: gray repeated, alpha dropped; ``ValueError`` naming
-    ``what`` for another dtype or shape."""
-    arr = np.asarray(image)
-    if arr.dtype != np.uint8:
-        raise ValueError(f"{what} must be uint8, got {arr.dtype}")
-    if arr.ndim == 2:
-        return np.repeat(arr[:, :, None], 3, axis=2)
-    if arr.ndim == 3 and arr.shape[2] in (3, 4):
-        return np.ascontiguousarray(arr[:, :, :3])
-    raise ValueError(f"{what} must be (H, W), (H, W, 3) or (H, W, 4), got {arr.shape}")
+    """``image`` as uint8 ``(H, W, 3)``: gray repeated, alpha dropped (as ``convert("RGB")``);
+    ``ValueError`` naming ``what`` for another dtype or shape. The shared step, with notes, is
+    :func:`medibench.protocols._base.as_rgb`."""
+    return _prepare_rgb(image, what, alpha="drop")

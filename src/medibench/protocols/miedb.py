@@ -5,7 +5,10 @@ read back from the target's colour overlay (``overlay_to_mask(target, input, col
 > 0.5, union over red, green and blue for ``note == "Multiclasses"``), since the benchmark ships
 no label files. A prediction of another size than the input is resized to it with bilinear
 interpolation (``cv2.INTER_LINEAR``, the official scripts' ``cv2.resize`` default), recorded in
-the notes; the target is never resized.
+the notes; the target is never resized: a target (or stored mask) of another size is a reason
+naming the sample, both files and their sizes. Alpha: ``miedb@paper`` drops it as ``cv2.imread``
+does (noted for input and target), ``miedb@1`` composites it on black (``alpha``, noted).
+A stored mask with values other than 0 and its maximum is binarised at half its maximum, noted.
 
 ``miedb@paper``, as Raiiyf/MieDB-100k ``evaluation/DICE.py``, ``PSNR-SSIM-perception.py`` and
 ``PSNR-SSIM-transformation.py`` compute it (every file decoded with ``cv2.imread``, 3 channels):
@@ -63,12 +66,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import cv2
 import numpy as np
 
-from medibench.datasets import SampleImages, load_images
+from medibench.datasets import SampleImages, load_images, size_mismatch
 from medibench.metrics import (
     dice,
     masked_psnr,
@@ -84,7 +87,10 @@ from medibench.protocols._base import (
     PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
+    AlphaPolicy,
     ProtocolResult,
+    as_rgb,
+    read_rgba,
 )
 from medibench.samples import Perspective, Sample
 
@@ -157,13 +163,16 @@ class MieDBPaperProtocol(_MieDBBase):
 
     def load_images(self, sample: Sample) -> MieDBImages:
         """Input and target decoded as ``cv2.imread`` does (3 channels; RGB order here), and the
-        perception label read from the target overlay."""
-        inp = _imread_color(sample.input, "OpenCV could not decode it")
-        target = (
-            None
-            if sample.target is None
-            else _imread_color(sample.target, "OpenCV could not decode it")
-        )
+        perception label read from the target overlay. Transparent pixels are noted (the
+        alpha is dropped, as ``cv2.imread`` does)."""
+        notes: list[str] = []
+
+        def read(role: str, path: str) -> np.ndarray:
+            image = _imread_color(path, "OpenCV could not decode it", keep_alpha=True)
+            return as_rgb(image, f"{role} {path}", alpha="drop", notes=notes)
+
+        inp = read("input", sample.input)
+        target = None if sample.target is None else read("target", sample.target)
         label = None
         if (
             sample.perspective is Perspective.perception
@@ -173,7 +182,7 @@ class MieDBPaperProtocol(_MieDBBase):
         ):
             label = overlay_to_mask(target, inp, list(sample.overlay_color))
         source = "target overlay" if label is not None else ""
-        return MieDBImages(inp, target, None, label=label, label_source=source)
+        return MieDBImages(inp, target, None, tuple(notes), label=label, label_source=source)
 
     def read_prediction(self, path: str | Path) -> np.ndarray:
         """Decode like ``cv2.imread(path)`` (IMREAD_COLOR: 3 channels, 8 bits, alpha dropped),
@@ -186,14 +195,15 @@ class MieDBPaperProtocol(_MieDBBase):
         )
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
-        res = ProtocolResult()
+        res = ProtocolResult.for_images(images)
         inp, target = images.input, images.target
         if sample.perspective is Perspective.modification:
             return res  # rubric: judged
         names = _PER_PERSPECTIVE[sample.perspective]
-        if not _target_usable(res, names, inp, target):
+        if not _target_usable(res, names, sample, inp, target, official=True):
             return res
-        pred = _at_input_size(res, _three_channels(prediction), inp)
+        pred = as_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
+        pred = _at_input_size(res, pred, inp)
         if sample.perspective is Perspective.transformation:
             res.metrics["psnr"] = psnr(target, pred, data_range=255)
             res.metrics["ssim"] = ssim(target, pred, **SKIMAGE_DEFAULT_SSIM)
@@ -250,33 +260,41 @@ class MieDBProtocol(_MieDBBase):
         caps=(("bg_psnr", PSNR_CAP_DB), ("psnr", PSNR_CAP_DB)),
     )
     _flags_ill_conditioned: ClassVar[bool] = True
+    #: how an RGBA image becomes RGB (noted whenever a pixel is not opaque).
+    alpha: AlphaPolicy = "black"
 
     def load_images(self, sample: Sample) -> MieDBImages:
-        """Decoded images (:func:`medibench.datasets.load_images`), the label (stored mask, else
-        the target overlay) and the input's ill-conditioned overlay pixels."""
-        base = load_images(sample)
+        """Decoded images (:func:`medibench.datasets.load_images`: alpha as :attr:`alpha` says,
+        a non-binary stored mask binarised at half its maximum, both noted), the label (stored
+        mask, else the target overlay) and the input's ill-conditioned overlay pixels."""
+        base = load_images(sample, alpha=self.alpha)
         label, source, ill = None, "", None
         if sample.perspective is Perspective.perception and sample.overlay_color:
             colours = list(sample.overlay_color)
             ill = overlay_ill_conditioned(base.input, colours)
-            label, source = _label(base, colours)
+            label, source = _label(sample, base, colours)
         return MieDBImages(
             base.input,
             base.target,
             base.mask,
+            base.notes,
             label=label,
             label_source=source,
             ill_conditioned=ill,
         )
 
+    def read_prediction(self, path: str | Path) -> np.ndarray:
+        """The output as RGBA, so that :meth:`score` composites any alpha with a note."""
+        return read_rgba(path)
+
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
-        res = ProtocolResult()
+        res = ProtocolResult.for_images(images)
         inp, target = images.input, images.target
         if sample.perspective is Perspective.modification:
             return res  # rubric: judged
-        pred = _three_channels(prediction)
+        pred = as_rgb(prediction, "prediction", alpha=self.alpha, notes=res.notes)
         if sample.perspective is Perspective.transformation:
-            if not _target_usable(res, ("psnr", "ssim"), inp, target):
+            if not _target_usable(res, ("psnr", "ssim"), sample, inp, target):
                 return res
             pred = _at_input_size(res, pred, inp)
             res.metrics["psnr"] = psnr(pred, target, data_range=255)
@@ -291,7 +309,7 @@ class MieDBProtocol(_MieDBBase):
         label = getattr(images, "label", None)
         source = getattr(images, "label_source", "")
         if label is None:
-            label, source = _label(images, colours)
+            label, source = _label(sample, images, colours)
         if label is None:
             for m in names:
                 res.missing(m, source)
@@ -327,10 +345,14 @@ class MieDBProtocol(_MieDBBase):
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def _imread_color(path: str | Path, problem: str) -> np.ndarray:
+def _imread_color(path: str | Path, problem: str, *, keep_alpha: bool = False) -> np.ndarray:
     """``cv2.imread(path)`` (IMREAD_COLOR) in RGB order; ``ImageReadError(path, problem)``
-    when OpenCV cannot decode the file."""
-    from medibench.io import ImageReadError
+    when OpenCV cannot decode the file.
+
+    ``keep_alpha``: when the file has transparent pixels, return ``(H, W, 4)``: the same colours
+    plus the alpha, so that ``as_rgb(..., alpha="drop")`` drops it with a note.
+    """
+    from medibench.io import ImageReadError, may_have_alpha
 
     try:
         data = np.fromfile(path, dtype=np.uint8)
@@ -339,7 +361,19 @@ def _imread_color(path: str | Path, problem: str) -> np.ndarray:
     image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
     if image is None:
         raise ImageReadError(path, problem)
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    rgb = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    if keep_alpha and may_have_alpha(data.tobytes()):
+        full = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        if (
+            full is not None
+            and full.ndim == 3
+            and full.shape[2] == 4
+            and full.dtype == np.uint8
+            and full.shape[:2] == rgb.shape[:2]
+            and (full[:, :, 3] < 255).any()
+        ):
+            return np.dstack([rgb, full[:, :, 3]])
+    return rgb
 
 
 def _official_rows(label: np.ndarray) -> list[int]:
@@ -348,36 +382,37 @@ def _official_rows(label: np.ndarray) -> list[int]:
     return [r for r, present in ((0, bool(label.any())), (1, not bool(label.all()))) if present]
 
 
-def _label(images: SampleImages, colours: list[str]) -> tuple[np.ndarray | None, str]:
+def _label(
+    sample: Sample, images: SampleImages, colours: list[str]
+) -> tuple[np.ndarray | None, str]:
     """The perception label at the input's size and where it came from (or None and why)."""
     inp = images.input
     if images.mask is not None:
-        if images.mask.shape != inp.shape[:2]:
-            return None, (
-                f"the stored mask is {images.mask.shape[1]}x{images.mask.shape[0]} but the input "
-                f"is {inp.shape[1]}x{inp.shape[0]}"
-            )
+        off = size_mismatch(sample, "mask", images.mask, "input", inp)
+        if off:
+            return None, f"{off}: the stored mask cannot be the label"
         return images.mask, "stored mask"
     if images.target is None:
         return None, "the sample has neither a stored mask nor a target image"
-    if images.target.shape[:2] != inp.shape[:2]:
-        return None, (
-            f"the target is {images.target.shape[1]}x{images.target.shape[0]} but the input is "
-            f"{inp.shape[1]}x{inp.shape[0]}: its overlay cannot be read"
-        )
+    off = size_mismatch(sample, "target", images.target, "input", inp)
+    if off:
+        return None, f"{off}: its overlay cannot be read"
     return overlay_to_mask(images.target, inp, colours), "target overlay"
 
 
 def _target_usable(
-    res: ProtocolResult, names: Sequence[str], inp: np.ndarray, target: np.ndarray | None
+    res: ProtocolResult,
+    names: Sequence[str],
+    sample: Sample,
+    inp: np.ndarray,
+    target: np.ndarray | None,
+    *,
+    official: bool = False,
 ) -> bool:
     if target is None:
         why = "the sample has no target image"
-    elif target.shape[:2] != inp.shape[:2]:
-        why = (
-            f"the target is {target.shape[1]}x{target.shape[0]} but the input is "
-            f"{inp.shape[1]}x{inp.shape[0]} (the official scripts assume equal sizes)"
-        )
+    elif off := size_mismatch(sample, "target", target, "input", inp):
+        why = f"{off}{'; the official scripts assume equal sizes' if official else ''}"
     else:
         return True
     for m in names:
@@ -395,13 +430,3 @@ def _at_input_size(res: ProtocolResult, pred: np.ndarray, inp: np.ndarray) -> np
     )
     return cv2.resize(pred, (w, h), interpolation=cv2.INTER_LINEAR)
 
-
-def _three_channels(image: Any) -> np.ndarray:
-    arr = np.asarray(image)
-    if arr.dtype != np.uint8:
-        raise ValueError(f"prediction must be uint8, got {arr.dtype}")
-    if arr.ndim == 2:
-        return np.repeat(arr[:, :, None], 3, axis=2)
-    if arr.ndim == 3 and arr.shape[2] in (3, 4):
-        return arr[:, :, :3]
-    raise ValueError(f"prediction must be (H, W), (H, W, 3) or (H, W, 4), got {arr.shape}")

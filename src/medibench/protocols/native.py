@@ -18,16 +18,22 @@ dice        perception only: Dice of the mask recovered from the prediction's ov
 ==========  =====================================================================================
 
 A prediction of another size than the input is resized to it (bilinear, OpenCV), and the
-resize is recorded in the score's notes.
+resize is recorded in the score's notes. A target or mask of another size than the input is not
+resized (it is a data error): the metrics that need it are ``None`` with a reason naming the
+sample, both files and their sizes. RGBA images (input, target, prediction) are composited on
+black (``alpha``: the declared choice) and a mask with values other than 0 and its maximum is
+binarised at half its maximum; both are recorded in the notes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import cv2
 import numpy as np
 
+from medibench.datasets import SampleImages, load_images, size_mismatch
 from medibench.metrics import (
     dice,
     masked_psnr,
@@ -37,7 +43,15 @@ from medibench.metrics import (
     ssim,
     ssim_by_region,
 )
-from medibench.protocols._base import MEDIBENCH_SSIM, PSNR_CAP_DB, Aggregation, ProtocolResult
+from medibench.protocols._base import (
+    MEDIBENCH_SSIM,
+    PSNR_CAP_DB,
+    Aggregation,
+    AlphaPolicy,
+    ProtocolResult,
+    as_rgb,
+    read_rgba,
+)
 from medibench.samples import Perspective, Sample
 
 __all__ = ["NativeProtocol"]
@@ -61,10 +75,21 @@ class NativeProtocol:
         group_by=("perspective", "task"),
         caps=(("psnr", PSNR_CAP_DB), ("cp_psnr", PSNR_CAP_DB)),
     )
+    #: how an RGBA image becomes RGB (noted whenever a pixel is not opaque).
+    alpha: AlphaPolicy = "black"
+
+    def load_images(self, sample: Sample) -> SampleImages:
+        """The sample's files through :func:`medibench.datasets.load_images` (alpha as
+        :attr:`alpha` says; notes for alpha and non-binary masks)."""
+        return load_images(sample, alpha=self.alpha)
+
+    def read_prediction(self, path: str | Path) -> np.ndarray:
+        """The output as RGBA, so that :meth:`score` composites any alpha with a note."""
+        return read_rgba(path)
 
     def score(self, sample: Sample, images, prediction: np.ndarray) -> ProtocolResult:
-        res = ProtocolResult()
-        pred = _as_rgb(prediction)
+        res = ProtocolResult.for_images(images)
+        pred = as_rgb(prediction, "prediction", alpha=self.alpha, notes=res.notes)
         inp = images.input
         h, w = inp.shape[:2]
         if pred.shape[:2] != (h, w):
@@ -74,14 +99,24 @@ class NativeProtocol:
             pred = cv2.resize(pred, (w, h), interpolation=cv2.INTER_LINEAR)
 
         target, mask = images.target, images.mask
-        if target is None:
+        target_off = (
+            None if target is None else size_mismatch(sample, "target", target, "input", inp)
+        )
+        mask_off = None if mask is None else size_mismatch(sample, "mask", mask, "input", inp)
+        if mask_off:
+            for m in ("cp", "cp_psnr", "roi_ssim", "dice"):
+                res.missing(m, mask_off)
+            mask = None
+        if target is None or target_off:
             for m in ("ssim", "psnr", "roi_ssim"):
-                res.missing(m, "the sample has no target image")
+                if m not in res.reasons:
+                    res.missing(m, target_off or "the sample has no target image")
         else:
             res.metrics["psnr"] = psnr(pred, target, data_range=255)
             if mask is None:
                 res.metrics["ssim"] = ssim(pred, target, **MEDIBENCH_SSIM)
-                res.missing("roi_ssim", "the sample has no ROI mask")
+                if "roi_ssim" not in res.reasons:
+                    res.missing("roi_ssim", "the sample has no ROI mask")
             elif not mask.any():
                 res.metrics["ssim"] = ssim(pred, target, **MEDIBENCH_SSIM)
                 res.missing("roi_ssim", "the ROI mask is empty")
@@ -94,7 +129,8 @@ class NativeProtocol:
 
         if mask is None:
             for m in ("cp", "cp_psnr"):
-                res.missing(m, "the sample has no ROI mask")
+                if m not in res.reasons:
+                    res.missing(m, "the sample has no ROI mask")
         else:
             _masked(
                 res, "cp", lambda: masked_ssim(pred, inp, mask, region="outside", **MEDIBENCH_SSIM)
@@ -105,7 +141,7 @@ class NativeProtocol:
                 lambda: masked_psnr(pred, inp, mask, data_range=255, region="outside"),
             )
 
-        if sample.perspective == Perspective.perception:
+        if sample.perspective == Perspective.perception and "dice" not in res.reasons:
             if mask is None:
                 res.missing("dice", "perception sample without a ROI mask")
             elif not sample.overlay_color:
@@ -122,16 +158,3 @@ def _masked(res: ProtocolResult, name: str, compute) -> None:
         res.metrics[name] = compute()
     except ValueError as exc:
         res.missing(name, str(exc))
-
-
-def _as_rgb(image: np.ndarray) -> np.ndarray:
-    arr = np.asarray(image)
-    if arr.dtype != np.uint8:
-        raise ValueError(f"prediction must be uint8, got {arr.dtype}")
-    if arr.ndim == 2:
-        return np.repeat(arr[:, :, None], 3, axis=2)
-    if arr.ndim == 3 and arr.shape[2] == 4:
-        return arr[:, :, :3]
-    if arr.ndim == 3 and arr.shape[2] == 3:
-        return arr
-    raise ValueError(f"prediction must be (H, W), (H, W, 3) or (H, W, 4), got {arr.shape}")

@@ -69,11 +69,21 @@ def _pil_rgb(path, size=None, method=Image.BICUBIC):
     return np.asarray(im if size is None else im.resize(size, method))
 
 
+def _pil_rgb_on_black(path, size):
+    """medebench@1 composites an RGBA output on black (issue 10), then resizes it (PIL bicubic)."""
+    im = Image.open(path)
+    if im.mode != "RGBA":
+        return _pil_rgb(path, size)
+    rgba = np.asarray(im).astype(np.float64)
+    rgb = np.rint(rgba[:, :, :3] * rgba[:, :, 3:] / 255).astype(np.uint8)
+    return np.asarray(Image.fromarray(rgb).resize(size, Image.BICUBIC))
+
+
 def corrected_reference(sample, pred_path, dilate=0):
     """medebench@1 from scikit-image's full SSIM map and boolean-mask means."""
     inp = _pil_rgb(sample.input)
     h, w = inp.shape[:2]
-    pred = _pil_rgb(pred_path, (w, h))
+    pred = _pil_rgb_on_black(pred_path, (w, h))
     target = _pil_rgb(sample.target, (w, h))
     raw = np.asarray(Image.open(sample.mask))
     roi = (raw if raw.ndim == 2 else raw.max(axis=2)) > 0

@@ -136,9 +136,11 @@ def test_paths_leaving_the_folder_are_refused(tmp_path):
         )
         + "\n"
     )
-    ds = read_medgen(tmp_path)
-    assert len(ds) == 0
-    assert "input_image '../secret.png' leaves the dataset folder" in ds.problems[0]
+    # The only record is refused, so the dataset is empty: an error naming the file (issue 10).
+    with pytest.raises(DatasetError) as err:
+        read_medgen(tmp_path)
+    assert "input_image '../secret.png' leaves the dataset folder" in str(err.value)
+    assert str(err.value).startswith(f"{tmp_path / 'edit.jsonl'}: the dataset has no samples")
 
 
 # --- output layouts --------------------------------------------------------------------------
