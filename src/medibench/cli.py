@@ -40,30 +40,32 @@ def demo(
     """Generate the built-in suite, run identity and classical on it, score, print leaderboards,
     write the HTML report."""
     from medibench.datasets import load_dataset
+    from medibench.runs._cli import run_folder_session
 
     t0 = time.perf_counter()
-    spec = f"suite:{out / 'data'}"
-    dataset = _load(load_dataset, spec, name=suite, seed=seed)
-    console.print(f"{suite}: {len(dataset)} samples in {out / 'data'}")
-    _run(
-        dataset,
-        spec,
-        ["identity", "classical"],
-        ["native@1"],
-        k=1,
-        seed=seed,
-        out=out,
-        stage="all",
-        only_failed=False,
-        progress=progress,
-    )
-    _print_leaderboards(out, "native@1", csv_path=out / "results.csv")
-    console.print(f"scored in {time.perf_counter() - t0:.1f} s; run store {out / 'run.sqlite'}")
-    if report:
-        from medibench.report import build_report
+    with run_folder_session(out):
+        spec = f"suite:{out / 'data'}"
+        dataset = _load(load_dataset, spec, name=suite, seed=seed)
+        console.print(f"{suite}: {len(dataset)} samples in {out / 'data'}")
+        _run(
+            dataset,
+            spec,
+            ["identity", "classical"],
+            ["native@1"],
+            k=1,
+            seed=seed,
+            out=out,
+            stage="all",
+            only_failed=False,
+            progress=progress,
+        )
+        _print_leaderboards(out, "native@1", csv_path=out / "results.csv")
+        console.print(f"scored in {time.perf_counter() - t0:.1f} s; run store {out / 'run.sqlite'}")
+        if report:
+            from medibench.report import build_report
 
-        index = build_report(out, out / "report")
-        console.print(f"HTML report: {index}")
+            index = build_report(out, out / "report", progress=progress, console=err)
+            console.print(f"HTML report: {index}")
 
 
 @app.command()
@@ -93,7 +95,13 @@ def run(
     ] = 1,
     seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
     stage: Annotated[str, typer.Option(help="generate, score or all")] = "all",
-    only_failed: Annotated[bool, typer.Option(help="re-run only failed items")] = False,
+    only_failed: Annotated[
+        bool, typer.Option(help="re-run only failed items (refused ones included)")
+    ] = False,
+    retry_refused: Annotated[
+        bool,
+        typer.Option(help="ask again for the edits a model refused (a plain re-run does not)"),
+    ] = False,
     model_option: Annotated[
         list[str] | None,
         typer.Option(help="model option key=value (repeatable; for every --model)"),
@@ -120,8 +128,15 @@ def run(
     ] = None,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
 ) -> None:
-    """Run models on a dataset and score their outputs; re-running resumes."""
+    """Run models on a dataset and score their outputs; re-running resumes.
+
+    One process per run folder: another process on it exits 3. A model's outputs go to
+    outputs/<slug>-<hash of its name>/; its resolved spec is stored, and a re-run with another
+    spec under the same name is refused. Refused edits are not asked again unless
+    --retry-refused or --only-failed.
+    """
     from medibench.datasets import load_dataset
+    from medibench.runs._cli import run_folder_session
     from medibench.runs._shard import resolve_shard, shard_run_dir
 
     if stage not in {"generate", "score", "all"}:
@@ -131,24 +146,27 @@ def run(
     part = _load(resolve_shard, shard)
     out = shard_run_dir(out, part)
     ds = _load(load_dataset, dataset)
+    _check_not_empty(ds, dataset)
     protocols = protocol or list(ds.default_protocols)
-    _run(
-        ds,
-        dataset,
-        model,
-        protocols,
-        k=k,
-        seed=seed,
-        out=out,
-        stage=stage,
-        only_failed=only_failed,
-        progress=progress,
-        model_options=model_option or [],
-        executor=executor,
-        workers=workers,
-        ray_address=ray_address,
-        shard=part,
-    )
+    with run_folder_session(out):
+        _run(
+            ds,
+            dataset,
+            model,
+            protocols,
+            k=k,
+            seed=seed,
+            out=out,
+            stage=stage,
+            only_failed=only_failed,
+            retry_refused=retry_refused,
+            progress=progress,
+            model_options=model_option or [],
+            executor=executor,
+            workers=workers,
+            ray_address=ray_address,
+            shard=part,
+        )
     for p in protocols:
         _print_leaderboards(out, p)
 
@@ -198,6 +216,7 @@ def score(
     from medibench.runs import score_predictions
 
     ds = _load(load_dataset, dataset)
+    _check_not_empty(ds, dataset)
     for problem in ds.problems[:5]:
         err.print(f"[yellow]dataset:[/] {problem}")
     if len(ds.problems) > 5:
@@ -310,6 +329,7 @@ def _run(
     stage,
     only_failed,
     progress,
+    retry_refused=False,
     model_options=(),
     executor="local",
     workers=None,
@@ -319,17 +339,31 @@ def _run(
     from medibench.datasets import load_images
     from medibench.models._spec import parse_model_spec
     from medibench.protocols import load_protocol
-    from medibench.runs import RunStore, generate, record_environment
+    from medibench.runs import RunStore, RunStoreError, generate, record_environment
     from medibench.runs import score as score_stage
     from medibench.runs._executors import LocalExecutor, RayExecutor
+    from medibench.runs._models import (
+        check_model_specs,
+        check_unique_names,
+        planned_name,
+        record_model_specs,
+        resolved_spec,
+    )
 
     protos = [_load(load_protocol, p) for p in protocols]
     specs = [_load(parse_model_spec, m, options=model_options) for m in models]
     for spec in specs:
         _load(lambda sp: sp.check_options(), spec)
+    planned = [planned_name(spec) for spec in specs]
+    _load(check_unique_names, list(zip(models, planned, strict=True)))
+    resolved = [resolved_spec(spec) for spec in specs]
+    generating = stage in {"generate", "all"}
     samples = list(ds) if shard is None else shard.select(list(ds))
     if executor == "ray":
-        runner = _load(lambda _: RayExecutor(workers=workers, address=ray_address), None)
+        try:
+            runner = _load(lambda _: RayExecutor(workers=workers, address=ray_address), None)
+        except ConnectionError as exc:  # RayClusterNotFoundError: one line, what to do
+            _fail(str(exc))
     else:
         runner = LocalExecutor(workers=workers)
     config = {
@@ -345,30 +379,51 @@ def _run(
     with RunStore(out) as store:
         try:
             record_environment(store, config)
-        except Exception as exc:
+            if generating:  # every known name checked before any model runs
+                known = {n: r for n, r in zip(planned, resolved, strict=True) if n is not None}
+                record_model_specs(store, known)
+        except RunStoreError as exc:
             _fail(str(exc))
         store.put_samples(samples)
         try:
-            if stage in {"generate", "all"}:
-                for spec in specs:
+            if generating:
+                made: list[str] = []
+                for spec, plan, res in zip(specs, planned, resolved, strict=True):
                     if executor == "ray":
                         model = spec
                         name = _load(lambda sp: runner.start(sp), spec)
                     else:
                         model = _load(lambda sp: sp.load(), spec)
                         name = getattr(model, "name", spec.model)
-                    rep = generate(
-                        store,
-                        samples,
-                        model,
-                        model_name=name,
-                        k=k,
-                        seed=seed,
-                        only_failed=only_failed,
-                        progress=progress,
-                        console=err,
-                        executor=runner,
-                    )
+                    if name != plan:  # only the built model knew its name: check it now
+                        others = [n for n in planned if n is not None and n != plan] + made
+                        if name in others:
+                            _fail(
+                                f"--model {spec.model!r} is named {name!r}, like another "
+                                "--model of this run: give it another name"
+                            )
+                        try:
+                            check_model_specs(store, {name: res})
+                            record_model_specs(store, {name: res})
+                        except RunStoreError as exc:
+                            _fail(str(exc))
+                    made.append(name)
+                    try:
+                        rep = generate(
+                            store,
+                            samples,
+                            model,
+                            model_name=name,
+                            k=k,
+                            seed=seed,
+                            only_failed=only_failed,
+                            retry_refused=retry_refused,
+                            progress=progress,
+                            console=err,
+                            executor=runner,
+                        )
+                    except RunStoreError as exc:
+                        _fail(str(exc))
                     _summarise(rep, name)
             if stage in {"score", "all"}:
                 for proto in protos:
@@ -430,13 +485,25 @@ def _print_summary(scores, samples, proto, by: list[str] | None = None) -> list[
 
 
 def _summarise(rep, label: str) -> None:
+    refused = getattr(rep, "refused", 0)
+    before = getattr(rep, "skipped_refused", 0)
     err.print(
         f"{rep.stage} {label}: {rep.done} done, {rep.skipped} already done, {rep.failed} failed"
+        + (f", {refused} refused" if refused else "")
     )
+    if before:
+        err.print(f"  {before} refused before, not asked again (--retry-refused asks again)")
     for item, msg in rep.failures[:5]:
         err.print(f"  [yellow]failed[/] {item}: {msg}")
     if len(rep.failures) > 5:
         err.print(f"  ... and {len(rep.failures) - 5} more (see the run store)")
+
+
+def _check_not_empty(ds, spec: str) -> None:
+    if len(ds) == 0:
+        root = getattr(ds, "root", None)
+        where = f" in {root}" if root is not None else ""
+        _fail(f"dataset {spec!r} has no samples{where}: nothing to run or score")
 
 
 def _load(fn, spec, **kwargs):

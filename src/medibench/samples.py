@@ -133,7 +133,7 @@ class Prediction(_Record):
     k: int = Field(ge=0)
     path: str | None = None
     seed: int | None = None
-    status: Literal["ok", "error"] = "ok"
+    status: Literal["ok", "error", "refused"] = "ok"  # refused: the model declined the edit
     error: str | None = None
     elapsed_s: float | None = None
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from medibench.datasets import load_dataset, load_images
 from medibench.protocols import load_protocol
-from medibench.runs import RunStore, generate, score
+from medibench.runs import RunStore, generate, output_folder, score
 
 
 class Flaky:
@@ -132,5 +132,5 @@ def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(tiny_d
     n_scores = con.execute("SELECT COUNT(*) FROM scores WHERE status = 'ok'").fetchone()[0]
     assert dup == 0 and len(after) == 20 and n_scores == 20
     assert set(before) <= set(after), "a finished sample was redone or lost"
-    outputs = sorted(p.name for p in (run / "outputs" / "slow").iterdir())
+    outputs = sorted(p.name for p in (run / "outputs" / output_folder("slow")).iterdir())
     assert outputs == sorted(f"s{i:03d}_0.png" for i in range(20))  # no temp files left

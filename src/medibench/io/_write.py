@@ -1,35 +1,65 @@
 """Atomic writes and content hashes.
 
 Every file medibench writes goes to a temporary file in the same directory and is renamed into
-place, so a crash leaves either the old file or the new one, never half of one.
+place, so a crash leaves either the old file or the new one, never half of one. Files get the
+mode the process umask gives a new file (``0o666 & ~umask``), not the temp file's 0600. A full
+disk is a :class:`DiskFullError` that names the file being written.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "write_image", "sha256_file", "sha256_bytes"]
+__all__ = [
+    "DiskFullError",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "is_disk_full",
+    "write_image",
+    "sha256_file",
+    "sha256_bytes",
+]
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+class DiskFullError(OSError):
+    """No space (or quota) left to write ``filename``; what was written before is intact."""
+
+    def __str__(self) -> str:
+        return f"no space left on the device to write {self.filename} ({self.strerror})"
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename).
+
+    Raises :class:`DiskFullError` (an ``OSError``) naming ``path`` when the disk is full.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _named(exc, path) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _named(exc, path) from exc
         raise
     return path
 
@@ -71,6 +101,11 @@ def write_image(path: str | os.PathLike, image: np.ndarray) -> Path:
     return atomic_write_bytes(path, buf.tobytes())
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in _FULL
+
+
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
@@ -83,3 +118,31 @@ def sha256_file(path: str | os.PathLike, *, chunk_size: int = 1 << 20) -> str:
         while chunk := fh.read(chunk_size):
             h.update(chunk)
     return h.hexdigest()
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _named(exc: OSError, path: Path) -> OSError:
+    # A failed write() names no file: name the one being written (a full disk, above all).
+    if exc.errno in _FULL:
+        return DiskFullError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
+    if exc.filename is None:
+        return type(exc)(exc.errno, exc.strerror, str(path)) if exc.errno else exc
+    return exc
+
+
+_umask_guard = threading.Lock()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the OS allows (Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    with _umask_guard:  # elsewhere: set and restore (another thread could race this)
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask

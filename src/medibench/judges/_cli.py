@@ -14,6 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from medibench.runs._cli import holds_run_folder  # one process per run folder (exit 3)
+
 __all__ = ["agreement", "judge"]
 
 console = Console(width=None if Console().is_terminal else 120)
@@ -25,6 +27,7 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
+@holds_run_folder("run")
 def judge(
     run: Annotated[Path, typer.Argument(metavar="RUN", help="run folder (with run.sqlite)")],
     judge_config: Annotated[

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from medibench._progress import progress_bar
 from medibench.protocols import Aggregation, load_protocol
 from medibench.report._browser import (
     image_jobs,
@@ -90,6 +93,8 @@ def build_report(
     images: ImageMode = "copy",
     plots: bool = True,
     workers: int | None = None,
+    progress: bool = False,
+    console: Console | None = None,
 ) -> Path:
     """Write the HTML report of the run in ``run_dir`` to ``out_dir`` (default
     ``run_dir/report``); return the path of its ``index.html``.
@@ -103,6 +108,8 @@ def build_report(
             possible) or ``"link"`` them by relative path.
         plots: draw the figures (PNG and SVG).
         workers: processes for the thumbnails (default: one per CPU).
+        progress: show progress bars (rich, on ``console``, default stderr) for the long
+            steps: tables, pictures, plots.
 
     Raises:
         RunStoreError: ``run_dir`` is not a medibench run.
@@ -138,19 +145,30 @@ def build_report(
         pictures = render_all(
             jobs, out, thumb_size=thumb_size, images=images, pool=pool, workers=workers, lazy=True
         )
-        for sec in sections:
-            _tables_for(sec, by_id, out)
+        with progress_bar(progress, console, "report tables", len(sections)) as advance:
+            for sec in sections:
+                _tables_for(sec, by_id, out)
+                advance()
         planned = [_plot_set.plan(sec, out) if plots else [] for sec in sections]
         drawing = [
             [pool.submit(_plot_set.draw, t) for t in tasks] if pool else None for tasks in planned
         ]
-        pictures = list(pictures)
-        for sec, tasks, futures in zip(sections, planned, drawing, strict=True):
-            sec.plots = (
-                _plot_set.describe(tasks, [f.result() for f in futures], out)
-                if futures is not None
-                else _plot_set.run(tasks, out)
-            )
+        with progress_bar(progress, console, "report pictures", len(jobs)) as advance:
+            rendered = []
+            for picture in pictures:
+                rendered.append(picture)
+                advance()
+            pictures = rendered
+        n_plots = sum(len(tasks) for tasks in planned)
+        with progress_bar(progress, console, "report plots", n_plots) as advance:
+            for sec, tasks, futures in zip(sections, planned, drawing, strict=True):
+                paths = []
+                for i, task in enumerate(tasks):
+                    paths.append(
+                        futures[i].result() if futures is not None else _plot_set.draw(task)
+                    )
+                    advance()
+                sec.plots = _plot_set.describe(tasks, paths, out)
     metric_index = [
         (sec.label, m, m in sec.aggregation.lower_is_better)
         for sec in sections

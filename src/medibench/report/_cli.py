@@ -7,9 +7,12 @@ from typing import Annotated
 
 import typer
 
+from medibench.runs._cli import holds_run_folder
+
 __all__ = ["report"]
 
 
+@holds_run_folder("run")
 def report(
     run: Annotated[Path, typer.Argument(metavar="RUN", help="run folder (holds run.sqlite)")],
     out: Annotated[Path | None, typer.Option(help="report folder (default: RUN/report)")] = None,
@@ -24,6 +27,7 @@ def report(
     workers: Annotated[
         int | None, typer.Option(min=1, help="processes for thumbnails (default: CPUs)")
     ] = None,
+    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
 ) -> None:
     """Write the HTML report of a run (tables with CIs, paired tests, plots, sample browser)."""
     from rich.console import Console
@@ -46,6 +50,8 @@ def report(
             images=images,
             plots=plots,
             workers=workers,  # type: ignore[arg-type]
+            progress=progress,
+            console=err,
         )
     except RunStoreError as exc:
         err.print(f"[bold red]error:[/] {exc}")

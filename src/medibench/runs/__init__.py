@@ -1,6 +1,8 @@
-"""Runs: the SQLite run store and the resumable stage runner."""
+"""Runs: the SQLite run store, the resumable stage runner and the run folder's lock."""
 
 from medibench.runs._folder import score_predictions
+from medibench.runs._lock import RunFolderInUse, run_folder_lock
+from medibench.runs._models import output_folder
 from medibench.runs._runner import (
     StageReport,
     generate,
@@ -13,12 +15,15 @@ from medibench.runs._runner import (
 from medibench.runs._store import RunStore, RunStoreError
 
 __all__ = [
+    "RunFolderInUse",
     "RunStore",
     "RunStoreError",
     "StageReport",
     "generate",
+    "output_folder",
     "record_environment",
     "resolve_model",
+    "run_folder_lock",
     "score",
     "score_one",
     "score_predictions",

@@ -1,16 +1,69 @@
-"""The ``medibench merge`` command (registered on the CLI app by :mod:`medibench.cli`)."""
+"""The ``medibench merge`` command (registered on the CLI app by :mod:`medibench.cli`), and
+what every command that writes a run folder shares: :func:`run_folder_session` (or the
+:func:`holds_run_folder` decorator) holds the folder's lock, exits 3 when another process holds
+it and 1 on a full disk, with a one-line message.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-__all__ = ["merge"]
+from medibench.io._write import DiskFullError
+from medibench.runs._lock import RunFolderInUse, run_folder_lock
+
+__all__ = ["EXIT_DISK_FULL", "EXIT_IN_USE", "holds_run_folder", "merge", "run_folder_session"]
+
+EXIT_IN_USE = 3
+EXIT_DISK_FULL = 1
 
 
+@contextlib.contextmanager
+def run_folder_session(run_dir: str | Path, *, create: bool = True) -> Iterator[None]:
+    """Hold ``run_dir``'s lock for a CLI command: another holder is exit 3 (``error: run folder
+    DIR is in use by process PID``), a full disk exit 1 naming the file (finished work stays)."""
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        with run_folder_lock(run_dir, create=create):
+            yield
+    except RunFolderInUse as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(code=EXIT_IN_USE) from None
+    except DiskFullError as exc:
+        err.print(
+            f"[bold red]error:[/] {escape(str(exc))}; finished items are stored in {run_dir}: "
+            "free some space and run the same command again to resume"
+        )
+        raise typer.Exit(code=EXIT_DISK_FULL) from None
+
+
+def holds_run_folder(param: str, *, create: bool = False) -> Callable[[Callable], Callable]:
+    """Decorate a Typer command so it runs inside :func:`run_folder_session` of its argument
+    ``param`` (a run folder path). Typer still sees the command's own signature."""
+
+    def wrap(command: Callable) -> Callable:
+        signature = inspect.signature(command)
+
+        @functools.wraps(command)
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            folder = signature.bind_partial(*args, **kwargs).arguments[param]
+            with run_folder_session(folder, create=create):
+                return command(*args, **kwargs)
+
+        return locked
+
+    return wrap
+
+
+@holds_run_folder("out", create=True)
 def merge(
     runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="run folders to merge")],
     out: Annotated[

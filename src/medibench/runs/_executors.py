@@ -9,7 +9,9 @@
   of samples.
 
 Either way the caller's thread writes every row of the run store, one transaction per item, after
-the item's PNG is atomically in place (:func:`medibench.runs.generate`).
+the item's PNG is atomically in place (:func:`medibench.runs.generate`). A failure is that item's
+error text (a :class:`Refusal` when the model refused the edit); a full disk is not an item's
+failure: it stops the stage.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from medibench.io import read_image, write_image
+from medibench.io._write import is_disk_full
+from medibench.models._errors import ContentRefusedError
 from medibench.samples import Sample
 
 if TYPE_CHECKING:
     from medibench.runs._ray import RayExecutor
 
-__all__ = ["LocalExecutor", "Outcome", "RayExecutor", "Task", "edit_tasks"]
+__all__ = ["LocalExecutor", "Outcome", "RayExecutor", "Refusal", "Task", "edit_tasks"]
 
 
 def __getattr__(name: str):
@@ -56,6 +60,13 @@ class Task:
     @property
     def filename(self) -> str:
         return f"{self.sample.sample_id}_{self.k}.png"
+
+
+class Refusal(str):
+    """The error text of an edit the model refused (``ContentRefusedError``): stored as
+    ``refused``, not asked again on a plain re-run. A ``str``, so it travels like any error."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -155,8 +166,14 @@ def _edit_one(model, task: Task, image: np.ndarray):
     try:
         out = model.edit(image, task.sample.instruction, seed=task.seed)
     except Exception as exc:  # recorded on the sample; the run goes on
-        return None, _describe(exc), time.perf_counter() - t0
+        return None, _failure(exc), time.perf_counter() - t0
     return out, None, time.perf_counter() - t0
+
+
+def _failure(exc: BaseException) -> str:
+    """The recorded text of an item's failure; a :class:`Refusal` for a refused edit."""
+    text = _describe(exc)
+    return Refusal(text) if isinstance(exc, ContentRefusedError) else text
 
 
 def _read_input(task: Task) -> np.ndarray | str:
@@ -172,6 +189,8 @@ def _write_outcome(task, image, error, elapsed, out_dir: Path) -> Outcome:
     try:
         path = write_image(out_dir / task.filename, _check_output(image))
     except Exception as exc:
+        if is_disk_full(exc):  # not this item's fault: stop, keeping what is done
+            raise
         return Outcome(task, None, _describe(exc), elapsed)
     return Outcome(task, path, None, elapsed)
 
@@ -219,7 +238,7 @@ def _generate_async(model, tasks, out_dir: Path, workers: int) -> Iterator[Outco
         try:
             out = await model.aedit(image, task.sample.instruction, seed=task.seed)
         except Exception as exc:  # recorded on the sample; the run goes on
-            return Outcome(task, None, _describe(exc), time.perf_counter() - t0)
+            return Outcome(task, None, _failure(exc), time.perf_counter() - t0)
         elapsed = time.perf_counter() - t0
         return await asyncio.to_thread(_write_outcome, task, out, None, elapsed, out_dir)
 

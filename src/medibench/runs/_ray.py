@@ -26,7 +26,11 @@ from medibench.runs._executors import (
 )
 from medibench.samples import Prediction, Sample
 
-__all__ = ["RayExecutor"]
+__all__ = ["RayClusterNotFoundError", "RayExecutor"]
+
+
+class RayClusterNotFoundError(ConnectionError):
+    """``--ray-address`` names no running Ray cluster."""
 
 
 class RayExecutor:
@@ -56,7 +60,13 @@ class RayExecutor:
     ) -> None:
         ray = _import_ray()
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            except ConnectionError as exc:  # no cluster at that address: say what to do
+                raise RayClusterNotFoundError(
+                    f"no Ray cluster found at --ray-address {address}: start one with "
+                    "'ray start --head', or drop --ray-address to run Ray on this machine"
+                ) from exc
         gpus = float(ray.cluster_resources().get("GPU", 0))
         if gpus_per_worker is None:
             gpus_per_worker = 1.0 if gpus else 0.0

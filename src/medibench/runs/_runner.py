@@ -1,8 +1,11 @@
 """The stage runner: ``generate`` then ``score``, each resumable and failure-tolerant.
 
-A run directory holds ``run.sqlite`` and ``outputs/<model>/<sample_id>_<k>.png``. Each finished
-(model, sample, k) is one transaction written after its PNG is atomically in place; re-running a
-stage skips finished rows; a per-sample failure is recorded with its error and the run goes on.
+A run directory holds ``run.sqlite`` and ``outputs/<model folder>/<sample_id>_<k>.png`` (the
+folder: :func:`~medibench.runs.output_folder`). Each finished (model, sample, k) is one
+transaction written after its PNG is atomically in place; re-running a stage skips finished rows;
+a per-sample failure is recorded with its error and the run goes on. A refused edit (the model
+raised ``ContentRefusedError``) is recorded as ``refused`` and asked again only on request. A
+full disk stops the stage with a :class:`~medibench.io.DiskFullError`: what finished is stored.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import platform
-import re
 import time
 import traceback
 from collections.abc import Iterable, Sequence
@@ -24,6 +26,7 @@ from rich.console import Console
 from medibench._progress import progress_bar
 from medibench.io import read_image
 from medibench.protocols._base import NOT_JUDGED
+from medibench.runs._models import output_folder
 from medibench.runs._store import RunStore, RunStoreError
 from medibench.samples import Prediction, Sample, Score
 
@@ -45,12 +48,17 @@ _PACKAGES = (
 
 @dataclass
 class StageReport:
-    """What one stage did: counts of done, skipped and failed items, and the failures."""
+    """What one stage did: counts of done, skipped and failed items, and the failures.
+
+    ``refused``: items the model refused this time; ``skipped_refused``: items skipped because
+    it refused them before (``retry_refused`` asks again)."""
 
     stage: str
     done: int = 0
     skipped: int = 0
     failed: int = 0
+    refused: int = 0
+    skipped_refused: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -71,11 +79,6 @@ def resolve_model(spec: str, **kwargs: Any):
     from medibench.models import load_model
 
     return load_model(spec, **kwargs)
-
-
-def model_dir_name(name: str) -> str:
-    """A file-system-safe folder name for a model's outputs."""
-    return re.sub(r"[^A-Za-z0-9._+-]+", "_", name)
 
 
 def record_environment(store: RunStore, config: dict[str, Any]) -> None:
@@ -115,27 +118,40 @@ def generate(
     k: int = 1,
     seed: int = 0,
     only_failed: bool = False,
+    retry_refused: bool = False,
     progress: bool = True,
     console: Console | None = None,
     executor=None,
 ) -> StageReport:
     """Run ``model`` on every (sample, k) not yet done; write PNGs and prediction rows.
 
-    ``executor`` (default: a one-worker :class:`~medibench.runs.LocalExecutor`) decides where
-    the model runs; this thread writes every prediction row, after its PNG is in place.
+    A plain re-run asks again for what failed, not for what the model refused;
+    ``only_failed`` asks only for failed and refused items, ``retry_refused`` for refused ones
+    too. ``executor`` (default: a one-worker :class:`~medibench.runs.LocalExecutor`) decides
+    where the model runs; this thread writes every prediction row, after its PNG is in place.
+
+    Raises:
+        RunStoreError: another model's outputs are in this model's folder.
+        DiskFullError: the disk is full (finished items are stored; re-run to resume).
     """
-    from medibench.runs._executors import LocalExecutor, Task
+    from medibench.runs._executors import LocalExecutor, Refusal, Task
 
     report = StageReport("generate")
-    out_dir = store.run_dir / "outputs" / model_dir_name(model_name)
+    folder = output_folder(model_name)
+    _check_folder_is_its_own(store, folder, model_name)
+    out_dir = store.run_dir / "outputs" / folder
     done = store.prediction_keys(model_name, status="ok")
     failed = store.prediction_keys(model_name, status="error")
+    refused = store.prediction_keys(model_name, status="refused")
     todo = []
     for s in samples:
         for j in range(k):
             key = (s.sample_id, j)
-            if key in done or (only_failed and key not in failed):
+            if key in done or (only_failed and key not in failed | refused):
                 report.skipped += 1
+            elif key in refused and not (only_failed or retry_refused):
+                report.skipped += 1
+                report.skipped_refused += 1
             else:
                 todo.append((s, j))
     _clean_stale_temp_files(out_dir)
@@ -144,21 +160,27 @@ def generate(
     with progress_bar(progress, console, f"generate {model_name}", len(todo)) as advance:
         for out in executor.generate(model, tasks, out_dir):
             item = f"{out.task.sample.sample_id}_{out.task.k}"
+            status = "ok" if out.error is None else "error"
+            if isinstance(out.error, Refusal):
+                status = "refused"
             pred = Prediction(
                 sample_id=out.task.sample.sample_id,
                 model=model_name,
                 k=out.task.k,
                 path=str(out.path.relative_to(store.run_dir)) if out.path else None,
                 seed=out.task.seed,
-                status="ok" if out.error is None else "error",
-                error=out.error,
+                status=status,
+                error=None if out.error is None else str(out.error),
                 elapsed_s=out.elapsed_s,
             )
-            if out.error is None:
+            if status == "ok":
                 report.done += 1
+            elif status == "refused":  # stored; a plain re-run does not ask again
+                report.refused += 1
+                report.failures.append((item, str(out.error)))
             else:  # a per-sample failure is recorded and the run goes on
                 report.failed += 1
-                report.failures.append((item, out.error))
+                report.failures.append((item, str(out.error)))
             store.put_prediction(pred)
             advance()
     return report
@@ -271,6 +293,21 @@ def _describe(exc: BaseException) -> str:
     where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     loc = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
     return f"{type(exc).__name__}: {exc}{loc}"
+
+
+def _check_folder_is_its_own(store: RunStore, folder: str, model_name: str) -> None:
+    # Names map to folders injectively up to a 32-bit hash; a run can also hold paths written by
+    # an older naming. Either way, never write into a folder that holds another model's files.
+    prefix = f"outputs/{folder}/"
+    others = sorted(
+        {p.model for p in store.predictions() if p.path and p.path.startswith(prefix)}
+        - {model_name}
+    )
+    if others:
+        raise RunStoreError(
+            f"{store.run_dir / 'outputs' / folder} already holds the outputs of model "
+            f"{others[0]!r}; give {model_name!r} another name"
+        )
 
 
 def _clean_stale_temp_files(folder: Path) -> None:

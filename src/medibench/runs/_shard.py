@@ -2,10 +2,11 @@
 
 ``--shard i/n`` runs samples ``i, i + n, i + 2n, ...`` of the dataset (in its order). Without the
 flag the shard comes from the launcher: ``RANK``/``WORLD_SIZE`` (torchrun) or
-``SLURM_PROCID``/``SLURM_NTASKS`` (srun). Shards may share one run store (on one machine: SQLite
-serialises the writers) or write their own: a ``{shard}`` in the run folder's name becomes
-``i-of-n``. :func:`merge` then gathers shard runs into one: samples, predictions with their
-files, and scores, refusing runs made with another dataset, seed or protocol version.
+``SLURM_PROCID``/``SLURM_NTASKS`` (srun). Shards that run at the same time write their own run
+folders (one process per run folder: a second one exits 3): a ``{shard}`` in the run folder's
+name becomes ``i-of-n``; shards run one after another may share one. :func:`merge` then gathers
+shard runs into one: samples, predictions with their files, and scores, refusing runs made with
+another dataset, seed, protocol version or model spec, and two models' outputs at one path.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = ["MergeReport", "Shard", "merge", "resolve_shard", "shard_run_dir"]
 T = TypeVar("T")
 _ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
 _CORE_TABLES = {"meta", "samples", "predictions", "scores"}
+_SPECS_KEY = "model_specs_by_name"  # written by medibench.runs._models
 
 
 @dataclass(frozen=True)
@@ -107,11 +109,14 @@ def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> Merge
     try:
         everyone = [target, *stores] if target.get_meta("config") else stores
         config = _merged_config(everyone)
+        specs = _merged_model_specs(everyone)
         samples = _merged_samples(everyone)
         chosen, fingerprints = _chosen_predictions(everyone)
         report = MergeReport(samples=len(samples))
         report.skipped_tables = sorted({t for st in stores for t in _tables(st)} - _CORE_TABLES)
         target.set_meta("config", config)
+        if specs:
+            target.set_meta(_SPECS_KEY, specs)
         target.set_meta("merged_from", [str(p.resolve()) for p in paths])
         for key in ("packages", "python", "created_at"):
             if target.get_meta(key) is None and stores[0].get_meta(key) is not None:
@@ -180,6 +185,20 @@ def _merged_config(stores: Sequence[RunStore]) -> dict:
     return merged
 
 
+def _merged_model_specs(stores: Sequence[RunStore]) -> dict:
+    """Each model name's resolved spec; one name with two specs is not one model."""
+    specs: dict = {}
+    for st in stores:
+        for name, spec in (st.get_meta(_SPECS_KEY) or {}).items():
+            if specs.get(name, spec) != spec:
+                raise RunStoreError(
+                    f"model {name!r} has spec {spec} in {st.run_dir}, not {specs[name]}: "
+                    "these runs are not shards of one run"
+                )
+            specs[name] = spec
+    return specs
+
+
 def _merged_samples(stores: Sequence[RunStore]) -> dict:
     samples: dict = {}
     for st in stores:
@@ -198,9 +217,14 @@ def _chosen_predictions(stores: Sequence[RunStore]):
     chosen: dict[tuple, tuple[RunStore, Prediction]] = {}
     prints: dict = {}
     conflicts = []
+    owners: dict[str, str] = {}  # output path -> model: two models never share a file
     for st in stores:
         for p in st.predictions():
             key = (p.model, p.sample_id, p.k)
+            if p.path is not None and owners.setdefault(p.path, p.model) != p.model:
+                conflicts.append(
+                    f"{p.path} is an output of both {owners[p.path]!r} and {p.model!r}"
+                )
             fp = _fingerprint(st, p)
             prints[(id(st), key)] = fp
             if key not in chosen or (chosen[key][1].status != "ok" and p.status == "ok"):

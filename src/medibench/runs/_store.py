@@ -4,11 +4,14 @@ Tables: ``meta`` (config, protocol versions, package versions, seeds), ``samples
 ``predictions`` and ``scores``. Each prediction or score is one row keyed by
 (model, sample, k[, protocol, version]) and written in its own transaction *after* its files are
 atomically in place, so a crash loses at most the sample in flight and a re-run never duplicates
-a row. WAL journalling keeps readers (``export``, reports) off the writer's back.
+a row. WAL journalling keeps readers (``export``, reports) off the writer's back. A full disk
+is a :class:`~medibench.io.DiskFullError` naming ``run.sqlite``; the failed transaction is rolled
+back and every committed row stays.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import sqlite3
 import time
@@ -16,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from medibench.io._write import DiskFullError
 from medibench.samples import Prediction, Sample, Score
 
 __all__ = ["RunStore", "RunStoreError"]
@@ -54,9 +58,10 @@ class RunStore:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / self.FILENAME
         self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        with _disk_full_names(self.path):
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
         stored = self.get_meta("schema_version")
         if stored is None:
             self.set_meta("schema_version", SCHEMA_VERSION)
@@ -83,9 +88,10 @@ class RunStore:
 
     # -- meta ---------------------------------------------------------------------------------
     def set_meta(self, key: str, value: Any) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
-        )
+        with _disk_full_names(self.path):
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
+            )
 
     def get_meta(self, key: str, default: Any = None) -> Any:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -288,18 +294,54 @@ class RunStore:
         return out
 
     def _tx(self):
-        return _Transaction(self._db)
+        return _Transaction(self._db, self.path)
 
 
 class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db, self.path = db, path
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
+        with _disk_full_names(self.path):
+            self.db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type, *_: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+    def __exit__(self, exc_type, exc: BaseException | None, _tb: object) -> None:
+        if exc_type is None:
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.Error as failed:  # a full disk shows here too
+                exc = failed
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error) and _is_full(exc):
+            raise _full_error(self.path) from exc
+        if exc_type is None:
+            raise exc
+
+
+class _disk_full_names:
+    """Turn SQLite's "database or disk is full" into a DiskFullError naming the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, exc_type, exc: BaseException | None, _tb: object) -> None:
+        if isinstance(exc, sqlite3.Error) and _is_full(exc):
+            raise _full_error(self.path) from exc
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(
+        exc
+    )
+
+
+def _full_error(path: Path) -> DiskFullError:
+    return DiskFullError(errno.ENOSPC, "database or disk is full", str(path))
 
 
 def _enc(v: float | None) -> float | str | None:

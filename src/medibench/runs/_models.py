@@ -1,0 +1,140 @@
+"""The models of a run: their output folders, their names before they are built, their specs.
+
+- :func:`output_folder` maps a model name to ``outputs/<folder>``: a readable slug plus 8 hex
+  digits of the name's sha256 (``"m 1"`` -> ``m_1-6b4e0fa1``), so two names never share a folder.
+  Prediction rows store their paths, so runs written with another naming stay readable.
+- :func:`planned_name` is the name a spec will record, known without building the model where
+  the factory says it (a ``name`` option or default, a class attribute), so two ``--model``
+  entries with one name are refused before anything runs.
+- :func:`check_model_specs` refuses a model name that the run already holds with another fully
+  resolved spec (factory defaults included), as a changed seed is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from medibench.runs._store import RunStore, RunStoreError
+
+__all__ = [
+    "check_model_specs",
+    "check_unique_names",
+    "output_folder",
+    "planned_name",
+    "record_model_specs",
+    "resolved_spec",
+]
+
+_META_KEY = "model_specs_by_name"
+_SLUG_MAX = 48
+
+
+def output_folder(name: str) -> str:
+    """The folder (under ``outputs/``) of model ``name``: ``<slug>-<8 hex of sha256(name)>``."""
+    slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", name).lstrip(".")[:_SLUG_MAX] or "model"
+    return f"{slug}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
+
+
+def planned_name(spec) -> str | None:
+    """The name a :class:`~medibench.models.ModelSpec` will record, or ``None`` if only the
+    built model knows it.
+
+    In order: the ``name`` option; the factory's ``name`` parameter default (a string); for a
+    ``name`` defaulting to ``None`` beside a ``model`` parameter (the API adapters), the model
+    id; a string class attribute ``name``.
+    """
+    if spec.options.get("name"):
+        return str(spec.options["name"])
+    try:
+        factory = spec.factory()
+    except Exception:  # reported when the model is built
+        return None
+    params = _parameters(factory)
+    if "name" in params:
+        default = params["name"].default
+        if isinstance(default, str) and default:
+            return default
+        if default is None and "model" in params:
+            model_id = spec.options.get("model", params["model"].default)
+            return str(model_id) if isinstance(model_id, str) and model_id else None
+    attr = getattr(factory, "name", None) if inspect.isclass(factory) else None
+    return attr if isinstance(attr, str) and attr else None
+
+
+def resolved_spec(spec) -> dict[str, Any]:
+    """The spec as the factory will see it: ``{"model", "options"}`` with every default the
+    factory's signature declares filled in (JSON-safe; non-JSON values by their ``repr``)."""
+    options: dict[str, Any] = {}
+    try:
+        params = _parameters(spec.factory())
+    except Exception:
+        params = {}
+    for name, p in params.items():
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty:
+            options[name] = p.default
+    options.update(spec.options)
+    return {"model": spec.model, "options": {k: _json_safe(v) for k, v in sorted(options.items())}}
+
+
+def check_unique_names(entries: Sequence[tuple[str, str | None]]) -> None:
+    """``entries`` are (``--model`` text, planned name); raise ``ValueError`` when two share a
+    name (or are the same text, whose name is not known yet)."""
+    seen: dict[str, str] = {}
+    for text, name in entries:
+        key = f"name:{name}" if name is not None else f"spec:{text}"
+        if key in seen:
+            what = f"resolve to the model name {name!r}" if name is not None else "are the same"
+            raise ValueError(
+                f"--model {seen[key]!r} and --model {text!r} {what}: one output folder and one "
+                "set of results per name; give one of them another name (a 'name' option or a "
+                "spec file's name:)"
+            )
+        seen[key] = text
+
+
+def check_model_specs(store: RunStore, specs: Mapping[str, dict[str, Any]]) -> None:
+    """Raise :class:`RunStoreError` when the run holds one of these names with another spec."""
+    recorded = store.get_meta(_META_KEY) or {}
+    for name, spec in specs.items():
+        before = recorded.get(name)
+        if before is not None and before != spec:
+            raise RunStoreError(
+                f"{store.run_dir} holds model {name!r} made with spec {_show(before)}, not "
+                f"{_show(spec)}; use another --out folder, or give this spec another name"
+            )
+
+
+def record_model_specs(store: RunStore, specs: Mapping[str, dict[str, Any]]) -> None:
+    """Check (as :func:`check_model_specs`), then store each model's resolved spec."""
+    check_model_specs(store, specs)
+    recorded = store.get_meta(_META_KEY) or {}
+    store.set_meta(_META_KEY, {**recorded, **specs})
+
+
+def recorded_specs(store: RunStore) -> dict[str, dict[str, Any]]:
+    """The resolved spec of each model name the run holds (runs before this record: none)."""
+    return dict(store.get_meta(_META_KEY) or {})
+
+
+def _parameters(factory) -> dict[str, inspect.Parameter]:
+    try:
+        return dict(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def _json_safe(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def _show(spec: dict[str, Any]) -> str:
+    return json.dumps(spec, sort_keys=True)
