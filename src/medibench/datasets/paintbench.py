@@ -18,9 +18,10 @@ picture), ``instruction`` from the JSON (else from ``problems.jsonl``), ``target
 ``metadata``: ``category`` (from the JSON, else PaintBench's task table), ``task``,
 ``problem_id``, ``mode``, ``visual_condition``, ``seed`` and the other JSON fields.
 
-``preservation/`` is PaintBench's diagnostic folder (answer = input, no category), left out of
-its benchmark numbers: it is skipped (reported) unless ``include_diagnostic=True``, which keeps
-it with category ``"diagnostic"``.
+``preservation/`` is PaintBench's diagnostic folder (answer = input, no category): its problems
+are kept with category ``"diagnostic"`` and scored, and ``paintbench@1`` reports them as a task
+of their own, outside every category and the benchmark mean, as PaintBench's evaluator does;
+``include_diagnostic=False`` skips them (reported).
 
 Reported in ``problems`` (the adapter keeps going): a problem without its answer image; a JSON
 file that cannot be read, is not an object or has a non-string field where text is expected
@@ -161,7 +162,7 @@ def read_paintbench(
     path: str | os.PathLike | None = None,
     *,
     name: str | None = None,
-    include_diagnostic: bool = False,
+    include_diagnostic: bool = True,
 ) -> PaintBenchDataset:
     """Read a PaintBench-layout benchmark folder (module docstring).
 
@@ -195,8 +196,8 @@ def read_paintbench(
         task = task_dir.name
         if task == _DIAGNOSTIC and not include_diagnostic:
             problems.append(
-                f"{task_dir}: the diagnostic '{_DIAGNOSTIC}' task is not part of PaintBench's "
-                f"scores; {len(inputs)} problems skipped (include_diagnostic=True keeps them)"
+                f"{task_dir}: the diagnostic '{_DIAGNOSTIC}' task was left out "
+                f"(include_diagnostic=False); {len(inputs)} problems skipped"
             )
             continue
         for num, input_path in inputs:

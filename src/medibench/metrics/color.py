@@ -7,10 +7,14 @@ sRGB (uint8) -> linear RGB -> XYZ (D65) -> CIE L*a*b*, then ``DeltaE76 = |Lab_a 
     f(t)   = t ** (1/3) if t > (6/29) ** 3 else t / (3 (6/29) ** 2) + 16/116
     L = 116 f(Y) - 16,  a = 500 (f(X) - f(Y)),  b = 200 (f(Y) - f(Z))
 
-``constants="paintbench"`` (default) are the constants of PaintBench's scorer (SPEC section 5),
-computed here in float64. ``constants="skimage"`` uses those of ``skimage.color.rgb2lab``
-(6-digit matrix, ``t > 0.008856``, slope 7.787) and matches it to 1e-10; the two differ by up to
-0.005 in Lab (mostly b*, from the matrix's last column).
+``constants="paintbench"`` (default) are the constants of PaintBench's scorer (SPEC section 5).
+``dtype=np.float64`` (default) computes in float64; ``dtype=np.float32`` computes every step in
+float32 in PaintBench's order (``c = uint8 / 255``, the linearisation, ``XYZ = linear @ M.T /
+white``, ``f``, Lab, then the norm of the difference), which is what its ``eval.py`` compares
+with the integer thresholds: a flat region whose dE lies within float32 rounding of an integer
+falls on the side that float32 puts it. ``constants="skimage"`` uses those of
+``skimage.color.rgb2lab`` (6-digit matrix, ``t > 0.008856``, slope 7.787) and matches it to 1e-10;
+the two differ by up to 0.005 in Lab (mostly b*, from the matrix's last column).
 
 Example:
     >>> import numpy as np
@@ -27,9 +31,11 @@ import numpy as np
 
 from medibench.metrics._checks import check_same_shape
 
-__all__ = ["rgb_to_lab", "delta_e76", "LabConstants"]
+__all__ = ["rgb_to_lab", "delta_e76", "LabConstants", "LabPrecision"]
 
 LabConstants = Literal["paintbench", "skimage"]
+#: The float type the conversion runs in (``np.float64`` or ``np.float32``).
+LabPrecision = type[np.float64] | type[np.float32]
 
 _WHITE_D65 = np.array([0.95047, 1.0, 1.08883])
 _DELTA = 6.0 / 29.0
@@ -65,16 +71,33 @@ def _linear_lut() -> np.ndarray:
     return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
 
 
+def _linear_lut32() -> np.ndarray:
+    # The float32 operations of PaintBench's per-pixel code, once per uint8 level: elementwise,
+    # so the table gives the same bits as computing them pixel by pixel.
+    c = np.arange(256, dtype=np.float32) / 255.0
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4).astype(np.float32)
+
+
 # uint8 input has 256 levels: linearise by table lookup instead of a power per pixel.
 _LINEAR = _linear_lut()
+_LINEAR32 = _linear_lut32()
 
 
-def rgb_to_lab(image: np.ndarray, *, constants: LabConstants = "paintbench") -> np.ndarray:
-    """CIE L*a*b* (D65) of an sRGB uint8 image ``(..., 3)``, float64 of the same shape."""
+def rgb_to_lab(
+    image: np.ndarray,
+    *,
+    constants: LabConstants = "paintbench",
+    dtype: LabPrecision = np.float64,
+) -> np.ndarray:
+    """CIE L*a*b* (D65) of an sRGB uint8 image ``(..., 3)``, ``dtype`` of the same shape."""
     image = _as_srgb_uint8(image, "image")
     if constants not in _CONSTANTS:
         raise ValueError(f"constants must be one of {sorted(_CONSTANTS)}, got {constants!r}")
     matrix, eps, slope = _CONSTANTS[constants]
+    if np.dtype(dtype) == np.float32:
+        return _rgb_to_lab32(image, matrix, eps, slope)
+    if np.dtype(dtype) != np.float64:
+        raise ValueError(f"dtype must be np.float64 or np.float32, got {dtype!r}")
     # Scale rows of M by 1/white so XYZ comes out already normalised.
     m = (matrix / _WHITE_D65[:, None]).T
     t = _LINEAR[image] @ m
@@ -87,14 +110,33 @@ def rgb_to_lab(image: np.ndarray, *, constants: LabConstants = "paintbench") -> 
 
 
 def delta_e76(
-    a: np.ndarray, b: np.ndarray, *, constants: LabConstants = "paintbench"
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    constants: LabConstants = "paintbench",
+    dtype: LabPrecision = np.float64,
 ) -> np.ndarray:
-    """Per-pixel CIE76 colour difference of two sRGB uint8 images ``(H, W, 3)``: ``(H, W)``."""
+    """Per-pixel CIE76 colour difference of two sRGB uint8 images ``(H, W, 3)``: ``(H, W)``,
+    computed in ``dtype`` (module docstring)."""
     a = _as_srgb_uint8(a, "a")
     b = _as_srgb_uint8(b, "b")
     check_same_shape(a, b)
-    diff = rgb_to_lab(a, constants=constants) - rgb_to_lab(b, constants=constants)
+    diff = rgb_to_lab(a, constants=constants, dtype=dtype) - rgb_to_lab(
+        b, constants=constants, dtype=dtype
+    )
+    if np.dtype(dtype) == np.float32:
+        return np.sqrt((diff**2).sum(axis=-1))
     return np.sqrt(np.einsum("...k,...k->...", diff, diff))
+
+
+def _rgb_to_lab32(image: np.ndarray, matrix: np.ndarray, eps: float, slope: float) -> np.ndarray:
+    # Python floats stay "weak" next to float32 arrays (NEP 50): every step is float32.
+    xyz = _LINEAR32[image] @ matrix.astype(np.float32).T / _WHITE_D65.astype(np.float32)
+    f = np.where(xyz > eps, np.cbrt(xyz), slope * xyz + 16.0 / 116.0)
+    return np.stack(
+        [116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])],
+        axis=-1,
+    ).astype(np.float32)
 
 
 def _as_srgb_uint8(image: np.ndarray, name: str) -> np.ndarray:

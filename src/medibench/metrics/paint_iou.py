@@ -8,7 +8,9 @@ With ``dE = delta_e76(output, answer)``, ``edit = any(input != answer)`` over th
 
 and the score is the mean of ``iou_t`` (SPEC section 5). When ``|edit| = 0`` and every preserved
 pixel is correct, ``iou_t`` is 0/0 and is defined as 1.0 (nothing to paint, nothing spoiled), as
-in PaintBench's scorer.
+in PaintBench's scorer. :func:`paint_scores` gives the per-threshold values (PaintBench's
+``cie76_<t>`` rows) and the edit and preservation accuracies from one dE map; ``dtype=np.float32``
+computes dE as PaintBench does (:mod:`medibench.metrics.color`).
 
 Example:
     >>> import numpy as np
@@ -22,15 +24,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import cv2
 import numpy as np
 
 from medibench.metrics._checks import check_same_shape
-from medibench.metrics.color import _as_srgb_uint8, delta_e76
+from medibench.metrics.color import LabPrecision, _as_srgb_uint8, delta_e76
 
-__all__ = ["paint_iou", "resize_cover"]
+__all__ = ["PaintScores", "paint_iou", "paint_scores", "resize_cover"]
+
+
+class PaintScores(NamedTuple):
+    """Per-threshold PaintBench values of one problem, each a float64 array over the thresholds.
+
+    ``iou``: the IoU of the module docstring; ``edit_accuracy``: ``|correct & edit| / |edit|``
+    (1 when there is no edit pixel); ``preservation_accuracy``: ``|correct & preservation| /
+    |preservation|`` (1 when there is no preserved pixel).
+    """
+
+    thresholds: np.ndarray
+    iou: np.ndarray
+    edit_accuracy: np.ndarray
+    preservation_accuracy: np.ndarray
 
 
 def paint_iou(
@@ -40,6 +56,7 @@ def paint_iou(
     thresholds: Iterable[float] = range(11),
     *,
     resize: Literal["cover"] | None = None,
+    dtype: LabPrecision = np.float64,
 ) -> float:
     """Mean over ``thresholds`` of the PaintBench IoU (module docstring), in [0, 1].
 
@@ -50,7 +67,23 @@ def paint_iou(
         resize: ``None`` (default): an output of another size is a ``ValueError``.
             ``"cover"``: resize it with nearest neighbour to cover ``(H, W)``, then centre-crop
             (PaintBench's convention, see :func:`resize_cover`).
+        dtype: the precision of the Lab conversion (``np.float32``: PaintBench's).
     """
+    scores = paint_scores(output, answer, input, thresholds, resize=resize, dtype=dtype)
+    return float(scores.iou.mean())
+
+
+def paint_scores(
+    output: np.ndarray,
+    answer: np.ndarray,
+    input: np.ndarray,  # noqa: A002 - the name PaintBench and SPEC use
+    thresholds: Iterable[float] = range(11),
+    *,
+    resize: Literal["cover"] | None = None,
+    dtype: LabPrecision = np.float64,
+) -> PaintScores:
+    """IoU, edit and preservation accuracy at each threshold (:class:`PaintScores`); the
+    arguments as :func:`paint_iou`."""
     output = _as_srgb_uint8(output, "output")
     answer = _as_srgb_uint8(answer, "answer")
     input = _as_srgb_uint8(input, "input")  # noqa: A001
@@ -69,17 +102,20 @@ def paint_iou(
     ts = np.array(list(thresholds), dtype=np.float64)
     if ts.size == 0 or not np.isfinite(ts).all():
         raise ValueError("thresholds must be a non-empty list of finite numbers")
-    de = delta_e76(output, answer)
+    de = delta_e76(output, answer, dtype=dtype)
     edit = np.any(input != answer, axis=-1)
-    # Sorted errors give |dE <= t| for every t with one binary search each.
-    de_edit = np.sort(de[edit])
-    de_kept = np.sort(de[~edit])
-    n_edit = de_edit.size
+    # Sorted errors give |dE <= t| for every t with one binary search each (float32 dE values
+    # are exact in float64, so the comparison is the one float32 makes).
+    de_edit = np.sort(de[edit]).astype(np.float64)
+    de_kept = np.sort(de[~edit]).astype(np.float64)
+    n_edit, n_kept = de_edit.size, de_kept.size
     correct_edit = np.searchsorted(de_edit, ts, side="right")
-    wrong_kept = de_kept.size - np.searchsorted(de_kept, ts, side="right")
-    denom = n_edit + wrong_kept
+    correct_kept = np.searchsorted(de_kept, ts, side="right")
+    denom = n_edit + n_kept - correct_kept
     ious = np.where(denom == 0, 1.0, correct_edit / np.maximum(denom, 1))
-    return float(ious.mean())
+    edit_acc = correct_edit / n_edit if n_edit else np.ones_like(ts)
+    kept_acc = correct_kept / n_kept if n_kept else np.ones_like(ts)
+    return PaintScores(ts, ious, edit_acc.astype(np.float64), kept_acc.astype(np.float64))
 
 
 def resize_cover(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -99,6 +99,17 @@ class Aggregation:
         ci_resamples, ci_seed, ci_level: the percentile bootstrap CI every mean gets
             (hierarchical for the macro row: items resampled within each leaf group, as
             PaintBench does); ``ci_resamples=0`` turns CIs off.
+        outside: ``(field, value)`` pairs: a sample whose ``field`` has ``value`` is reported
+            only in its own group row of that field, and left out of every other group and of
+            the overall rows (PaintBench's diagnostic task: ``(("task", "preservation"),)``).
+        ci_order: sample fields (or ``metadata.<key>``) the values are sorted by before they
+            are resampled (numbers numerically), so a CI is the one an official script computes
+            from its own value order (PaintBench: mode, visual condition, problem id); ``()``:
+            the order of the records.
+
+    A group row of a ``macro_over`` field that has fields below it (PaintBench's categories,
+    above its tasks) is the macro mean over those fields, with a hierarchical CI, as the
+    overall macro row is.
     """
 
     k_modes: tuple[tuple[str, KReduction], ...] = (("@1", "first"),)
@@ -111,6 +122,8 @@ class Aggregation:
     ci_resamples: int = 1000
     ci_seed: int = 42
     ci_level: float = 0.95
+    outside: tuple[tuple[str, str], ...] = ()
+    ci_order: tuple[str, ...] = ()
 
 
 @dataclass

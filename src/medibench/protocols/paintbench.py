@@ -11,7 +11,12 @@ iou                          ``|correct & edit| / (|edit| + |preservation & not 
                              (1 when the denominator is 0), :func:`medibench.metrics.paint_iou`
 edit_accuracy                ``|correct & edit| / |edit|`` (1 when there is no edit pixel)
 preservation_accuracy        ``|correct & preservation| / |preservation|`` (1 when there is none)
+cie76_0 ... cie76_10         the IoU at that one threshold (the per-threshold rows of the paper)
 ===========================  ======================================================================
+
+``dE`` is computed in float32 as eval.py does (:mod:`medibench.metrics.color`, ``dtype``): a flat
+region whose float64 dE lies within float32 rounding of an integer threshold would otherwise
+flip across it (a whole region, so the score moves by 1/11 of it).
 
 Images are decoded as eval.py does (PIL, ``convert("RGB")``). An output of another size than the
 answer is resized with nearest neighbour to cover it and centre-cropped
@@ -19,14 +24,17 @@ answer is resized with nearest neighbour to cover it and centre-cropped
 
 Aggregation as PaintBench's ``stats.py``: one output per problem; a problem without an output
 scores 0 on every metric (``_zero_stats``: ``missing="zero"``, still counted as missing); per
-task the mean over problems, per category the mean over its tasks, and the benchmark number the
-mean over categories (``macro_over=("metadata.category", "task")``); its CI is
-:func:`medibench.report.hierarchical_bootstrap_ci` (PaintBench: 10,000 resamples, seed 0).
+task the mean over its problems, per category the mean of its task means (not the mean over its
+problems), and the benchmark number the mean over categories (``macro_over=("metadata.category",
+"task")``). CIs: percentile bootstrap with 10,000 resamples, seed 0, the values of a task in
+PaintBench's order (mode, visual condition, problem id); plain for a task, hierarchical
+(problems resampled within each task) for a category and for the benchmark
+(:func:`medibench.report.hierarchical_bootstrap_ci`). The diagnostic ``preservation`` task
+(answer = input) is scored and reported as a task of its own, outside every category, the micro
+row and the benchmark mean (``outside=(("task", "preservation"),)``).
 
-Known differences from eval.py, below any printed digit: eval.py converts to Lab in float32,
-medibench in float64, so a pixel whose dE lies within ~1e-5 of an integer threshold can fall on
-the other side; and ``resize_cover`` must sample the pixels PIL's ``NEAREST`` does (see its
-documentation).
+Known difference from eval.py: ``resize_cover`` must sample the pixels PIL's ``NEAREST`` does
+(see its documentation).
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from medibench.datasets import SampleImages
-from medibench.metrics import delta_e76, paint_iou, resize_cover
+from medibench.metrics import resize_cover
+from medibench.metrics.paint_iou import paint_scores
 from medibench.protocols._base import Aggregation, ProtocolResult
 from medibench.protocols.medgen import as_rgb, read_rgb
 from medibench.samples import Sample
@@ -55,7 +64,12 @@ class PaintBenchProtocol:
         "PaintBench: DeltaE76 IoU, edit and preservation accuracy over thresholds 0..10; missing "
         "output = 0; macro over tasks within a category, then over categories"
     )
-    metric_names: tuple[str, ...] = ("iou", "edit_accuracy", "preservation_accuracy")
+    metric_names: tuple[str, ...] = (
+        "iou",
+        "edit_accuracy",
+        "preservation_accuracy",
+        *(f"cie76_{t}" for t in range(11)),
+    )
     judged_metrics: tuple[str, ...] = ()
     thresholds: tuple[int, ...] = tuple(range(11))
     aggregation: Aggregation = Aggregation(
@@ -63,6 +77,10 @@ class PaintBenchProtocol:
         missing="zero",
         group_by=("metadata.category", "task"),
         macro_over=("metadata.category", "task"),
+        outside=(("task", "preservation"),),
+        ci_resamples=10_000,
+        ci_seed=0,
+        ci_order=("metadata.mode", "metadata.visual_condition", "metadata.problem_id"),
     )
 
     def load_images(self, sample: Sample) -> SampleImages:
@@ -97,19 +115,10 @@ class PaintBenchProtocol:
                 "(nearest) and centre-cropped, as PaintBench does"
             )
             out = resize_cover(out, (h, w))
-        res.metrics["iou"] = paint_iou(out, answer, inp, thresholds=self.thresholds)
-        edit = np.any(inp != answer, axis=-1)
-        de = delta_e76(out, answer)
-        res.metrics["edit_accuracy"] = _accuracy(de[edit], self.thresholds)
-        res.metrics["preservation_accuracy"] = _accuracy(de[~edit], self.thresholds)
+        scores = paint_scores(out, answer, inp, self.thresholds, dtype=np.float32)
+        res.metrics["iou"] = float(scores.iou.mean())
+        res.metrics["edit_accuracy"] = float(scores.edit_accuracy.mean())
+        res.metrics["preservation_accuracy"] = float(scores.preservation_accuracy.mean())
+        for t, value in zip(self.thresholds, scores.iou, strict=True):
+            res.metrics[f"cie76_{t}"] = float(value)
         return res
-
-
-def _accuracy(errors: np.ndarray, thresholds: tuple[int, ...]) -> float:
-    """Mean over thresholds of the fraction of ``errors`` <= t (1 for no pixel, as eval.py)."""
-    if errors.size == 0:
-        return 1.0
-    # One sort, then |dE <= t| by binary search for every t.
-    ordered = np.sort(errors)
-    counts = np.searchsorted(ordered, np.asarray(thresholds, dtype=np.float64), side="right")
-    return float(np.mean(counts / errors.size))

@@ -10,7 +10,10 @@ Three steps, each set by the protocol's :class:`~medibench.protocols.Aggregation
    computable, not judged) is left out of that metric's mean, never counted as 0.
 3. **grouping**: per value of each ``group_by`` field, the per-sample (micro) mean; an overall
    ``all`` row (micro); and, with ``macro_over``, an overall macro row: the mean over groups of
-   the first field of the means over groups of the next field, and so on.
+   the first field of the means over groups of the next field, and so on. A group row of a
+   ``macro_over`` field with fields below it is itself the macro mean over those (PaintBench: a
+   category is the mean of its task means). Samples named by ``outside`` appear only in their
+   own group rows.
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ def summarize(
             by_model[s.model or ""][s.sample_id].append(s)
     rows: list[dict[str, Any]] = []
     computed: dict[tuple[str, str], dict[str, tuple[bool, Values]]] = {}
+    # (row, its samples, the fields its macro mean and hierarchical CI run over)
+    planned: list[tuple[dict[str, Any], list[str], tuple[str, ...]]] = []
+    outside = aggregation.outside
     for model in sorted(by_model):
         for label, how in aggregation.k_modes:
             values = per_sample_values(
@@ -70,26 +76,37 @@ def summarize(
             for by in aggregation.group_by:
                 groups: dict[str, list[str]] = defaultdict(list)
                 for sid in values:
-                    groups[str(sample_field(samples[sid], by))].append(sid)
+                    if _in_grouping(samples[sid], by, outside):
+                        groups[str(sample_field(samples[sid], by))].append(sid)
+                below = _below(aggregation.macro_over, by)
                 for group in sorted(groups):
-                    rows.append(_row(model, label, by, group, groups[group], values, names))
-            rows.append(_row(model, label, "all", "micro", list(values), values, names))
+                    row = _row(model, label, by, group, groups[group], values, names)
+                    for m in names if below else ():
+                        row[m] = _macro(groups[group], values, samples, below, m)
+                    rows.append(row)
+                    planned.append((row, groups[group], below))
+            overall = [s for s in values if _in_grouping(samples[s], "all", outside)]
+            micro = _row(model, label, "all", "micro", overall, values, names)
+            rows.append(micro)
+            planned.append((micro, overall, ()))
             if aggregation.macro_over:
                 macro = _row(
                     model,
                     label,
                     "all",
                     "macro over " + " > ".join(aggregation.macro_over),
-                    list(values),
+                    overall,
                     values,
                     names,
                 )
                 for m in names:
-                    macro[m] = _macro(list(values), values, samples, aggregation.macro_over, m)
+                    macro[m] = _macro(overall, values, samples, aggregation.macro_over, m)
                 rows.append(macro)
+                planned.append((macro, overall, aggregation.macro_over))
     if aggregation.ci_resamples > 0:
-        for row in rows:
-            _add_cis(row, computed[(row["model"], row["k_mode"])], samples, aggregation, names)
+        for row, sids, hierarchy in planned:
+            values = computed[(row["model"], row["k_mode"])]
+            _add_cis(row, sids, hierarchy, values, samples, aggregation, names)
     return rows
 
 
@@ -185,16 +202,14 @@ def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
     return row
 
 
-def _add_cis(row, values, samples, aggregation, names) -> None:
+def _add_cis(row, sids, hierarchy, values, samples, aggregation, names) -> None:
     """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (or ``None``),
-    from the per-sample ``values`` of the row's model and k mode."""
+    from the per-sample ``values`` of its ``sids`` (in ``ci_order``); hierarchical over the
+    ``hierarchy`` fields when there are any."""
     from medibench.report._stats import bootstrap_ci, hierarchical_bootstrap_ci
 
-    if row["by"] == "all":
-        sids = list(values)
-    else:
-        sids = [s for s in values if str(sample_field(samples[s], row["by"])) == row["group"]]
-    hierarchical = row["group"].startswith("macro over ")
+    if aggregation.ci_order:
+        sids = sorted(sids, key=lambda s: _order_key(samples[s], aggregation.ci_order))
     opts = dict(
         n_resamples=aggregation.ci_resamples, seed=aggregation.ci_seed, level=aggregation.ci_level
     )
@@ -204,15 +219,35 @@ def _add_cis(row, values, samples, aggregation, names) -> None:
         if not vals or any(math.isinf(v) for v in vals):
             row[f"{m}_ci_low"] = row[f"{m}_ci_high"] = None
             continue
-        if hierarchical:
-            keys = [
-                tuple(sample_field(samples[s], f) for f in aggregation.macro_over)
-                for s, _ in present
-            ]
+        if hierarchy:
+            keys = [tuple(sample_field(samples[s], f) for f in hierarchy) for s, _ in present]
             low, high = hierarchical_bootstrap_ci(vals, keys, **opts)
         else:
             low, high = bootstrap_ci(vals, **opts)
         row[f"{m}_ci_low"], row[f"{m}_ci_high"] = low, high
+
+
+def _in_grouping(sample: Sample, by: str, outside: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``sample`` enters the rows grouped by ``by`` (``"all"``: the overall rows)."""
+    for field, value in outside:
+        if str(sample_field(sample, field)) == value:
+            return field == by
+    return True
+
+
+def _below(hierarchy: Sequence[str], field: str) -> tuple[str, ...]:
+    """The ``macro_over`` fields under ``field`` (``()`` when it is the last or not in it)."""
+    return tuple(hierarchy[hierarchy.index(field) + 1 :]) if field in hierarchy else ()
+
+
+def _order_key(sample: Sample, fields: Sequence[str]) -> tuple:
+    # Numbers sort numerically (problem 10 after 9), everything else as text.
+    key = []
+    for f in fields:
+        v = sample_field(sample, f)
+        is_number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        key.append((0, float(v), "") if is_number else (1, 0.0, str(v)))
+    return tuple(key)
 
 
 def _macro(sids, values, samples, hierarchy, metric) -> float | None:

@@ -8,6 +8,7 @@ output is a ``missing`` record and an unreadable one an ``error`` record, never 
 from __future__ import annotations
 
 import multiprocessing
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
@@ -40,6 +41,7 @@ def score_predictions(
     thread each); the records and their order are the same as with one worker.
     """
     samples = list(dataset)
+    _warn_empty_models(dataset, index, len(samples), console)
     chunks = [samples[i : i + _CHUNK] for i in range(0, len(samples), _CHUNK)]
     jobs = [(dataset.root, chunk, index, list(protocols), k) for chunk in chunks]
     records: list[Score] = []
@@ -64,6 +66,23 @@ def score_predictions(
 
 
 _CHUNK = 16
+
+
+def _warn_empty_models(dataset, index: PredictionIndex, n_samples: int, console) -> None:
+    """A "model" folder with no output for any sample is most often not a model's folder
+    (``--predictions`` one level too high makes ``benchmarks/`` a model): say so, by name."""
+    for model in index.models:
+        if index.files[model]:
+            continue
+        text = (
+            f"model folder '{model}' holds no output for any of the {n_samples} samples of "
+            f"{dataset.name}: every one is scored missing (is --predictions the folder of the "
+            "model folders, not one above or below it?)"
+        )
+        if console is not None:
+            console.print(f"[yellow]warning:[/] {text}")
+        else:
+            warnings.warn(text, stacklevel=3)
 
 
 def _score_chunk(root, samples, index: PredictionIndex, protocols, k) -> list[Score]:

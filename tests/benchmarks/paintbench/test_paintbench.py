@@ -80,8 +80,10 @@ def scored(ds, paint_tree):
 
 
 def test_samples(ds, paint_tree):
+    # preservation-000 was left out before issue 10 item 7 (the diagnostic task is now scored).
     assert ds.sample_ids() == [
         "counting-000",
+        "preservation-000",
         "recolor-000",
         "recolor-001",
         "removal-000",
@@ -104,7 +106,7 @@ def test_samples(ds, paint_tree):
 
 def test_problems_reported(ds):
     text = "\n".join(ds.problems)
-    assert len(ds.problems) == 6, text
+    assert len(ds.problems) == 5, text  # 6 before issue 10 item 7: preservation was skipped
     assert "problem 002 has no 002_answer.png; skipped" in text
     assert "removal/001.json: not valid JSON" in text
     assert (
@@ -112,13 +114,16 @@ def test_problems_reported(ds):
     )
     assert "unknown category 'astrology'" in text and "problem 'translation-001' kept" in text
     assert "task 'mystery' has no category" in text
-    assert "diagnostic 'preservation' task is not part of PaintBench's scores" in text
+    assert "preservation" not in text
 
 
 def test_diagnostic_kept_on_request_and_benchmarks_root(paint_tree):
     ds = read_paintbench(paint_tree["bench"].parent, include_diagnostic=True)
     assert ds.root == paint_tree["bench"].resolve()
     assert ds.get("preservation-000").metadata["category"] == "diagnostic"
+    skipped = read_paintbench(paint_tree["bench"], include_diagnostic=False)
+    assert "preservation-000" not in skipped
+    assert "diagnostic 'preservation' task was left out" in "\n".join(skipped.problems)
     assert (
         load_dataset(f"paintbench:{paint_tree['bench']}").sample_ids()
         == read_paintbench(paint_tree["bench"]).sample_ids()
@@ -198,11 +203,17 @@ def test_parity_with_official_eval(scored, ds, sid):
 
 def test_known_values(scored):
     by_id, _ = scored
-    assert by_id["recolor-000"].metrics == {
+    # The per-threshold cie76_<t> values are new (issue 10 item 7); the three means unchanged.
+    main = {
+        k: by_id["recolor-000"].metrics[k]
+        for k in ("iou", "edit_accuracy", "preservation_accuracy")
+    }
+    assert main == {
         "iou": 1.0,
         "edit_accuracy": 1.0,
         "preservation_accuracy": 1.0,
     }
+    assert [by_id["recolor-000"].metrics[f"cie76_{t}"] for t in range(11)] == [1.0] * 11
     unchanged = by_id["recolor-001"].metrics
     assert unchanged["iou"] == 0.0 and unchanged["preservation_accuracy"] == 1.0
     assert 0 < by_id["removal-000"].metrics["iou"] < 1
