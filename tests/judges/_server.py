@@ -2,7 +2,9 @@
 
 ``POST /v1/chat/completions`` answers with the real response shape; ``responder(body, n)``
 (``n`` = 1-based request number) returns the :class:`Reply` to send. Requests are counted and
-kept (``server.requests``).
+kept (``server.requests``). A reply's ``raw`` body is sent as it is (an HTML page, truncated JSON,
+JSON of another shape), with ``content_type``; ``{auth}`` in its text, content or error message
+becomes the request's ``Authorization`` header (a server that echoes the key).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class Reply:
     prompt_tokens: int = 1000
     completion_tokens: int = 100
     headers: dict[str, str] = field(default_factory=dict)
+    raw: str | None = None
+    content_type: str = "application/json"
+    message: str | None = None  # the error message of a non-200 reply
 
 
 class FakeJudgeServer:
@@ -53,14 +58,20 @@ class FakeJudgeServer:
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": "no such route", "type": "x"}})
                 reply = server.responder(body, n)
+                auth = self.headers.get("Authorization") or ""
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.raw is not None:
+                    raw = reply.raw.replace("{auth}", auth).encode()
+                    return self._send(reply.status, raw, reply.headers, reply.content_type)
+                content = reply.content and reply.content.replace("{auth}", auth)
                 if reply.status != 200:
+                    message = (reply.message or f"scripted {reply.status}").replace("{auth}", auth)
                     return self._send(
                         reply.status,
                         {
                             "error": {
-                                "message": f"scripted {reply.status}",
+                                "message": message,
                                 "type": "scripted",
                                 "code": None,
                                 "param": None,
@@ -80,7 +91,7 @@ class FakeJudgeServer:
                                 "index": 0,
                                 "message": {
                                     "role": "assistant",
-                                    "content": reply.content,
+                                    "content": content,
                                     "refusal": reply.refusal,
                                 },
                                 "logprobs": None,
@@ -98,11 +109,11 @@ class FakeJudgeServer:
             def do_GET(self) -> None:  # noqa: N802
                 self._send(200, {"requests": server.count})
 
-            def _send(self, status, obj, headers=None) -> None:
-                data = json.dumps(obj).encode()
+            def _send(self, status, obj, headers=None, ctype="application/json") -> None:
+                data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", ctype)
                     self.send_header("Content-Length", str(len(data)))
                     for k, v in (headers or {}).items():
                         self.send_header(k, v)

@@ -146,3 +146,38 @@ def test_agreement_between_two_judges_and_a_human_csv(tmp_path, api_key):
     assert "│ 24 │" in res.output or " 24 " in res.output, res.output
     res = runner.invoke(app, ["agreement", str(human), str(tmp_path / "none.csv")])
     assert res.exit_code == 2
+
+
+def test_max_cost_is_a_budget_for_the_run_folder_across_invocations(tmp_path, api_key):
+    run = build_run(tmp_path / "run", ["a", "b", "c", "d", "e"])
+    with FakeJudgeServer() as srv:  # 1000 in, 100 out at $1 / $10 per Mtok: $0.002 a call
+        cfg = _judge_config(
+            tmp_path, srv, concurrency=1, est_image_tokens=300, est_output_tokens=100
+        )
+        res = runner.invoke(app, ["judge", str(run), "--judge", str(cfg), "--max-cost", "0.005"])
+        assert res.exit_code == 0, res.output
+        assert srv.count == 2 and "budget: $0.0000 of $0.0050 already spent" in res.output
+        assert "$0.0000 before, $0.0040 after, of the $0.0050 budget" in res.output
+        # The same budget again: the folder has spent $0.004, so nothing more starts.
+        res = runner.invoke(app, ["judge", str(run), "--judge", str(cfg), "--max-cost", "0.005"])
+        assert res.exit_code == 0, res.output
+        assert srv.count == 2 and "budget: $0.0040 of $0.0050 already spent" in res.output
+        assert "budget reached, 3 call(s) not started" in res.output
+        res = runner.invoke(app, ["judge", str(run), "--judge", str(cfg), "--max-cost", "0.009"])
+        assert res.exit_code == 0 and srv.count == 4
+        assert "$0.0040 before, $0.0080 after, of the $0.0090 budget" in res.output
+
+
+def test_nothing_to_judge_names_the_scored_protocols_and_their_judges(tmp_path, api_key):
+    run = build_run(tmp_path / "run", ["a"], protocols=(("medebench", "1"),))
+    with FakeJudgeServer() as srv:
+        cfg = _judge_config(tmp_path, srv)
+        res = runner.invoke(
+            app, ["judge", str(run), "--judge", str(cfg), "--protocol", "miedb-rubric@1"]
+        )
+        assert srv.count == 0
+    assert res.exit_code == 2 and "nothing to judge" in res.output
+    text = " ".join(res.output.split())
+    assert "medebench@1 (1 rows) <- medebench-judge@paper-structure, " in text
+    assert "miedb-rubric@1 fills miedb@paper, miedb@1" in text
+    assert "predictions" not in text

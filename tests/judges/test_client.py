@@ -96,3 +96,58 @@ def test_missing_key_names_the_variable(monkeypatch):
         JudgeConfig(model="m", api_key_env="MY_JUDGE_KEY", api_key_required=False).api_key()
         == "EMPTY"
     )
+
+
+@pytest.mark.parametrize(
+    "reply,kind,said",
+    [
+        (
+            Reply(raw="<html><body>502 upstream</body></html>", content_type="text/html"),
+            "HTTP 200, body not JSON",
+            "an HTML page",
+        ),
+        (
+            Reply(raw='{"id": "x", "choices": [{"index": 0, "message": {"role": "assis'),
+            "HTTP 200, body not JSON",
+            "not valid JSON",
+        ),
+        (
+            Reply(raw='{"result": "Editing Accuracy: 7/10"}'),
+            "HTTP 200, no choices[0].message",
+            "no choices[0].message",
+        ),
+        (Reply(raw='["not", "an", "object"]'), "HTTP 200, no choices[0].message", "no choices"),
+        (Reply(raw='{"choices": []}'), "HTTP 200, no choices[0].message", "no choices"),
+        (Reply(status=418, message="teapot"), "HTTP 418", "teapot"),
+    ],
+)
+def test_a_bad_reply_is_one_failed_call_naming_endpoint_status_and_body(api_key, reply, kind, said):
+    with FakeJudgeServer(lambda b, n: reply) as srv:
+        done, calls = _complete(_config(srv))
+    assert calls == 1 and done.text is None and done.failure == kind
+    assert done.error.startswith(f"{srv.base_url}: HTTP ") and said in done.error
+    body = reply.raw if reply.raw is not None else "teapot"
+    assert body[:40] in done.error  # the first characters of the body
+
+
+def test_long_bodies_are_cut_at_200_characters(api_key):
+    page = "<html>" + "x" * 500 + "</html>"
+    with FakeJudgeServer(lambda b, n: Reply(raw=page, content_type="text/html")) as srv:
+        done, _ = _complete(_config(srv))
+    shown = done.error.split(": ", 3)[-1]
+    assert shown == page[:200] + "..."
+
+
+def test_an_echoed_key_is_redacted_from_errors_and_answers(monkeypatch):
+    key = "zz-judge-key-7f3a9c2e51"  # not shaped like a key: removed because it is in use
+    monkeypatch.setenv("MY_JUDGE_KEY", key)
+    with FakeJudgeServer(lambda b, n: Reply(status=400, message="bad auth header {auth}")) as srv:
+        done, _ = _complete(_config(srv, api_key_env="MY_JUDGE_KEY"))
+    assert "HTTP 400" in done.error and key not in done.error and "[REDACTED]" in done.error
+    with FakeJudgeServer(lambda b, n: Reply(status=401, message="rejected {auth}")) as srv:
+        with pytest.raises(JudgeSetupError) as info:
+            _complete(_config(srv, api_key_env="MY_JUDGE_KEY"))
+    assert key not in str(info.value) and "HTTP 401" in str(info.value)
+    with FakeJudgeServer(lambda b, n: Reply(raw="<p>debug: {auth}</p>")) as srv:
+        done, _ = _complete(_config(srv, api_key_env="MY_JUDGE_KEY"))
+    assert key not in done.error and "Bearer [REDACTED]" in done.error

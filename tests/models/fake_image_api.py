@@ -6,7 +6,9 @@
 - ``POST /edit`` (a plain JSON endpoint for the ``http`` adapter) -> ``{"image": ...}``.
 
 The edit is ``255 - input``. The prompt steers a sample's answer: ``REFUSE`` (content filter),
-``NOIMAGE`` (a well-formed answer without an image), ``GRAY`` (a gray image twice the size).
+``NOIMAGE`` (a well-formed answer without an image), ``GRAY`` (a gray image twice the size),
+``ECHOKEY400`` / ``ECHOKEY200`` (OpenAI edits: a 400 error, or a 200 answer without an image,
+that echoes the request's ``Authorization`` header, as some proxies do).
 :attr:`FakeImageAPI.script` steers the next requests in arrival order: an HTTP status (``429``,
 ``503``), ``"slow"`` (answer after ``slow_s``, for client timeouts) or ``"garbage"`` (not JSON).
 Every request is recorded; ``latency`` delays every answer (for throughput benchmarks).
@@ -120,6 +122,11 @@ class _Handler(BaseHTTPRequestHandler):
         fields, files = _multipart(self.headers["content-type"], body)
         record.update(fields=fields, files={k: (n, t) for k, (n, t, _) in files.items()})
         prompt = fields.get("prompt", "")
+        auth = self.headers.get("Authorization", "")
+        if "ECHOKEY400" in prompt:
+            return self._send(400, {"error": {"message": f"Incorrect API key provided: {auth}"}})
+        if "ECHOKEY200" in prompt:
+            return self._send(200, {"created": 1, "data": [], "debug": {"authorization": auth}})
         if "REFUSE" in prompt:
             error = {
                 "code": "moderation_blocked",

@@ -196,7 +196,59 @@ def test_runner_keeps_requests_in_flight_and_records_refusals_per_sample(api, tm
         preds = {(p.sample_id, p.k): p for p in store.predictions()}
     assert time.perf_counter() - t0 < 16 * 0.1 / 2  # 16 requests of 0.1 s, 4 at a time
     assert api.max_in_flight == 4
-    assert (rep.done, rep.failed) == (12, 4)
+    # refusals are their own count since the runner stores them (issue 10, item 6)
+    assert (rep.done, rep.failed, rep.refused) == (12, 2, 2)
     assert preds[("s002", 0)].error.startswith("ContentRefusedError: gpt-image-1: refused")
     assert preds[("s005", 1)].error.startswith("NoImageError")
     assert preds[("s000", 0)].status == "ok" and preds[("s000", 0)].seed is not None
+
+
+def test_an_echoed_key_never_leaves_the_process_through_medibench_run(
+    api, tmp_path, monkeypatch, caplog
+):
+    import json
+    import logging
+
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+
+    key = "zz-image-key-0c7d1e5a9f"  # not key-shaped: redacted because it is the key in use
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    data = make_native(tmp_path / "data", n=3)
+    lines = [json.loads(x) for x in (data / "samples.jsonl").read_text().splitlines()]
+    lines[0]["instruction"], lines[1]["instruction"] = "ECHOKEY400", "ECHOKEY200"
+    (data / "samples.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    run, out = tmp_path / "run", tmp_path / "scores.jsonl"
+    caplog.set_level(logging.DEBUG)
+    runner = CliRunner()
+    res = runner.invoke(
+        app,
+        [
+            "run",
+            "--dataset",
+            f"native:{data}",
+            "--model",
+            "openai-image:gpt-image-1",
+            "--model-option",
+            f"base_url={api.url}/v1",
+            "--model-option",
+            "backoff=0.01",
+            "--out",
+            str(run),
+            "--no-progress",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert {r["headers"]["Authorization"] for r in api.requests} == {f"Bearer {key}"}
+    res2 = runner.invoke(app, ["export", str(run), "--out", str(out)])
+    assert res2.exit_code == 0, res2.output
+    with RunStore(run) as store:
+        errors = {p.sample_id: p.error for p in store.predictions() if p.error}
+    assert "HTTP 400" in errors["s000"] and "[REDACTED]" in errors["s000"]
+    assert "NoImageError" in errors["s001"] and "[REDACTED]" in errors["s001"]
+    files = [p for p in run.rglob("*") if p.is_file()] + [out]
+    assert any(p.name == "run.sqlite" for p in files)
+    for p in files:
+        assert key.encode() not in p.read_bytes(), p
+    assert key not in res.output + res2.output and key not in caplog.text

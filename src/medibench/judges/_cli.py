@@ -7,6 +7,7 @@ no logic beyond reading options and printing tables.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -94,12 +95,15 @@ def judge(
             judge_config, model=judge_model, base_url=base_url, concurrency=concurrency
         )
         with RunStore.open_existing(run) as store:
-            scored = {s.protocol for s in store.scores()}
+            rows = Counter(f"{s.protocol}@{s.protocol_version}" for s in store.scores())
+        scored = {spec.split("@", 1)[0] for spec in rows}
         specs = protocol or [DEFAULT_JUDGE[p] for p in sorted(scored) if p in DEFAULT_JUDGE]
-        if not specs:
-            _fail(f"{run}: no score rows of a judged protocol ({', '.join(DEFAULT_JUDGE)})")
         judges = [load_judge(s) for s in specs]
+        if not any(set(j.targets) & set(rows) for j in judges):
+            _fail(_nothing_to_judge(run, rows, judges))
         policy = CachePolicy.only_failed() if only_failed else CachePolicy()
+        if max_cost is not None and not dry_run:
+            _print_budget_before(run, max_cost)
         if dry_run:
             _print_plan(
                 judge_run(
@@ -260,6 +264,39 @@ def _print_plan(reports, config) -> None:
         console.print("no prices in the judge config: cost not estimated")
 
 
+def _nothing_to_judge(run: Path, rows: Counter, judges) -> str:
+    """Which protocols the run is scored with, and which judge protocols fill each."""
+    from medibench.judges import JUDGES
+
+    fills: dict[str, list[str]] = {}
+    for name in JUDGES.names():
+        for target in JUDGES.create(name).targets:
+            fills.setdefault(target, []).append(name)
+    scored = "; ".join(
+        f"{spec} ({n} rows) <- {', '.join(fills.get(spec, [])) or 'no judge protocol'}"
+        for spec, n in sorted(rows.items())
+    )
+    asked = "; ".join(f"{j.spec} fills {', '.join(j.targets)}" for j in judges)
+    return (
+        f"{run}: nothing to judge. Scored here, with the judge protocols that fill each: "
+        f"{scored or 'no score rows (run medibench score first)'}."
+        + (f" Asked for: {asked}." if asked else "")
+    )
+
+
+def _print_budget_before(run: Path, max_cost: float) -> None:
+    from medibench.judges import JudgementStore
+    from medibench.runs import RunStore
+
+    with RunStore.open_existing(run) as store:
+        spent = JudgementStore(store).spent_usd()
+    console.print(
+        f"budget: {_usd(spent)} of {_usd(max_cost)} already spent on judges in {run} "
+        "(--max-cost is for the run folder, across invocations); "
+        f"{_usd(max(0.0, max_cost - spent))} left"
+    )
+
+
 def _print_reports(reports, passes: int) -> None:
     table = Table(title="judging")
     cols = (
@@ -298,6 +335,19 @@ def _print_reports(reports, passes: int) -> None:
         if passes > 1 and r.spread:
             sp = ", ".join(f"{k} {v:.3f}" for k, v in r.spread.items())
             console.print(f"{r.judge}: mean spread (sd) across {passes} passes: {sp}")
+        failed = sum(r.failures.values())
+        if failed:
+            why = ", ".join(f"{n} {kind}" for kind, n in r.failures.most_common())
+            console.print(
+                f"[yellow]{r.judge}: {failed} call(s) failed ({why}); stored as errors (the "
+                "judgements' problems name the endpoint, status and body): run again to ask "
+                "only for them[/]"
+            )
+        if r.max_cost is not None:
+            console.print(
+                f"{r.judge}: run folder judge spend {_usd(r.spent_before_usd)} before, "
+                f"{_usd(r.spent_after_usd)} after, of the {_usd(r.max_cost)} budget"
+            )
         if r.stopped_by_budget:
             console.print(
                 f"[yellow]{r.judge}: budget reached, {r.not_started} call(s) not started; "
