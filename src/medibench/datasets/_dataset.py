@@ -27,10 +27,14 @@ class PredictionIndex:
         files: ``{model: {sample_id: {k: path}}}``.
         unknown: ``(model, path)`` of files whose sample id is not in the benchmark (reported and
             ignored).
+        failed: ``{model: {sample_id: {k: reason}}}``: outputs the layout records as failed
+            rather than absent (MedGEN's ``"Edit Error: ..."``); scored as ``missing`` with the
+            reason, never read as a file.
     """
 
     files: dict[str, dict[str, dict[int, Path]]] = field(default_factory=dict)
     unknown: list[tuple[str, Path]] = field(default_factory=list)
+    failed: dict[str, dict[str, dict[int, str]]] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
@@ -38,6 +42,18 @@ class PredictionIndex:
 
     def add(self, model: str, sample_id: str, k: int, path: Path) -> None:
         self.files.setdefault(model, {}).setdefault(sample_id, {})[k] = path
+
+    def add_failed(self, model: str, sample_id: str, k: int, reason: str) -> None:
+        """Record that output ``k`` of ``sample_id`` failed, and why (no file to read)."""
+        outputs = self.files.setdefault(model, {})
+        outputs.get(sample_id, {}).pop(k, None)
+        if sample_id in outputs and not outputs[sample_id]:
+            del outputs[sample_id]
+        self.failed.setdefault(model, {}).setdefault(sample_id, {})[k] = reason
+
+    def reason(self, model: str, sample_id: str, k: int) -> str | None:
+        """Why output ``k`` of ``sample_id`` is missing, when the layout says; else ``None``."""
+        return self.failed.get(model, {}).get(sample_id, {}).get(k)
 
 
 class Dataset:

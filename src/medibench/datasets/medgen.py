@@ -108,6 +108,8 @@ _GENERIC_TASKS = frozenset(
 )
 _EDIT_CATEGORIES = frozenset({"imageedit", "imageediting"})
 _UNSAFE = re.compile(r'[/\\:*?"<>|\s]')
+# What the official agent writes as output_image when an edit fails ("Edit Error: <message>").
+_EDIT_ERROR = re.compile(r"^\s*edit error\b", re.IGNORECASE)
 
 
 class MedGenDataset(Dataset):
@@ -145,9 +147,12 @@ class MedGenDataset(Dataset):
         * one model's folder (PNG or JSONL files directly in it), named ``model`` or the folder.
 
         From a JSONL file, a record with an ``error`` or without ``output_image`` is not an
-        output (as the official resume logic treats it); for a repeated id the last complete
-        record wins; the output is ``k = 0``. A relative ``output_image`` is looked up next to
-        the JSONL file, in its parent folder, in the dataset folder, then in the working folder;
+        output (as the official resume logic treats it); an ``output_image`` that is the
+        official agent's failure text (``"Edit Error: ..."``) is a failed output, in
+        ``index.failed`` with that text as the reason (scored ``missing``, not read as a path);
+        for a repeated id the last record wins; the output is ``k = 0``. A relative
+        ``output_image`` is looked up next to the JSONL file, in its parent folder, in the
+        dataset folder, then in the working folder;
         a path that exists nowhere is indexed as it is, so scoring reports the missing file.
         Records and files whose id is not a sample go to ``unknown``. When a PNG and a JSONL
         record give the same id and k, the JSONL record wins.
@@ -203,13 +208,18 @@ class MedGenDataset(Dataset):
             ref = record.get("output_image")
             if record.get("error") or not isinstance(ref, str) or not ref.strip():
                 continue
-            path = _output_path(ref, jsonl, self.root)
             raw = str(record.get("sample_id") or "")
             sid = self._id_of.get(raw, raw)
+            if _EDIT_ERROR.match(ref):
+                if sid in self:
+                    index.add_failed(name, sid, 0, f"the model's edit failed: {ref.strip()}")
+                continue
+            path = _output_path(ref, jsonl, self.root)
             if sid not in self:
                 index.unknown.append((name, path))
                 continue
             index.add(name, sid, 0, path)
+            index.failed.get(name, {}).get(sid, {}).pop(0, None)
 
 
 def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") -> MedGenDataset:
