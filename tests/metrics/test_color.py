@@ -100,3 +100,29 @@ def test_paint_iou_errors():
         paint_iou(ans, ans, inp, thresholds=[])
     with pytest.raises(ValueError, match="output must be an sRGB uint8"):
         paint_iou(ans.astype(float), ans, inp)
+
+
+def test_float32_lab_follows_paintbench_order_step_by_step():
+    # Issue 10 item 7: PaintBench converts in float32; every step here is float32, in its order.
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, (17, 23, 3), dtype=np.uint8)
+    rgb = img.astype(np.float32) / 255.0
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    m = np.array(
+        [[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750],
+         [0.0193339, 0.1191920, 0.9503041]], dtype=np.float32,
+    )  # fmt: skip
+    xyz = lin @ m.T / np.array([0.95047, 1.0, 1.08883], dtype=np.float32)
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), (29 / 6) ** 2 / 3 * xyz + 4 / 29)
+    want = np.stack(
+        [116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], -1
+    )
+    got = rgb_to_lab(img, dtype=np.float32)
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    assert np.abs(got - rgb_to_lab(img)).max() < 1e-3
+    # A flat colour pair whose dE is 2 - 1e-5 in float32 and 2 + 1e-5 in float64.
+    a = np.array([[[52, 219, 239]]], np.uint8)
+    b = np.array([[[53, 215, 237]]], np.uint8)
+    assert delta_e76(a, b, dtype=np.float32)[0, 0] <= 2 < delta_e76(a, b)[0, 0]
+    with pytest.raises(ValueError, match="dtype must be"):
+        rgb_to_lab(img, dtype=np.float16)
