@@ -101,7 +101,9 @@ def _score_chunk(root, samples, index: PredictionIndex, protocols, k) -> list[Sc
                         k=j,
                         path=str(path.resolve()) if path else None,
                         status="ok" if path else "error",
-                        error=None if path else f"no output for k={j}",
+                        error=None
+                        if path
+                        else (index.reason(model, sample.sample_id, j) or f"no output for k={j}"),
                     )
                     out.append(score_one(root, sample, pred, proto, load_images, cache))
     return out

@@ -44,11 +44,6 @@ def test_edit_error_is_scored_missing_not_as_a_read_error(failed):
     assert all(v is None for v in record.metrics.values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs/_folder.py (owned by the runs engineer) must pass PredictionIndex.reason() "
-    "into the missing Prediction's error",
-)
 def test_edit_error_text_is_the_missing_reason(failed):
     ds, sample, index = failed
     records = score_predictions(ds, index, [MedGenCodeProtocol()], k=1, progress=False)
