@@ -5,12 +5,14 @@
 * :class:`JudgeConfig` / :func:`load_judge_config`: model, endpoint, decoding, retries, prices.
 * :class:`JudgeClient`: one OpenAI-compatible chat call with jittered exponential retries.
 * :class:`CachePolicy`, :class:`JudgementStore`, :func:`cache_key`: the judge cache in the run.
-* :func:`parse_answer`: the tolerant score parser.
+* :func:`parse_answer`: the score parser: many answer shapes, all or nothing, real score
+  statements only (format quotes and refusals never score).
 * ``JUDGES`` / :func:`load_judge`: the judge protocols (``medebench-judge@paper-structure``,
   ``miedb-rubric@1``, ``medgen-checklist@1``, ...).
 * :mod:`medibench.judges.agreement`: judge-judge and judge-human agreement.
 """
 
+from medibench.calls import MissingAPIKeyError
 from medibench.judges._client import Completion, JudgeClient, JudgeSetupError
 from medibench.judges._config import (
     JudgeConfig,
@@ -59,6 +61,7 @@ __all__ = [
     "MedEBenchJudge",
     "MedGenChecklistJudge",
     "MieDBRubricJudge",
+    "MissingAPIKeyError",
     "MissingApiKeyError",
     "ParsedAnswer",
     "PromptFile",
