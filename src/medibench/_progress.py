@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import TracebackType
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -15,10 +18,10 @@ class progress_bar:
         self.enabled, self.console, self.label, self.total = enabled, console, label, total
         self._bar: Progress | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> Callable[[], None]:
         if not self.enabled or self.total == 0:
             return lambda: None
-        self._bar = Progress(
+        bar = self._bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -26,10 +29,15 @@ class progress_bar:
             console=self.console or Console(stderr=True),
             transient=False,
         )
-        self._bar.__enter__()
-        task = self._bar.add_task(self.label, total=self.total)
-        return lambda: self._bar.advance(task)
+        bar.__enter__()
+        task = bar.add_task(self.label, total=self.total)
+        return lambda: bar.advance(task)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._bar is not None:
-            self._bar.__exit__(*exc)
+            self._bar.__exit__(exc_type, exc, tb)

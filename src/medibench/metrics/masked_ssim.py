@@ -27,6 +27,9 @@ from medibench.metrics.ssim import Window, _as_hwc, _cropped_mean, _ssim_hwc
 
 __all__ = ["masked_ssim", "ssim_by_region"]
 
+# The masked regions by name (``"full"`` is the whole map, averaged with the border crop).
+_MASKED: dict[str, Region] = {"outside": "outside", "inside": "inside"}
+
 
 def masked_ssim(
     a: np.ndarray,
@@ -109,7 +112,7 @@ def ssim_by_region(
         )
     x, y, _ = _as_hwc(a, b, channel_axis)
     spatial = x.shape[:2]
-    chosen = {r: select_region(mask, spatial, r, dilate) for r in regions if r != "full"}
+    chosen = {r: select_region(mask, spatial, _MASKED[r], dilate) for r in regions if r != "full"}
     s, win = _ssim_hwc(
         x, y, data_range, window, win_size, sigma, k1, k2, use_sample_covariance, dtype
     )

@@ -26,11 +26,15 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from medibench.metrics._checks import as_bool_mask
 from medibench.samples import OVERLAY_COLORS
+
+if TYPE_CHECKING:  # annotations only (postponed): no runtime dependency on typing_extensions
+    from typing_extensions import TypeIs
 
 __all__ = ["blend_overlay", "overlay_to_mask", "overlay_ill_conditioned", "Color"]
 
@@ -184,20 +188,20 @@ def _color(c: Color) -> tuple[int, int, int]:
     rgb = tuple(c)
     if len(rgb) != 3 or not all(0 <= v <= 255 for v in rgb):
         raise ValueError(f"a colour must be a name or an (R, G, B) tuple in 0-255, got {c!r}")
-    return rgb  # type: ignore[return-value]
+    return rgb
 
 
-def _is_one_color(color: object) -> bool:
+def _is_one_color(color: Color | Sequence[Color]) -> TypeIs[Color]:
     # A tuple of three numbers is one colour; a list of names or tuples is several.
     return isinstance(color, str) or (
-        len(color) == 3 and all(np.isscalar(v) and not isinstance(v, str) for v in color)  # type: ignore[arg-type]
+        len(color) == 3 and all(np.isscalar(v) and not isinstance(v, str) for v in color)
     )
 
 
 def _colors(color: Color | Sequence[Color]) -> list[tuple[int, int, int]]:
     if _is_one_color(color):
-        return [_color(color)]  # type: ignore[arg-type]
-    colors = [_color(c) for c in color]  # type: ignore[union-attr]
+        return [_color(color)]
+    colors = [_color(c) for c in color]
     if not colors:
         raise ValueError("color must be a colour or a non-empty list of colours")
     return colors
@@ -209,7 +213,8 @@ def _pair_masks_colors(
     shape: tuple[int, int],
 ) -> tuple[list[np.ndarray], list[tuple[int, int, int]]]:
     several = isinstance(mask, (list, tuple))
-    masks = [as_bool_mask(m, "mask") for m in (mask if several else [mask])]
+    given = mask if isinstance(mask, (list, tuple)) else [np.asarray(mask)]
+    masks = [as_bool_mask(m, "mask") for m in given]
     if several:
         if _is_one_color(color):
             raise ValueError("a list of masks needs a list of colours of the same length")

@@ -83,8 +83,10 @@ def ssim_map(
         the channel axis where it was) with one map per channel. Borders are not cropped.
     """
     x, y, axis = _as_hwc(a, b, channel_axis)
-    s = _ssim_hwc(x, y, data_range, window, win_size, sigma, k1, k2, use_sample_covariance, dtype)
-    s = s[0].copy()  # the core returns a view into a reused workspace
+    view, _ = _ssim_hwc(
+        x, y, data_range, window, win_size, sigma, k1, k2, use_sample_covariance, dtype
+    )
+    s = view.copy()  # the core returns a view into a reused workspace
     if axis is None:
         return s[:, :, 0]
     return np.moveaxis(s, -1, axis) if axis != 2 else s

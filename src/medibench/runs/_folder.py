@@ -72,7 +72,7 @@ def _warn_empty_models(dataset, index: PredictionIndex, n_samples: int, console)
     """A "model" folder with no output for any sample is most often not a model's folder
     (``--predictions`` one level too high makes ``benchmarks/`` a model): say so, by name."""
     for model in index.models:
-        if index.files[model]:
+        if index.files[model] or index.failed.get(model):
             continue
         text = (
             f"model folder '{model}' holds no output for any of the {n_samples} samples of "
