@@ -36,6 +36,7 @@ bench: $(VENV)/.dev-installed
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy  # files and settings: [tool.mypy] in pyproject.toml
 
 clean:
 	rm -rf demo_run .pytest_cache

@@ -10,6 +10,7 @@ group sequences; those are looked up for the frame being read.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Literal
 
 import numpy as np
@@ -127,10 +128,10 @@ def read_dicom_seg(path: str | os.PathLike) -> dict[int, np.ndarray]:
 def _check_window_argument(window: object) -> tuple[float, float]:
     """A validated explicit ``(centre, width)``."""
     message = f"read_dicom: window must be 'auto', None or (centre, width), got {window!r}"
-    if isinstance(window, str):
+    if isinstance(window, str) or not isinstance(window, Iterable):
         raise ValueError(message)
     try:
-        centre, width = (float(v) for v in window)  # type: ignore[union-attr]
+        centre, width = (float(v) for v in window)
     except (TypeError, ValueError):
         raise ValueError(message) from None
     if not (np.isfinite(centre) and np.isfinite(width) and width >= 1):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
@@ -80,8 +81,13 @@ def read_nifti_slice(
     return np.ascontiguousarray(np.rot90(plane))
 
 
-def _load(path_or_image) -> tuple[object, str]:
-    """A nibabel image and the name to use in messages."""
+def _load(path_or_image: str | os.PathLike | object) -> tuple[Any, str]:
+    """A nibabel image and the name to use in messages.
+
+    The image is duck-typed (``dataobj``, ``shape``, ``affine``): ``nib.load`` is annotated as
+    returning ``FileBasedImage``, which declares none of them, and in-memory images are
+    accepted by those attributes alone, so the image is typed ``Any``.
+    """
     import nibabel as nib
 
     if isinstance(path_or_image, (str, os.PathLike)):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import cv2
 import numpy as np
@@ -40,7 +40,11 @@ from skimage.filters import threshold_multiotsu, threshold_otsu
 
 from medibench.models._instructions import ANOMALY_WORDS
 
+if TYPE_CHECKING:  # annotations only (postponed), so Python 3.10 needs no typing_extensions
+    from typing_extensions import Unpack
+
 __all__ = [
+    "DetectorSettings",
     "Polarity",
     "detect_anomalies",
     "organ_mask",
@@ -89,7 +93,16 @@ def wants_all(phrase: str) -> bool:
     return bool(_PLURAL.search(phrase))
 
 
-def structure_mask(gray: np.ndarray, phrase: str, **detector: float) -> np.ndarray:
+class DetectorSettings(TypedDict, total=False):
+    """The :func:`detect_anomalies` settings that callers pass through as ``**settings``."""
+
+    min_significance: float
+    relative_significance: float
+
+
+def structure_mask(
+    gray: np.ndarray, phrase: str, **detector: Unpack[DetectorSettings]
+) -> np.ndarray:
     """Boolean ``(H, W)`` mask of the structure ``phrase`` names, by the rules of this module.
 
     ``detector`` settings (``min_significance``, ``relative_significance``) go to
@@ -184,7 +197,7 @@ def organ_mask(gray: np.ndarray) -> np.ndarray:
 # helpers
 
 
-def _one_structure(gray: np.ndarray, phrase: str, detector: dict[str, float]) -> np.ndarray:
+def _one_structure(gray: np.ndarray, phrase: str, detector: DetectorSettings) -> np.ndarray:
     rule = next((name for pattern, name in _RULES if pattern.search(phrase)), "organ")
     if rule in ("white_matter", "grey_matter", "csf"):
         organ = organ_mask(gray)
@@ -241,9 +254,11 @@ def _find_blobs(
         dyy = cv2.Sobel(smooth, cv2.CV_32F, 0, 2, ksize=3) / 4
         dxy = cv2.Sobel(smooth, cv2.CV_32F, 1, 1, ksize=3) / 4
         response = -(sigma**2) * (dxx + dyy)
-        blobby = dxx * dyy - dxy * dxy
+        hessian_det = dxx * dyy - dxy * dxy
         trace = dxx + dyy
-        blobby = (blobby > 0) & (trace * trace * edge_ratio < (edge_ratio + 1) ** 2 * blobby)
+        blobby = (hessian_det > 0) & (
+            trace * trace * edge_ratio < (edge_ratio + 1) ** 2 * hessian_det
+        )
         response[(depth < radius) | ~blobby] = 0.0
         laplacian.append(response)
     stack = np.stack(laplacian)
@@ -431,7 +446,7 @@ def _lung_mask(gray: np.ndarray) -> np.ndarray:
 
 
 def _largest_components(mask: np.ndarray, count: int, *, min_area: float = 0) -> np.ndarray:
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), 8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
     if n <= 1:
         return np.zeros(mask.shape, bool)
     areas = stats[1:, cv2.CC_STAT_AREA]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,7 +85,7 @@ class ModelSpec:
         """
         return str(self.options.get("name") or self.model)
 
-    def factory(self):
+    def factory(self) -> Callable[..., Any]:
         """The callable that builds the model (imported now)."""
         if self.is_registered:
             from medibench.models import MODELS

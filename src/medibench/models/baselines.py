@@ -33,6 +33,7 @@ from medibench.models import _transform
 from medibench.models._base import as_rgb_uint8
 from medibench.models._instructions import EditIntent, parse_instruction
 from medibench.models._segment import (
+    DetectorSettings,
     detect_anomalies,
     polarity_of,
     structure_mask,
@@ -184,7 +185,7 @@ class ClassicalModel:
             rgb, mask, radius=self.inpaint_radius, method=self.inpaint_method
         )
 
-    def _detector_settings(self) -> dict[str, float]:
+    def _detector_settings(self) -> DetectorSettings:
         return {
             "min_significance": self.min_significance,
             "relative_significance": self.relative_significance,

@@ -58,7 +58,7 @@ def image_jobs(
     """One :mod:`~medibench.report._images` job per sample (outputs indexed like ``models``)."""
     jobs = []
     for s in samples:
-        outputs = []
+        outputs: list[tuple[int, str | None, str | None]] = []  # (index, path, why missing)
         for i, model in enumerate(models):
             p = shown.get((model, s.sample_id))
             if p is None:

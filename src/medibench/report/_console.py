@@ -39,6 +39,7 @@ def summary_tables(
     tables = []
     for by in agg.group_by:
         sub = [r for r in rows if r["by"] == by]
+        parts: list[tuple[str | None, list[dict]]]
         if by == "perspective":  # per-perspective leaderboards: their metrics differ
             parts = [(g, [r for r in sub if r["group"] == g]) for g in _unique(sub)]
         else:

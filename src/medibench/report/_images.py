@@ -93,7 +93,7 @@ def render_sample_images(
                 outline = _outline(mask, small.shape[:2])
         except Exception as exc:  # a bad mask is named on the page, the rest still shows
             res["roi"] = {"missing": _why(job["mask"], exc)}
-    if outline is not None:
+    if outline is not None and small is not None:  # an outline is only drawn on a thumbnail
         roi = small.copy()
         roi[outline] = _ROI
         res["roi"] = {"thumb": _write_thumb(roi, out_dir, f"{sid}__roi"), "full": None}
@@ -178,7 +178,7 @@ def _write_thumb(rgb: np.ndarray, out_dir: Path, name: str) -> str:
 
 
 def _outline(mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    m = (mask > 0).astype(np.uint8)
+    m: np.ndarray = (mask > 0).astype(np.uint8)
     m = cv2.resize(m, shape[::-1], interpolation=cv2.INTER_NEAREST)
     return (m > 0) & ~(cv2.erode(m, np.ones((3, 3), np.uint8), borderValue=0) > 0)
 

@@ -70,7 +70,11 @@ def distributions(values: Mapping[str, Sequence[float]], metric: str, stem: Path
         for model, vs in sorted(finite.items()):
             if vs:
                 ax.hist(
-                    vs, bins=bins, histtype="step", linewidth=1.5, label=f"{model} (n={len(vs)})"
+                    vs,
+                    bins=bins.tolist(),
+                    histtype="step",
+                    linewidth=1.5,
+                    label=f"{model} (n={len(vs)})",
                 )
         ax.legend(fontsize=8, frameon=False)
     ax.set_xlabel(metric)
