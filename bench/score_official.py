@@ -258,7 +258,7 @@ def compare_runs(root: Path, records: list[dict]) -> tuple[dict, dict, float, fl
     """Score every sample both ways, interleaved (the order alternates per sample), so that a
     change in machine load hits both timings alike. Returns both results, the seconds of (a),
     of (b), and of (b)'s one-off read_miedb + find_predictions (included in (b))."""
-    from medibench.datasets.miedb import read_miedb
+    from medibench.benchmarks.miedb.dataset import read_miedb
     from medibench.protocols import load_protocol
 
     t0 = time.perf_counter()
@@ -294,7 +294,7 @@ def compare_runs(root: Path, records: list[dict]) -> tuple[dict, dict, float, fl
 
 def breakdown(root: Path, n: int) -> dict[str, float]:
     """Milliseconds per output of (b)'s parts, on ``n`` samples' first available output."""
-    from medibench.datasets.miedb import read_miedb
+    from medibench.benchmarks.miedb.dataset import read_miedb
     from medibench.metrics import miedb_dice, overlay_to_mask, psnr, ssim
     from medibench.protocols import SKIMAGE_DEFAULT_SSIM, load_protocol
     from medibench.samples import Perspective
@@ -341,7 +341,7 @@ def breakdown(root: Path, n: int) -> dict[str, float]:
 def medibench_pool(root: Path, workers: int) -> tuple[dict, float]:
     """(c) what ``medibench score --workers N`` does: ``score_predictions`` in N processes.
     Returns {sample_id: {metric: [values per available output]}} and the seconds taken."""
-    from medibench.datasets.miedb import read_miedb
+    from medibench.benchmarks.miedb.dataset import read_miedb
     from medibench.protocols import load_protocol
     from medibench.runs import score_predictions
 

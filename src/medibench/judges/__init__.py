@@ -29,9 +29,6 @@ from medibench.judges._protocols import (
     JUDGES,
     Fill,
     JudgeProtocol,
-    MedEBenchJudge,
-    MedGenChecklistJudge,
-    MieDBRubricJudge,
     load_judge,
 )
 from medibench.judges._records import (
@@ -58,9 +55,6 @@ __all__ = [
     "JudgeProtocol",
     "JudgeReport",
     "JudgeSetupError",
-    "MedEBenchJudge",
-    "MedGenChecklistJudge",
-    "MieDBRubricJudge",
     "MissingAPIKeyError",
     "MissingApiKeyError",
     "ParsedAnswer",

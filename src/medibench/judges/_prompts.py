@@ -1,4 +1,4 @@
-"""Versioned prompt files shipped in ``medibench/judges/prompts/``.
+"""Versioned prompt files, shipped beside the judges that use them (``benchmarks/<name>/``).
 
 A prompt file is a header of ``key: value`` lines (at least ``name`` and ``version``), a line
 ``---``, then named sections, each opened by a line ``=== section ===``. Sections are
@@ -16,7 +16,6 @@ from string import Template
 
 __all__ = ["PromptFile", "load_prompt", "prompt_files"]
 
-_PACKAGE = "medibench.judges.prompts"
 
 
 @dataclass(frozen=True)
@@ -53,16 +52,21 @@ class PromptFile:
             ) from None
 
 
-def load_prompt(filename: str) -> PromptFile:
-    """Read and parse a prompt file of the package (``"medebench_paper_structure.md"``)."""
-    data = resources.files(_PACKAGE).joinpath(filename).read_bytes()
+def load_prompt(filename: str, *, package: str) -> PromptFile:
+    """Read and parse the prompt file ``filename`` of ``package``
+    (``load_prompt("miedb_rubric_v1.md", package="medibench.benchmarks.miedb")``)."""
+    try:
+        data = resources.files(package).joinpath(filename).read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"prompt file {filename} is not in package {package}") from None
     return parse_prompt(data, filename)
 
 
 def prompt_files() -> list[str]:
-    """The prompt files the package ships."""
-    root = resources.files(_PACKAGE)
-    return sorted(p.name for p in root.iterdir() if p.name.endswith((".md", ".txt")))
+    """The prompt files of every registered judge protocol."""
+    from medibench.judges._protocols import JUDGES
+
+    return sorted({JUDGES.create(spec).prompt.filename for spec in JUDGES.names()})
 
 
 def parse_prompt(data: bytes, filename: str = "<prompt>") -> PromptFile:

@@ -48,7 +48,7 @@ from medibench.datasets import SampleImages
 from medibench.metrics import resize_cover
 from medibench.metrics.paint_iou import paint_scores
 from medibench.protocols._base import Aggregation, ProtocolResult
-from medibench.protocols.medgen import as_rgb, read_rgb
+from medibench.benchmarks.medgen.protocols import as_rgb, read_rgb
 from medibench.samples import Sample
 
 __all__ = ["PaintBenchProtocol"]

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from medibench.datasets import DatasetError, load_dataset
-from medibench.datasets.medebench import (
+from medibench.benchmarks.medebench.dataset import (
     MedEBenchDataset,
     detect,
     infer_modality,

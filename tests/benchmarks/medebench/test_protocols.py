@@ -15,9 +15,9 @@ from skimage.metrics import structural_similarity
 
 from medibench.datasets import SampleImages
 from medibench.datasets import load_images as default_load_images
-from medibench.datasets.medebench import read_medebench
+from medibench.benchmarks.medebench.dataset import read_medebench
 from medibench.protocols import NOT_JUDGED, PROTOCOLS, load_protocol
-from medibench.protocols.medebench import FID_REASON, MedEBenchPaperProtocol, MedEBenchProtocol
+from medibench.benchmarks.medebench.protocols import FID_REASON, MedEBenchPaperProtocol, MedEBenchProtocol
 from medibench.runs._runner import score_one
 from medibench.samples import Prediction, Sample
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from medibench.datasets.medgen import read_medgen
-from medibench.protocols.medgen import MedGenCodeProtocol
+from medibench.benchmarks.medgen.dataset import read_medgen
+from medibench.benchmarks.medgen.protocols import MedGenCodeProtocol
 from medibench.runs import score_predictions
 
 TEXT = "Edit Error: the image model refused the request (content policy)"

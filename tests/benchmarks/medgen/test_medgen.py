@@ -13,10 +13,10 @@ from PIL import Image
 from skimage.metrics import structural_similarity
 
 from medibench.datasets import DatasetError, load_dataset
-from medibench.datasets.medgen import PERSPECTIVES, detect, normalize_task, read_medgen
+from medibench.benchmarks.medgen.dataset import PERSPECTIVES, detect, normalize_task, read_medgen
 from medibench.io import ImageReadError
 from medibench.protocols import load_protocol
-from medibench.protocols.medgen import MedGenCodeProtocol
+from medibench.benchmarks.medgen.protocols import MedGenCodeProtocol
 from medibench.runs import score_predictions
 from medibench.samples import Perspective
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from medibench.datasets import DatasetError, load_dataset
-from medibench.datasets.miedb import MieDBDataset, detect, read_miedb
+from medibench.benchmarks.miedb.dataset import MieDBDataset, detect, read_miedb
 from medibench.samples import Perspective
 
 from .conftest import MODEL

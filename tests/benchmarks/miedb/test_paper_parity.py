@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from medibench.datasets.miedb import read_miedb
+from medibench.benchmarks.miedb.dataset import read_miedb
 from medibench.io import ImageReadError
 from medibench.protocols import load_protocol
 from medibench.samples import Perspective

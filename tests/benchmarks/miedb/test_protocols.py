@@ -11,11 +11,11 @@ import pytest
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from medibench.datasets import SampleImages
-from medibench.datasets.miedb import read_miedb
+from medibench.benchmarks.miedb.dataset import read_miedb
 from medibench.io import read_image
 from medibench.metrics import blend_overlay, overlay_to_mask
 from medibench.protocols import NOT_JUDGED, load_protocol
-from medibench.protocols.miedb import (
+from medibench.benchmarks.miedb.protocols import (
     MieDBPaperProtocol,
     MieDBProtocol,
 )

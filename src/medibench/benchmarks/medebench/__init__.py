@@ -4,14 +4,18 @@ from medibench.benchmarks import Benchmark
 
 BENCHMARK = Benchmark(
     name="medebench",
-    load="medibench.datasets.medebench:read_medebench",
-    detect="medibench.datasets.medebench:detect",
+    load="medibench.benchmarks.medebench.dataset:read_medebench",
+    detect="medibench.benchmarks.medebench.dataset:detect",
     layout="MedEBench editing/editing_metadata.json",
     protocols=[
-        "medibench.protocols.medebench:MedEBenchPaperProtocol",
-        "medibench.protocols.medebench:MedEBenchProtocol",
+        "medibench.benchmarks.medebench.protocols:MedEBenchPaperProtocol",
+        "medibench.benchmarks.medebench.protocols:MedEBenchProtocol",
     ],
     default_protocols=["medebench@paper", "medebench@1"],
+    judges=[
+        "medibench.benchmarks.medebench.judges:paper_structure",
+        "medibench.benchmarks.medebench.judges:paper_structure_instruction",
+    ],
     default_judge="medebench-judge@paper-structure",
     help="MedEBench (repo root or its editing/ folder): medebench:/path",
 )

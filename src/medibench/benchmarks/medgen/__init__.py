@@ -4,11 +4,17 @@ from medibench.benchmarks import Benchmark
 
 BENCHMARK = Benchmark(
     name="medgen",
-    load="medibench.datasets.medgen:read_medgen",
-    detect="medibench.datasets.medgen:detect",
+    load="medibench.benchmarks.medgen.dataset:read_medgen",
+    detect="medibench.benchmarks.medgen.dataset:detect",
     layout="MedGEN edit.jsonl",
-    protocols=["medibench.protocols.medgen:MedGenCodeProtocol"],
+    protocols=["medibench.benchmarks.medgen.protocols:MedGenCodeProtocol"],
     default_protocols=["medgen@code"],
+    judges=[
+        "medibench.benchmarks.medgen.judges:checklist",
+        "medibench.benchmarks.medgen.judges:checklist_nogt",
+        "medibench.benchmarks.medgen.judges:checklist_scale5",
+        "medibench.benchmarks.medgen.judges:checklist_scale5_nogt",
+    ],
     default_judge="medgen-checklist@1",
     help="MedGEN-Bench (edit.jsonl, vqa.jsonl, gen.jsonl and images): medgen:/path",
 )

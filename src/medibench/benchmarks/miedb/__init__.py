@@ -5,14 +5,15 @@ from medibench.benchmarks import Benchmark
 
 BENCHMARK = Benchmark(
     name="miedb",
-    load="medibench.datasets.miedb:read_miedb",
-    detect="medibench.datasets.miedb:detect",
+    load="medibench.benchmarks.miedb.dataset:read_miedb",
+    detect="medibench.benchmarks.miedb.dataset:detect",
     layout="MieDB dataBenchmark/metadata.json",
     protocols=[
-        "medibench.protocols.miedb:MieDBPaperProtocol",
-        "medibench.protocols.miedb:MieDBProtocol",
+        "medibench.benchmarks.miedb.protocols:MieDBPaperProtocol",
+        "medibench.benchmarks.miedb.protocols:MieDBProtocol",
     ],
     default_protocols=["miedb@paper", "miedb@1"],
+    judges=["medibench.benchmarks.miedb.judges:rubric"],
     default_judge="miedb-rubric@1",
     help="MieDB-100k benchmark split (dataBenchmark/ with metadata.json): miedb:/path",
 )

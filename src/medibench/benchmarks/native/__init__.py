@@ -7,7 +7,7 @@ BENCHMARK = Benchmark(
     load="medibench.datasets.native:read_native_path",
     detect="medibench.datasets.native:detect",
     layout="native samples.jsonl",
-    protocols=["medibench.protocols.native:NativeProtocol"],
+    protocols=["medibench.benchmarks.native.protocols:NativeProtocol"],
     default_protocols=["native@1"],
     help="a folder with samples.jsonl: native:/path/to/folder",
 )
