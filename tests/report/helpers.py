@@ -9,8 +9,9 @@ import numpy as np
 
 from medibench.datasets import load_dataset, load_images
 from medibench.io import write_image
+from medibench.models import load_model
 from medibench.protocols import load_protocol
-from medibench.runs import RunStore, generate, record_environment, resolve_model, score
+from medibench.runs import RunStore, generate, record_environment, score
 
 TASKS = [
     ("remove-lesion", "brain", "CT"),
@@ -88,7 +89,7 @@ def make_run(
         )
         store.put_samples(samples)
         for name in models:
-            generate(store, samples, resolve_model(name), model_name=name, progress=False)
+            generate(store, samples, load_model(name), model_name=name, progress=False)
         if scored:
             score(
                 store, samples, load_protocol("native@1"), load_images=load_images, progress=False

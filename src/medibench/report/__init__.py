@@ -14,16 +14,18 @@ from medibench.report._build import build_report
 from medibench.report._console import format_value, summary_tables
 from medibench.report._csv import write_rows_csv
 from medibench.report._formats import latex_table, markdown_table, write_table
-from medibench.report._paired import compare_models, paired_permutation_test, rank_biserial
-from medibench.report._stats import (
+from medibench.report._tables import comparisons, leaderboard, per_model_values
+from medibench.stats import (  # re-exported: the report's statistics live in medibench.stats
     PassRate,
     bootstrap_ci,
+    compare_models,
     hierarchical_bootstrap_ci,
     macro_mean,
+    paired_permutation_test,
     paired_wilcoxon,
     pass_rate,
+    rank_biserial,
 )
-from medibench.report._tables import comparisons, leaderboard, per_model_values
 
 __all__ = [
     "PassRate",

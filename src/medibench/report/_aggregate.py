@@ -206,7 +206,7 @@ def _add_cis(row, sids, hierarchy, values, samples, aggregation, names) -> None:
     """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (or ``None``),
     from the per-sample ``values`` of its ``sids`` (in ``ci_order``); hierarchical over the
     ``hierarchy`` fields when there are any."""
-    from medibench.report._stats import bootstrap_ci, hierarchical_bootstrap_ci
+    from medibench.stats._bootstrap import bootstrap_ci, hierarchical_bootstrap_ci
 
     if aggregation.ci_order:
         sids = sorted(sids, key=lambda s: _order_key(samples[s], aggregation.ci_order))

@@ -20,8 +20,8 @@ from typing import Any
 
 from medibench.protocols import Aggregation
 from medibench.report._aggregate import per_sample_values, sample_field, summarize
-from medibench.report._paired import compare_models
 from medibench.samples import Sample, Score
+from medibench.stats import compare_models
 
 __all__ = ["BREAKDOWNS", "breakdowns", "comparisons", "leaderboard", "per_model_values"]
 
@@ -117,7 +117,7 @@ def comparisons(
     seed: int = 42,
     level: float = 0.95,
 ) -> list[dict[str, Any]]:
-    """Paired comparisons (:func:`~medibench.report._paired.compare_models`) of every pair of
+    """Paired comparisons (:func:`~medibench.stats.compare_models`) of every pair of
     models, per k mode and metric, on the samples where both have a value; ``k_mode`` first."""
     rows = []
     labels = list(dict.fromkeys(label for _, label in values))

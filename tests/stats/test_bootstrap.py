@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from medibench.report._stats import (
+from medibench.stats._bootstrap import (
     PassRate,
     bootstrap_ci,
     hierarchical_bootstrap_ci,

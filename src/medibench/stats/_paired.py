@@ -4,7 +4,7 @@
   (exact over all ``2**n`` sign vectors when that is at most ``n_resamples``).
 * :func:`rank_biserial`: the matched-pairs rank-biserial correlation (Kerby 2014), the effect
   size that goes with the Wilcoxon signed-rank test.
-* :func:`compare_models`: both tests (Wilcoxon from :mod:`medibench.report._stats`), the mean
+* :func:`compare_models`: both tests (Wilcoxon from :mod:`medibench.stats`), the mean
   difference with its bootstrap CI and the rank-biserial, for every pair of models.
 
 Pairs are sample ids with a finite value for both models; a missing value is never a 0.
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
-from medibench.report._stats import bootstrap_ci, paired_wilcoxon
+from medibench.stats._bootstrap import bootstrap_ci, paired_wilcoxon
 
 __all__ = ["compare_models", "paired_permutation_test", "paired_values", "rank_biserial"]
 

@@ -1,0 +1,56 @@
+"""Statistics in one place: bootstrap intervals (plain and hierarchical), pass rates, paired
+tests and effect sizes, and agreement coefficients.
+
+Pure functions on numbers, used by the reports, the judges' agreement tables and the coming
+calibration stage; a missing value is never a 0 (each function refuses it or leaves it out and
+counts it).
+
+* :func:`bootstrap_ci`, :func:`hierarchical_bootstrap_ci`, :func:`macro_mean`, :func:`pass_rate`
+* :func:`paired_wilcoxon`, :func:`paired_permutation_test`, :func:`rank_biserial`,
+  :func:`compare_models`, :func:`paired_values`
+* :func:`pearson`, :func:`spearman`, :func:`kendall`, :func:`icc_2_1`, :func:`paired_estimate`
+"""
+
+from medibench.stats._agreement import (
+    Estimate,
+    icc_2_1,
+    icc_or_nan,
+    kendall,
+    paired_estimate,
+    pearson,
+    spearman,
+)
+from medibench.stats._bootstrap import (
+    PassRate,
+    bootstrap_ci,
+    hierarchical_bootstrap_ci,
+    macro_mean,
+    paired_wilcoxon,
+    pass_rate,
+)
+from medibench.stats._paired import (
+    compare_models,
+    paired_permutation_test,
+    paired_values,
+    rank_biserial,
+)
+
+__all__ = [
+    "Estimate",
+    "PassRate",
+    "bootstrap_ci",
+    "compare_models",
+    "hierarchical_bootstrap_ci",
+    "icc_2_1",
+    "icc_or_nan",
+    "kendall",
+    "macro_mean",
+    "paired_estimate",
+    "paired_permutation_test",
+    "paired_values",
+    "paired_wilcoxon",
+    "pass_rate",
+    "pearson",
+    "rank_biserial",
+    "spearman",
+]
