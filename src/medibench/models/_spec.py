@@ -22,13 +22,14 @@ model's factory; an option the factory does not take is an error that lists the 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from medibench.registry import import_object
 
 __all__ = [
     "ModelOption",
@@ -91,15 +92,11 @@ class ModelSpec:
             from medibench.models import MODELS
 
             return MODELS.get(self.model)
-        module, sep, attr = self.model.partition(":")
-        if not sep:
+        if ":" not in self.model:
             from medibench.models import MODELS
 
             return MODELS.get(self.model)  # raises UnknownNameError with close matches
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return import_object(self.model)
 
     def check_options(self) -> None:
         """Raise :class:`ModelOptionError` for options the factory does not take."""

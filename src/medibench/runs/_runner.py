@@ -11,7 +11,6 @@ full disk stops the stage with a :class:`~medibench.io.DiskFullError`: what fini
 from __future__ import annotations
 
 import hashlib
-import importlib
 import platform
 import time
 import traceback
@@ -30,7 +29,7 @@ from medibench.runs._models import output_folder
 from medibench.runs._store import RunStore, RunStoreError
 from medibench.samples import Prediction, Sample, Score
 
-__all__ = ["StageReport", "generate", "score", "seed_for", "resolve_model", "record_environment"]
+__all__ = ["StageReport", "generate", "score", "seed_for", "record_environment"]
 
 _PACKAGES = (
     "medibench",
@@ -66,19 +65,6 @@ def seed_for(run_seed: int, sample_id: str, k: int) -> int:
     """The seed a model gets for (sample, k): a 31-bit hash of the run seed and the item."""
     digest = hashlib.sha256(f"{run_seed}|{sample_id}|{k}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
-def resolve_model(spec: str, **kwargs: Any):
-    """A model from the registry by name, or any importable ``"module:attr"`` factory."""
-    if ":" in spec:
-        module, _, attr = spec.partition(":")
-        factory = importlib.import_module(module)
-        for part in attr.split("."):
-            factory = getattr(factory, part)
-        return factory(**kwargs)
-    from medibench.models import load_model
-
-    return load_model(spec, **kwargs)
 
 
 def record_environment(store: RunStore, config: dict[str, Any]) -> None:
