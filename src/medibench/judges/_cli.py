@@ -9,13 +9,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from medibench.runs._cli import holds_run_folder  # one process per run folder (exit 3)
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 __all__ = ["agreement", "judge"]
 
@@ -206,7 +209,9 @@ class _Progress:
     """A progress bar over the calls, started once the plan knows how many (terminals only)."""
 
     def __init__(self, console: Console) -> None:
-        self.console, self._bar, self._task = console, None, None
+        self.console = console
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> _Progress:
         return self
@@ -215,14 +220,14 @@ class _Progress:
         if total and self.console.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-            self._bar = Progress(
+            bar = Progress(
                 TextColumn("judging"), BarColumn(), MofNCompleteColumn(), console=self.console
             )
-            self._bar.start()
-            self._task = self._bar.add_task("judging", total=total)
+            bar.start()
+            self._bar, self._task = bar, bar.add_task("judging", total=total)
 
     def advance(self) -> None:
-        if self._bar is not None:
+        if self._bar is not None and self._task is not None:
             self._bar.advance(self._task)
 
     def __exit__(self, *exc: object) -> None:

@@ -185,10 +185,8 @@ def _completion(resp: Any, latency: float, attempts: int, failed) -> Completion:
             f"HTTP {status} with JSON that has no choices[0].message: {body_excerpt(resp, 200)}",
         )
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    tokens = dict(
-        input_tokens=_int(usage.get("prompt_tokens")),
-        output_tokens=_int(usage.get("completion_tokens")),
-    )
+    input_tokens = _int(usage.get("prompt_tokens"))
+    output_tokens = _int(usage.get("completion_tokens"))
     msg = choice["message"]
     content = msg.get("content")
     if isinstance(content, list):  # content parts
@@ -206,7 +204,8 @@ def _completion(resp: Any, latency: float, attempts: int, failed) -> Completion:
         refused=refusal or None,
         latency_s=latency,
         attempts=attempts,
-        **tokens,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
     )
 
 

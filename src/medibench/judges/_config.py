@@ -115,11 +115,10 @@ class JudgeConfig(BaseModel):
 
     def cost(self, input_tokens: int | None, output_tokens: int | None) -> float | None:
         """USD for one call, or ``None`` when the prices or the usage are unknown."""
-        if not self.has_prices or input_tokens is None or output_tokens is None:
+        price_in, price_out = self.price_input_per_mtok, self.price_output_per_mtok
+        if price_in is None or price_out is None or input_tokens is None or output_tokens is None:
             return None
-        return (
-            input_tokens * self.price_input_per_mtok + output_tokens * self.price_output_per_mtok
-        ) / 1e6
+        return (input_tokens * price_in + output_tokens * price_out) / 1e6
 
     def decoding(self, seed: int | None) -> dict[str, Any]:
         """The decoding parameters of one call (they go into the cache key and the request)."""

@@ -23,8 +23,10 @@ filling in ``_filling``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 from medibench.judges._calling import _Budget, _execute
 from medibench.judges._client import JudgeClient
@@ -35,43 +37,10 @@ from medibench.judges._protocols import JudgeProtocol, load_judge
 from medibench.judges._records import CachePolicy, JudgementStore
 from medibench.runs import RunStore
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 __all__ = ["JudgeReport", "judge_run", "judge_run_async"]
-
-
-def judge_run(
-    run: str | Path | RunStore,
-    judges: Sequence[str | JudgeProtocol],
-    config: JudgeConfig,
-    *,
-    passes: int = 1,
-    policy: CachePolicy | None = None,
-    max_cost: float | None = None,
-    dry_run: bool = False,
-    client: JudgeClient | None = None,
-    on_progress: Callable[[], None] | None = None,
-    on_plan: Callable[[int], None] | None = None,
-) -> list[JudgeReport]:
-    """Judge a run with each of ``judges`` (specs or objects); one report per judge.
-
-    Raises:
-        MissingApiKeyError: calls are needed and the key's variable is not set.
-        JudgeSetupError: the endpoint rejects every call (bad key, unknown model).
-        ValueError: ``max_cost`` without prices in the config, or ``passes < 1``.
-    """
-    return asyncio.run(
-        judge_run_async(
-            run,
-            judges,
-            config,
-            passes=passes,
-            policy=policy,
-            max_cost=max_cost,
-            dry_run=dry_run,
-            client=client,
-            on_progress=on_progress,
-            on_plan=on_plan,
-        )
-    )
 
 
 async def judge_run_async(
@@ -87,7 +56,15 @@ async def judge_run_async(
     on_progress: Callable[[], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
 ) -> list[JudgeReport]:
-    """:func:`judge_run` inside a running event loop."""
+    """Judge a run with each of ``judges`` (specs or objects); one report per judge.
+
+    :func:`judge_run` is the same call outside an event loop.
+
+    Raises:
+        MissingApiKeyError: calls are needed and the key's variable is not set.
+        JudgeSetupError: the endpoint rejects every call (bad key, unknown model).
+        ValueError: ``max_cost`` without prices in the config, or ``passes < 1``.
+    """
     if passes < 1:
         raise ValueError(f"passes must be >= 1, got {passes}")
     if max_cost is not None and not config.has_prices:
@@ -119,10 +96,11 @@ async def judge_run_async(
         for plan in plans:
             if not dry_run:
                 filler = _Filler(store, jstore, plan, passes)
-                if plan.calls:
-                    before = client.calls
-                    await _execute(plan, client, jstore, config, budget, on_progress, filler)
-                    plan.report.requests = client.calls - before
+                if plan.calls and client is not None:
+                    active = client
+                    before = active.calls
+                    await _execute(plan, active, jstore, config, budget, on_progress, filler)
+                    plan.report.requests = active.calls - before
                 filler.finish()
                 store.set_meta(f"judge:{plan.judge.spec}", _describe(plan.judge, config, passes))
             plan.report.max_cost = max_cost
@@ -130,11 +108,34 @@ async def judge_run_async(
             plan.report.spent_after_usd = jstore.spent_usd()
             reports.append(plan.report)
     finally:
-        if own_client:
+        if own_client and client is not None:
             await client.aclose()
         if store is not run:
             store.close()
     return reports
+
+
+def _blocking(fn: Callable[P, Coroutine[Any, Any, R]], name: str, doc: str) -> Callable[P, R]:
+    """``fn`` run to completion in a new event loop: the same parameters, called without await."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return asyncio.run(fn(*args, **kwargs))
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    return run
+
+
+judge_run = _blocking(
+    judge_run_async,
+    "judge_run",
+    """Judge a run with each of ``judges`` (specs or objects); one report per judge.
+
+    Takes the arguments of :func:`judge_run_async` (run here in a new event loop) and raises what
+    it raises.
+    """,
+)
 
 
 def _describe(judge: JudgeProtocol, config: JudgeConfig, passes: int) -> dict:

@@ -88,8 +88,8 @@ def parse_answer(
     text = text or ""
     required = [f.key for f in fields if f.required]
     if looks_like_refusal(text):
-        why = "refused: the judge declined to score (any number in the answer is not used)"
-        return ParsedAnswer("refused", {}, {k: why for k in required})
+        refused = "refused: the judge declined to score (any number in the answer is not used)"
+        return ParsedAnswer("refused", {}, {k: refused for k in required})
     scores: dict[str, float] = {}
     problems: dict[str, str] = {}
     obj = _json_object(text, fields)

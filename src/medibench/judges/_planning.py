@@ -114,13 +114,12 @@ def _plan(store, jstore, judge, config, passes, policy, hashes) -> _Plan:
     for item, tgts in targets.items():
         model, sid, k = item
         sample, pred = samples.get(sid), preds.get(item)
-        why = None
+        why: str | None = None
         if sample is None or pred is None or pred.path is None:
             why = "error: the run has no sample or prediction for this score row"
+        elif skip := judge.skip_reason(sample):
+            why = f"not judged: {skip}"
         else:
-            why = judge.skip_reason(sample)
-            why = f"not judged: {why}" if why else None
-        if why is None:
             path = Path(pred.path)
             path = path if path.is_absolute() else store.run_dir / path
             roles = judge.images(sample, path)
@@ -128,7 +127,7 @@ def _plan(store, jstore, judge, config, passes, policy, hashes) -> _Plan:
                 digests = [[role, _hash(p, hashes)] for role, p in roles]
             except OSError as exc:
                 why = f"error: cannot read {exc.filename}: {exc.strerror}"
-        if why is not None:
+        if why is not None or sample is None:
             report.skipped[why] += 1
             items[item] = (tgts, why)
             continue
@@ -201,10 +200,10 @@ class _Estimator:
             self.n, self.tin, self.tout = self.n + 1, self.tin + tokens_in, self.tout + tokens_out
 
     def __call__(self, call: _Call) -> float:
-        if not self.config.has_prices:
-            return 0.0
         if self.n:
-            return self.config.cost(round(self.tin / self.n), round(self.tout / self.n))
-        chars = self.prompt_chars + sum(len(t) for t in call.material["texts"].values())
-        tokens_in = chars // 4 + len(call.paths) * self.config.est_image_tokens
-        return self.config.cost(tokens_in, self.config.est_output_tokens)
+            cost = self.config.cost(round(self.tin / self.n), round(self.tout / self.n))
+        else:
+            chars = self.prompt_chars + sum(len(t) for t in call.material["texts"].values())
+            tokens_in = chars // 4 + len(call.paths) * self.config.est_image_tokens
+            cost = self.config.cost(tokens_in, self.config.est_output_tokens)
+        return 0.0 if cost is None else cost  # no prices: nothing to budget

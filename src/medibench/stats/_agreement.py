@@ -33,22 +33,22 @@ from medibench.stats._bootstrap import bootstrap_ci
 __all__ = ["Estimate", "icc_2_1", "icc_or_nan", "kendall", "paired_estimate", "pearson", "spearman"]
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Pearson r (``nan`` when either side is constant or n < 2)."""
     return _safe(lambda: stats.pearsonr(x, y)[0], x, y)
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Spearman rho with average ranks for ties (``nan`` when undefined)."""
     return _safe(lambda: stats.spearmanr(x, y)[0], x, y)
 
 
-def kendall(x: Sequence[float], y: Sequence[float]) -> float:
+def kendall(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Kendall tau-b (``nan`` when undefined)."""
     return _safe(lambda: stats.kendalltau(x, y)[0], x, y)
 
 
-def icc_2_1(ratings: Sequence[Sequence[float]]) -> float:
+def icc_2_1(ratings: Sequence[Sequence[float]] | np.ndarray) -> float:
     """ICC(2,1) of an ``(n items, k raters)`` table (formula in the module docstring).
 
     Raises:
@@ -153,4 +153,8 @@ def _safe(fn, x, y) -> float:
     return float(fn())
 
 
-_BATCHED = {pearson: _pearson_rows, spearman: _spearman_rows, icc_or_nan: _icc_rows}
+_BATCHED: dict[Callable[..., float], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    pearson: _pearson_rows,
+    spearman: _spearman_rows,
+    icc_or_nan: _icc_rows,
+}

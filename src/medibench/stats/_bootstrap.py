@@ -50,7 +50,7 @@ class PassRate(NamedTuple):
 
 
 def bootstrap_ci(
-    values: Sequence[float | None],
+    values: Sequence[float | None] | np.ndarray,
     *,
     n_resamples: int = 1000,
     seed: int = 42,
@@ -173,12 +173,13 @@ def paired_wilcoxon(
         )
     common = sorted(set(a) & set(b), key=str)
     n_dropped = len(set(a) ^ set(b))
-    xs, ys = [], []
+    xs: list[float] = []
+    ys: list[float] = []
     for sid in common:
-        x, y = _number(a[sid]), _number(b[sid])
-        if x is not None and y is not None and math.isfinite(x) and math.isfinite(y):
-            xs.append(x)
-            ys.append(y)
+        va, vb = _number(a[sid]), _number(b[sid])
+        if va is not None and vb is not None and math.isfinite(va) and math.isfinite(vb):
+            xs.append(va)
+            ys.append(vb)
     n_missing = len(common) - len(xs)
     if not xs:
         raise ValueError(
@@ -229,7 +230,7 @@ def _number(v: Any) -> float | None:
     return float(v)
 
 
-def _present(values: Sequence[float | None], missing: Missing, who: str) -> np.ndarray:
+def _present(values: Sequence[float | None] | np.ndarray, missing: Missing, who: str) -> np.ndarray:
     if missing not in ("error", "skip"):
         raise ValueError(f"{who}: missing must be 'error' or 'skip', got {missing!r}")
     nums = [_number(v) for v in values]
