@@ -9,7 +9,6 @@ __all__ = [
     "check_no_nan",
     "check_data_range",
     "as_bool_mask",
-    "spatial_shape",
 ]
 
 
@@ -65,10 +64,3 @@ def as_bool_mask(mask: np.ndarray, name: str = "mask") -> np.ndarray:
         )
     return mask != 0
 
-
-def spatial_shape(image: np.ndarray, channel_axis: int | None) -> tuple[int, ...]:
-    """The shape of ``image`` without its channel axis (if any)."""
-    if channel_axis is None:
-        return tuple(image.shape)
-    axis = channel_axis % image.ndim
-    return tuple(s for i, s in enumerate(image.shape) if i != axis)

@@ -32,6 +32,7 @@ from medibench.report._browser import (
     shown_predictions,
 )
 from medibench.report._formats import leaderboard_ci, write_table
+from medibench.report._html import COMPARE_COLUMNS
 from medibench.report._images import ImageMode, render_all
 from medibench.report._tables import comparisons, leaderboard, per_model_values
 from medibench.runs import RunStore
@@ -40,20 +41,6 @@ from medibench.samples import Sample, Score
 __all__ = ["ProtocolSection", "build_report"]
 
 _LEADER_COLS = ("model", "k_mode", "by", "group", "n", "n_missing", "n_unscored", "n_unjudged")
-_COMPARE_COLS = (
-    "k_mode",
-    "metric",
-    "model_a",
-    "model_b",
-    "n",
-    "n_unpaired",
-    "mean_a",
-    "mean_b",
-    "mean_diff",
-    "rank_biserial",
-    "wilcoxon_p",
-    "permutation_p",
-)
 
 
 @dataclass
@@ -253,7 +240,7 @@ def _tables_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path) -> 
     sec.tables["comparisons"] = write_table(
         sec.compare,
         folder / "comparisons",
-        columns=list(_COMPARE_COLS),
+        columns=list(COMPARE_COLUMNS),
         ci={"mean_diff": ("diff_ci_low", "diff_ci_high")},
         caption=(
             f"{sec.label}: paired comparisons on the samples both models have a value for; "

@@ -22,7 +22,23 @@ import jinja2
 from medibench.io import atomic_write_text
 from medibench.report._formats import HEADERS, format_number
 
-__all__ = ["write_html", "ASSETS"]
+#: The columns of a paired comparison, in the CSV and the HTML table.
+COMPARE_COLUMNS = (
+    "k_mode",
+    "metric",
+    "model_a",
+    "model_b",
+    "n",
+    "n_unpaired",
+    "mean_a",
+    "mean_b",
+    "mean_diff",
+    "rank_biserial",
+    "wilcoxon_p",
+    "permutation_p",
+)
+
+__all__ = ["ASSETS", "COMPARE_COLUMNS", "write_html"]
 
 #: Files of ``report/templates`` copied into the report's ``assets/`` folder.
 ASSETS = ("report.js", "report.css")
@@ -82,20 +98,7 @@ def _section(sec, out: Path) -> dict[str, Any]:
             for c in cols
         ]
         rows.append({"by": r["by"], "k": r["k_mode"], "cells": cells})
-    ccols = [
-        "k_mode",
-        "metric",
-        "model_a",
-        "model_b",
-        "n",
-        "n_unpaired",
-        "mean_a",
-        "mean_b",
-        "mean_diff",
-        "rank_biserial",
-        "wilcoxon_p",
-        "permutation_p",
-    ]
+    ccols = COMPARE_COLUMNS
     compare = [
         [_cell(r, c, ("diff_ci_low", "diff_ci_high") if c == "mean_diff" else None) for c in ccols]
         for r in sec.compare

@@ -50,6 +50,7 @@ from PIL import Image
 from medibench.datasets import SampleImages
 from medibench.metrics import psnr, ssim
 from medibench.protocols._base import (
+    PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
     ProtocolResult,
@@ -58,10 +59,8 @@ from medibench.protocols._base import (
 from medibench.protocols._base import as_rgb as _prepare_rgb
 from medibench.samples import Sample
 
-__all__ = ["MedGenCodeProtocol", "PSNR_CAP", "PSNR_PASS", "SSIM_PASS", "as_rgb", "read_rgb"]
+__all__ = ["MedGenCodeProtocol", "PSNR_PASS", "SSIM_PASS"]
 
-#: PSNR the code reports for identical images (MSE = 0).
-PSNR_CAP = 100.0
 #: Pass thresholds of the code's METRIC_THRESHOLDS (LPIPS passes at or below its threshold).
 PSNR_PASS = 28.0
 SSIM_PASS = 0.7
@@ -159,8 +158,8 @@ class MedGenCodeProtocol:
             out = out.resize(ref.size, Image.Resampling.LANCZOS)
         value = psnr(np.asarray(ref), np.asarray(out), data_range=255)
         if np.isinf(value):
-            res.notes.append(f"MSE = 0: PSNR reported as {PSNR_CAP:g}, the code's cap")
-            value = PSNR_CAP
+            res.notes.append(f"MSE = 0: PSNR reported as {PSNR_CAP_DB:g}, the code's cap")
+            value = PSNR_CAP_DB
         res.metrics["psnr"] = value
         res.metrics["psnr_pass"] = 1.0 if value >= PSNR_PASS else 0.0
         try:

@@ -38,23 +38,6 @@ from scipy import ndimage
 
 from medibench.synth._seed import item_rng, item_seed
 
-__all__ = [
-    "GREY_MODALITIES",
-    "MAX_SIZE",
-    "MIN_SIZE",
-    "MODALITIES",
-    "Lesion",
-    "Rendered",
-    "Scene",
-    "SceneError",
-    "lesion_hosts",
-    "make_scene",
-    "place_lesion",
-    "render",
-    "structures",
-    "variants",
-]
-
 #: Smallest and largest scene sizes, in pixels (square images).
 MIN_SIZE = 64
 MAX_SIZE = 2048

@@ -20,18 +20,6 @@ import numpy as np
 
 from medibench.samples import Perspective
 
-__all__ = [
-    "PRESETS",
-    "TASKS",
-    "Difficulty",
-    "TaskContext",
-    "TaskItem",
-    "TaskType",
-    "get_difficulty",
-    "get_task",
-    "task",
-]
-
 
 @dataclass(frozen=True)
 class Difficulty:
