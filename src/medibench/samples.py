@@ -1,7 +1,7 @@
 """The records that flow through medibench: ``Sample``, ``Prediction`` and ``Score``.
 
 A :class:`Sample` is one editing problem (input image, instruction, target image, ROI mask and
-metadata, SPEC section 1). A :class:`Prediction` is one model output for a sample and a draw ``k``.
+metadata; docs/protocols.md). A :class:`Prediction` is one model output for a sample and draw ``k``.
 A :class:`Score` is the metric values a protocol computed for one prediction; its JSON form is the
 stable score-record schema that ``medibench score`` and ``medibench export`` write.
 
@@ -88,7 +88,7 @@ def _at(where: str | None) -> str:
 
 
 class Sample(_Record):
-    """One editing sample (SPEC section 1).
+    """One editing sample (docs/protocols.md).
 
     Image paths are strings: relative to the dataset root in a manifest, absolute once a dataset
     adapter has resolved them. ``mask`` is single-channel, any non-zero pixel is inside the ROI.

@@ -1,4 +1,4 @@
-"""PaintBench layouts (SPEC section 5): procedural editing problems with exact answers.
+"""PaintBench layouts (docs/protocols.md): procedural editing problems with exact answers.
 
 The folder is one benchmark as PaintBench's ``generate_benchmark.py`` writes it (``benchmarks/
 PaintBench``; ``benchmarks/TinyGrafixBench`` has the same layout), or the ``benchmarks/`` folder

@@ -1,4 +1,4 @@
-"""Metrics of medibench: pure functions on numpy arrays (SPEC sections 2, 3, 5).
+"""Metrics of medibench: pure functions on numpy arrays (docs/protocols.md).
 
 * Structure: :func:`ssim`, :func:`ssim_map`, :func:`masked_ssim` (MedEBench CP, medibench protocol).
 * Fidelity: :func:`psnr`, :func:`masked_psnr`.

@@ -7,7 +7,7 @@ sRGB (uint8) -> linear RGB -> XYZ (D65) -> CIE L*a*b*, then ``DeltaE76 = |Lab_a 
     f(t)   = t ** (1/3) if t > (6/29) ** 3 else t / (3 (6/29) ** 2) + 16/116
     L = 116 f(Y) - 16,  a = 500 (f(X) - f(Y)),  b = 200 (f(Y) - f(Z))
 
-``constants="paintbench"`` (default) are the constants of PaintBench's scorer (SPEC section 5).
+``constants="paintbench"`` (default) are the constants of PaintBench's scorer (docs/protocols.md).
 ``dtype=np.float64`` (default) computes in float64; ``dtype=np.float32`` computes every step in
 float32 in PaintBench's order (``c = uint8 / 255``, the linearisation, ``XYZ = linear @ M.T /
 white``, ``f``, Lab, then the norm of the difference), which is what its ``eval.py`` compares

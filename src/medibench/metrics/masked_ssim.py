@@ -1,4 +1,4 @@
-"""SSIM restricted to a region: the MedEBench contextual-preservation metric (SPEC section 2).
+"""SSIM restricted to a region: the MedEBench contextual-preservation metric (docs/protocols.md).
 
 ``masked_ssim = mean of the SSIM map over the pixels of the region (and over the channels)``,
 where the region is the outside (default) or the inside of the ROI mask, optionally dilated.

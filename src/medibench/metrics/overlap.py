@@ -5,7 +5,7 @@ ratio is 0/0: these functions return ``empty`` (default 1.0: nothing to find and
 is a perfect answer). Pass ``empty=float("nan")`` to mark such samples as undefined instead
 (MONAI's ``ignore_empty`` semantics) and drop them when you aggregate.
 
-``miedb_dice`` is the paper formula of MieDB-100k (SPEC section 3), smoothed by 1e-6:
+``miedb_dice`` is the paper formula of MieDB-100k (docs/protocols.md), smoothed by 1e-6:
 ``(2 |G & P| + 1e-6) / (|G| + |P| + 1e-6)``, which is 1 when both are empty.
 
 Example:
@@ -30,7 +30,7 @@ from medibench.metrics._checks import as_bool_mask, check_same_shape
 
 __all__ = ["dice", "iou", "miedb_dice", "perception_accuracy"]
 
-# Smoothing term of the MieDB-100k DICE (SPEC section 3).
+# Smoothing term of the MieDB-100k DICE (docs/protocols.md).
 _MIEDB_EPS = 1e-6
 
 

@@ -1,4 +1,4 @@
-"""Colour overlays of perception tasks (MieDB-100k, SPEC section 3): draw them and read them back.
+"""Colour overlays of MieDB-100k perception tasks (docs/protocols.md): draw them and read them back.
 
 A perception target is the input ``A`` blended with a pure colour ``O`` inside the label::
 
@@ -41,7 +41,7 @@ __all__ = ["blend_overlay", "overlay_to_mask", "overlay_ill_conditioned", "Color
 #: A colour: a name in ``OVERLAY_COLORS`` ("red", "green", "blue") or an ``(R, G, B)`` tuple 0-255.
 Color = str | tuple[int, int, int]
 
-# Denominator guard of the official projection (SPEC section 3); kept to reproduce it exactly.
+# Denominator guard of the official projection (docs/protocols.md); kept to reproduce it exactly.
 _EPS = 1e-6
 
 
@@ -88,7 +88,7 @@ def overlay_to_mask(
     *,
     threshold: float = 0.5,
 ) -> np.ndarray:
-    """Recover the overlay mask from a blended image ``B`` and the input ``A`` (SPEC section 3).
+    """Recover the overlay mask from a blended image ``B`` and the input ``A`` (docs/protocols.md).
 
     ``alpha = clip(<B - A, O - A> / (|O - A|^2 + 1e-6), 0, 1)`` per pixel, the dot product over
     the three RGB channels in float64; ``mask = alpha > threshold``. With a list of colours the

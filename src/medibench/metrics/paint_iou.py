@@ -6,7 +6,7 @@ With ``dE = delta_e76(output, answer)``, ``edit = any(input != answer)`` over th
     correct = dE <= t
     iou_t   = |correct & edit| / (|edit| + |preservation & not correct|)
 
-and the score is the mean of ``iou_t`` (SPEC section 5). When ``|edit| = 0`` and every preserved
+and the score is the mean of ``iou_t`` (docs/protocols.md). When ``|edit| = 0`` and every preserved
 pixel is correct, ``iou_t`` is 0/0 and is defined as 1.0 (nothing to paint, nothing spoiled), as
 in PaintBench's scorer. :func:`paint_scores` gives the per-threshold values (PaintBench's
 ``cie76_<t>`` rows) and the edit and preservation accuracies from one dE map; ``dtype=np.float32``
@@ -52,7 +52,7 @@ class PaintScores(NamedTuple):
 def paint_iou(
     output: np.ndarray,
     answer: np.ndarray,
-    input: np.ndarray,  # noqa: A002 - the name PaintBench and SPEC use
+    input: np.ndarray,  # noqa: A002 - the name PaintBench uses
     thresholds: Iterable[float] = range(11),
     *,
     resize: Literal["cover"] | None = None,
@@ -76,7 +76,7 @@ def paint_iou(
 def paint_scores(
     output: np.ndarray,
     answer: np.ndarray,
-    input: np.ndarray,  # noqa: A002 - the name PaintBench and SPEC use
+    input: np.ndarray,  # noqa: A002 - the name PaintBench uses
     thresholds: Iterable[float] = range(11),
     *,
     resize: Literal["cover"] | None = None,

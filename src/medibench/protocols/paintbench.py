@@ -1,4 +1,4 @@
-"""``paintbench@1``: PaintBench's per-problem scores (SPEC section 5; PaintBench ``src/eval.py``).
+"""``paintbench@1``: PaintBench's per-problem scores (docs/protocols.md; its ``src/eval.py``).
 
 With ``dE = DeltaE76(output, answer)`` (sRGB -> linear -> XYZ D65 -> CIE Lab, per pixel),
 ``edit = any(input != answer)`` over the channels, ``preservation = not edit``, and for each

@@ -1,4 +1,4 @@
-"""MedEBench (arXiv 2506.01921; data repo mliuby/MedEBench): the adapter (SPEC section 2).
+"""MedEBench (arXiv 2506.01921; data repo mliuby/MedEBench): the adapter (docs/protocols.md).
 
 Layout, paths in the metadata relative to the repository root::
 

@@ -1,4 +1,4 @@
-"""MedEBench protocols (SPEC section 2): ``medebench@paper`` and ``medebench@1``.
+"""MedEBench protocols (docs/protocols.md): ``medebench@paper`` and ``medebench@1``.
 
 ``medebench@paper`` computes Contextual Preservation (CP) as the official script does
 (mliuby/MedEBench ``src/eval_metrics/traditional_metrics_eval.py``, ``masked_ssim``):

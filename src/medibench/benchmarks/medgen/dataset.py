@@ -1,4 +1,4 @@
-"""MedGEN-Bench (SPEC section 4): the image-editing records of its evaluation view.
+"""MedGEN-Bench (docs/protocols.md): the image-editing records of its evaluation view.
 
 The folder is the one the official ``eval.py --data_path`` points at (made by the official
 ``prepare_medgen_data.py``)::

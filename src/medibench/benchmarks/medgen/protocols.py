@@ -1,4 +1,4 @@
-"""``medgen@code``: MedGEN-Bench's image tier as its evaluation code computes it (SPEC section 4).
+"""``medgen@code``: MedGEN-Bench's image tier as its code computes it (docs/protocols.md).
 
 What the official ``util/metrics.py`` (``FR_IQA``) and ``eval.py`` do, and this protocol does:
 

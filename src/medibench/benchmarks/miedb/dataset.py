@@ -1,4 +1,4 @@
-"""MieDB-100k benchmark split (SPEC section 3): ``dataBenchmark/metadata.json`` and its images.
+"""MieDB-100k benchmark split (docs/protocols.md): ``dataBenchmark/metadata.json`` and its images.
 
 Layout (code Raiiyf/MieDB-100k, data HF ``Laiyf/MieDB-100k``)::
 

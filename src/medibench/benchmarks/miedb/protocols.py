@@ -1,4 +1,4 @@
-"""MieDB-100k protocols (SPEC section 3): ``miedb@paper`` (the shipped scripts) and ``miedb@1``.
+"""MieDB-100k protocols (docs/protocols.md): ``miedb@paper`` (the shipped scripts) and ``miedb@1``.
 
 Both score one output against the sample's input and target; the label of a perception sample is
 read back from the target's colour overlay (``overlay_to_mask(target, input, colours)``, alpha
