@@ -6,8 +6,9 @@ paths are absolute. :func:`load_images` then reads those paths into arrays.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -20,6 +21,7 @@ __all__ = [
     "DatasetError",
     "SampleImages",
     "load_images",
+    "read_jsonl",
     "require_samples",
     "resolve_inside",
     "size_mismatch",
@@ -167,3 +169,21 @@ def resolve_inside(root: Path, relative: str, *, what: str) -> Path:
 
 def _is_within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """``(line number, record)`` of each non-blank line; DatasetError for a line that is not a
+    JSON object."""
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path} line {number}: not valid JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise DatasetError(
+                    f"{path} line {number}: expected a JSON object, got {type(record).__name__}"
+                )
+            yield number, record

@@ -42,14 +42,13 @@ reads those files, and also medibench's own ``<model>/<sample_id>_<k>.png``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import DatasetError, require_samples
+from medibench.datasets._base import DatasetError, read_jsonl, require_samples
 from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
 from medibench.samples import Perspective, Sample
 
@@ -204,7 +203,7 @@ class MedGenDataset(Dataset):
         return sources
 
     def _index_jsonl(self, index: PredictionIndex, name: str, jsonl: Path) -> None:
-        for _, record in _read_jsonl(jsonl):
+        for _, record in read_jsonl(jsonl):
             ref = record.get("output_image")
             if record.get("error") or not isinstance(ref, str) or not ref.strip():
                 continue
@@ -245,7 +244,7 @@ def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") 
     problems: list[str] = []
     first: dict[str, str] = {}
     edit = root / EDIT_FILE
-    for number, record in _read_jsonl(edit):
+    for number, record in read_jsonl(edit):
         where = f"{edit} line {number}"
         sample = _to_sample(record, where, root, problems)
         if sample is None:
@@ -260,7 +259,7 @@ def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") 
         samples.append(sample)
     require_samples(samples, edit, problems)
     other = {
-        key: [record for _, record in _read_jsonl(root / file)]
+        key: [record for _, record in read_jsonl(root / file)]
         for key, file in _OTHER_FILES.items()
         if (root / file).is_file()
     }
@@ -287,24 +286,6 @@ def normalize_task(paper_task: object, sub_category: object = None) -> str:
 def _canonical(value: object) -> str:
     name = str(value or "").strip().lower().replace("_", "-")
     return _ALIASES.get(name, name)
-
-
-def _read_jsonl(path: Path):
-    """``(line number, record)`` of each non-blank line; DatasetError for a line that is not a
-    JSON object."""
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path} line {number}: not valid JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise DatasetError(
-                    f"{path} line {number}: expected a JSON object, got {type(record).__name__}"
-                )
-            yield number, record
 
 
 def _to_sample(record: dict, where: str, root: Path, problems: list[str]) -> Sample | None:

@@ -59,7 +59,7 @@ from medibench.protocols._base import (
 from medibench.protocols._base import as_rgb as _prepare_rgb
 from medibench.samples import Sample
 
-__all__ = ["MedGenCodeProtocol", "PSNR_PASS", "SSIM_PASS"]
+__all__ = ["MedGenCodeProtocol", "PSNR_PASS", "SSIM_PASS", "as_rgb", "read_rgb"]
 
 #: Pass thresholds of the code's METRIC_THRESHOLDS (LPIPS passes at or below its threshold).
 PSNR_PASS = 28.0
