@@ -23,6 +23,7 @@ import numpy as np
 
 from medibench.synth.scenes._scene import Rendered, Scene
 from medibench.synth.scenes._texture import (
+    correlated_noise,
     ellipse_rho,
     fractal_noise,
     lesion_label,
@@ -182,9 +183,7 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     raw += np.where(rho_vb < 1, np.clip((rho_vb - 0.8) * 2800.0, 0.0, 550.0), 0.0)  # cortex
     raw = cv2.GaussianBlur(raw.astype(np.float32), (0, 0), 0.6)  # partial volume at edges
 
-    white = rng.standard_normal((size, size)).astype(np.float32)
-    corr = cv2.GaussianBlur(white, (0, 0), 0.8)
-    corr *= np.float32(NOISE_HU * noise / max(float(corr.std()), 1e-6))
+    corr = correlated_noise(rng, size, 0.8, NOISE_HU * noise)
     labels = {k: v for k, v in labels.items() if v.any()}
     return {"raw": raw, "noise": corr, "labels": labels}
 

@@ -22,6 +22,7 @@ import numpy as np
 from medibench.synth.scenes._scene import Rendered, Scene
 from medibench.synth.scenes._texture import (
     coords,
+    correlated_noise,
     ellipse_rho,
     fractal_noise,
     lesion_label,
@@ -154,9 +155,7 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     raw = raw + 0.03 * fractal_noise(rng, size, 6, 3) * body
     raw = cv2.GaussianBlur(raw.astype(np.float32), (0, 0), 0.7)
 
-    white = rng.standard_normal((size, size)).astype(np.float32)
-    corr = cv2.GaussianBlur(white, (0, 0), 0.6)
-    corr *= np.float32(NOISE * noise / max(float(corr.std()), 1e-6))
+    corr = correlated_noise(rng, size, 0.6, NOISE * noise)
     labels = {k: v for k, v in labels.items() if v.any()}
     return {"raw": raw, "noise": corr, "labels": labels}
 
