@@ -7,11 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from medibench.datasets import load_dataset, load_images
 from medibench.io import write_image
-from medibench.models import load_model
-from medibench.protocols import load_protocol
-from medibench.runs import RunStore, generate, record_environment, score
+from medibench.runs import RunConfig, run
 
 TASKS = [
     ("remove-lesion", "brain", "CT"),
@@ -74,24 +71,12 @@ def make_run(
 ) -> Path:
     """A real run: the tiny dataset, ``models`` generated, scored by native@1 when ``scored``."""
     data = make_dataset(run_dir.parent / f"{run_dir.name}-data", n=n)
-    ds = load_dataset(f"native:{data}")
-    samples = list(ds)
-    with RunStore(run_dir) as store:
-        record_environment(
-            store,
-            {
-                "dataset": f"native:{data}",
-                "models": list(models),
-                "k": 1,
-                "seed": 0,
-                "protocols": {"native": "1"},
-            },
-        )
-        store.put_samples(samples)
-        for name in models:
-            generate(store, samples, load_model(name), model_name=name, progress=False)
-        if scored:
-            score(
-                store, samples, load_protocol("native@1"), load_images=load_images, progress=False
-            )
+    config = RunConfig(
+        dataset=f"native:{data}",
+        models=models,
+        out=run_dir,
+        protocols=("native@1",),
+        stage="all" if scored else "generate",
+    )
+    run(config, progress=False).close()
     return run_dir

@@ -13,8 +13,10 @@ from medibench.protocols._base import (
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
     KReduction,
+    ProtocolDefaults,
     ProtocolResult,
     ScoringProtocol,
+    with_defaults,
 )
 from medibench.registry import Registry
 
@@ -26,10 +28,12 @@ __all__ = [
     "PROTOCOLS",
     "Aggregation",
     "KReduction",
+    "ProtocolDefaults",
     "ProtocolResult",
     "ScoringProtocol",
     "latest",
     "load_protocol",
+    "with_defaults",
 ]
 
 def _from_benchmarks(registry: Registry[ScoringProtocol]) -> None:

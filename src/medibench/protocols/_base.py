@@ -11,6 +11,7 @@ protocol too: its :class:`Aggregation`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, runtime_checkable
 from typing import Protocol as _Protocol
@@ -28,12 +29,14 @@ __all__ = [
     "MEDIBENCH_SSIM",
     "NOT_JUDGED",
     "PSNR_CAP_DB",
+    "ProtocolDefaults",
     "ProtocolResult",
     "SKIMAGE_DEFAULT_SSIM",
     "ScoringProtocol",
     "as_rgb",
     "read_pil_rgb",
     "read_rgba",
+    "with_defaults",
 ]
 
 #: scikit-image's ``structural_similarity`` defaults on uint8 RGB (7x7 uniform window, sample
@@ -164,9 +167,10 @@ class ScoringProtocol(_Protocol):
             :data:`NOT_JUDGED` as the reason, never 0.
         aggregation: how records become table values.
 
-    A protocol may also define ``load_images(sample) -> SampleImages`` when it must read the
-    files its own way (the paper protocols read raw mask levels, for instance); the runner uses
-    :func:`medibench.datasets.load_images` otherwise.
+    Besides :meth:`score`, the runner calls three hooks, declared here; a protocol that does
+    not define one gets :class:`ProtocolDefaults`' (through :func:`with_defaults`, which the
+    runner applies): :meth:`load_images` (the paper protocols read raw mask levels, for
+    instance), :meth:`read_prediction` and :meth:`applicable_metrics`.
     """
 
     name: str
@@ -179,6 +183,85 @@ class ScoringProtocol(_Protocol):
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
         """Score ``prediction`` (uint8 RGB, any size) for ``sample`` given its decoded images."""
         ...
+
+    def load_images(self, sample: Sample) -> SampleImages:
+        """The sample's decoded files, as :meth:`score` wants them."""
+        ...
+
+    def read_prediction(self, path: str | os.PathLike) -> np.ndarray:
+        """A model's output file, as :meth:`score` wants it."""
+        ...
+
+    def applicable_metrics(self, sample: Sample) -> tuple[str, ...] | None:
+        """The metrics that describe ``sample``; ``None``: any of :attr:`metric_names`."""
+        ...
+
+
+class ProtocolDefaults:
+    """The default hooks of :class:`ScoringProtocol`, for a protocol class to inherit."""
+
+    judged_metrics: tuple[str, ...] = ()
+
+    def load_images(self, sample: Sample) -> SampleImages:
+        """:func:`medibench.datasets.load_images` (alpha on black, noted)."""
+        from medibench.datasets import load_images
+
+        return load_images(sample)
+
+    def read_prediction(self, path: str | os.PathLike) -> np.ndarray:
+        """``read_image(path, mode="rgb")``."""
+        from medibench.io import read_image
+
+        return read_image(path, mode="rgb")
+
+    def applicable_metrics(self, sample: Sample) -> tuple[str, ...] | None:
+        """``None``: no metric is declared inapplicable to a sample."""
+        return None
+
+
+def with_defaults(
+    protocol: object, *, load_images: Callable[[Sample], SampleImages] | None = None
+) -> ScoringProtocol:
+    """``protocol`` itself when it defines every hook of :class:`ScoringProtocol`; otherwise a
+    stand-in that forwards everything to it and adds :class:`ProtocolDefaults`' hooks for the
+    ones it lacks (plug-in protocols need only ``score`` and the attributes). ``load_images``
+    replaces the default ``load_images`` hook."""
+    if isinstance(protocol, (ScoringProtocol, _WithDefaults)):
+        return protocol  # type: ignore[return-value]
+    return _WithDefaults(protocol, load_images)  # type: ignore[return-value]
+
+
+class _WithDefaults(ProtocolDefaults):
+    """A protocol with the default hooks it lacks; every other attribute is the protocol's."""
+
+    def __init__(
+        self, protocol: object, load_images: Callable[[Sample], SampleImages] | None = None
+    ) -> None:
+        self.__dict__.update(protocol=protocol, fallback=load_images)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or "protocol" not in self.__dict__:  # copy and pickle
+            raise AttributeError(name)
+        return getattr(self.__dict__["protocol"], name)
+
+    @property
+    def judged_metrics(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(getattr(self.protocol, "judged_metrics", ()))
+
+    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
+        return self.protocol.score(sample, images, prediction)
+
+    def load_images(self, sample: Sample) -> SampleImages:
+        own = getattr(self.protocol, "load_images", None) or self.fallback
+        return own(sample) if own else super().load_images(sample)
+
+    def read_prediction(self, path: str | os.PathLike) -> np.ndarray:
+        own = getattr(self.protocol, "read_prediction", None)
+        return own(path) if own else super().read_prediction(path)
+
+    def applicable_metrics(self, sample: Sample) -> tuple[str, ...] | None:
+        own = getattr(self.protocol, "applicable_metrics", None)
+        return tuple(own(sample)) if own else None
 
 
 # --- input preparation shared by the protocols -------------------------------------------------

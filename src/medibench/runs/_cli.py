@@ -20,7 +20,14 @@ from rich.markup import escape
 from medibench.io._write import DiskFullError
 from medibench.runs._lock import RunFolderInUse, run_folder_lock
 
-__all__ = ["EXIT_DISK_FULL", "EXIT_IN_USE", "holds_run_folder", "merge", "run_folder_session"]
+__all__ = [
+    "EXIT_DISK_FULL",
+    "EXIT_IN_USE",
+    "holds_run_folder",
+    "merge",
+    "run_folder_errors",
+    "run_folder_session",
+]
 
 EXIT_IN_USE = 3
 EXIT_DISK_FULL = 1
@@ -30,10 +37,17 @@ EXIT_DISK_FULL = 1
 def run_folder_session(run_dir: str | Path, *, create: bool = True) -> Iterator[None]:
     """Hold ``run_dir``'s lock for a CLI command: another holder is exit 3 (``error: run folder
     DIR is in use by process PID``), a full disk exit 1 naming the file (finished work stays)."""
+    with run_folder_errors(run_dir), run_folder_lock(run_dir, create=create):
+        yield
+
+
+@contextlib.contextmanager
+def run_folder_errors(run_dir: str | Path) -> Iterator[None]:
+    """The exits of :func:`run_folder_session` for a block that takes the lock itself (as
+    :func:`medibench.runs.run` does): 3 when the folder is in use, 1 on a full disk."""
     err = Console(stderr=True, soft_wrap=True)
     try:
-        with run_folder_lock(run_dir, create=create):
-            yield
+        yield
     except RunFolderInUse as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(code=EXIT_IN_USE) from None

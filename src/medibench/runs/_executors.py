@@ -22,61 +22,27 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
-
-from medibench.io import read_image, write_image
+from medibench.io import write_image
 from medibench.io._write import is_disk_full
-from medibench.models._errors import ContentRefusedError
+from medibench.runs._ray import RayExecutor
+from medibench.runs._work import (
+    Outcome,
+    Refusal,
+    Task,
+    check_output,
+    describe,
+    edit_one,
+    edit_tasks,
+    failure,
+    read_input,
+    score_one,
+)
 from medibench.samples import Sample
 
-if TYPE_CHECKING:
-    from medibench.runs._ray import RayExecutor
-
 __all__ = ["LocalExecutor", "Outcome", "RayExecutor", "Refusal", "Task", "edit_tasks"]
-
-
-def __getattr__(name: str):
-    # RayExecutor lives in _ray, which imports this module: loading it on first use keeps
-    # that import one-way (and Ray itself is only imported when an executor is made).
-    if name == "RayExecutor":
-        from medibench.runs._ray import RayExecutor
-
-        return RayExecutor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@dataclass(frozen=True)
-class Task:
-    """One output to make: draw ``k`` of ``sample``, with its derived ``seed``."""
-
-    sample: Sample
-    k: int
-    seed: int
-
-    @property
-    def filename(self) -> str:
-        return f"{self.sample.sample_id}_{self.k}.png"
-
-
-class Refusal(str):
-    """The error text of an edit the model refused (``ContentRefusedError``): stored as
-    ``refused``, not asked again on a plain re-run. A ``str``, so it travels like any error."""
-
-    __slots__ = ()
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What became of a task: the written file, or the error that stopped it."""
-
-    task: Task
-    path: Path | None
-    error: str | None
-    elapsed_s: float
 
 
 class LocalExecutor:
@@ -105,16 +71,14 @@ class LocalExecutor:
             size = max(1, int(getattr(model, "batch_size", 1) or 1))
             for start in range(0, len(tasks), size):
                 chunk = list(tasks[start : start + size])
-                images = [_read_input(t) for t in chunk]
+                images = [read_input(t) for t in chunk]
                 for task, (image, error, elapsed) in zip(
                     chunk, edit_tasks(model, chunk, images), strict=True
                 ):
                     yield _write_outcome(task, image, error, elapsed, out_dir)
 
-    def score(self, root: Path, samples: dict[str, Sample], preds, protocol, load_images):
+    def score(self, root: Path, samples: dict[str, Sample], preds, protocol, load_images=None):
         """Score ``preds`` (sorted by sample) one after another; yield score records."""
-        from medibench.runs._runner import score_one
-
         cache: dict[str, Any] = {}
         for pred in preds:
             yield score_one(root, samples[pred.sample_id], pred, protocol, load_images, cache)
@@ -123,93 +87,24 @@ class LocalExecutor:
         pass
 
 
-def edit_tasks(
-    model, tasks: Sequence[Task], images: Sequence[np.ndarray | str]
-) -> list[tuple[np.ndarray | None, str | None, float]]:
-    """Run ``model`` on tasks whose inputs are ``images`` (or a read error); per task return
-    ``(image, error, seconds)``.
-
-    Same-size inputs go to ``model.edit_batch`` together when the model has one; if a batch
-    fails, its items are retried one by one so one bad sample fails alone.
-    """
-    results: list[tuple[np.ndarray | None, str | None, float] | None] = [None] * len(tasks)
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i, image in enumerate(images):
-        if isinstance(image, str):
-            results[i] = (None, image, 0.0)
-        else:
-            groups.setdefault(image.shape, []).append(i)
-    batched = hasattr(model, "edit_batch") and getattr(model, "batch_size", 1) > 1
-    for idx in groups.values():
-        if batched and len(idx) > 1:
-            t0 = time.perf_counter()
-            try:
-                outs = model.edit_batch(
-                    [images[i] for i in idx],
-                    [tasks[i].sample.instruction for i in idx],
-                    seeds=[tasks[i].seed for i in idx],
-                )
-                each = (time.perf_counter() - t0) / len(idx)
-                for i, out in zip(idx, outs, strict=True):
-                    results[i] = (out, None, each)
-                continue
-            except Exception:  # retried one by one below, so the failure lands on its sample
-                pass
-        for i in idx:
-            results[i] = _edit_one(model, tasks[i], images[i])
-    return results  # type: ignore[return-value]
-
-
-# -- helpers (_read_input, _check_output and _describe also serve _ray) ---------------------
-def _edit_one(model, task: Task, image: np.ndarray):
-    t0 = time.perf_counter()
-    try:
-        out = model.edit(image, task.sample.instruction, seed=task.seed)
-    except Exception as exc:  # recorded on the sample; the run goes on
-        return None, _failure(exc), time.perf_counter() - t0
-    return out, None, time.perf_counter() - t0
-
-
-def _failure(exc: BaseException) -> str:
-    """The recorded text of an item's failure; a :class:`Refusal` for a refused edit."""
-    text = _describe(exc)
-    return Refusal(text) if isinstance(exc, ContentRefusedError) else text
-
-
-def _read_input(task: Task) -> np.ndarray | str:
-    try:
-        return read_image(task.sample.input, mode="rgb")
-    except Exception as exc:  # an unreadable input is that sample's failure
-        return _describe(exc)
-
-
+# -- helpers ----------------------------------------------------------------------------------
 def _write_outcome(task, image, error, elapsed, out_dir: Path) -> Outcome:
     if error is not None:
         return Outcome(task, None, error, elapsed)
     try:
-        path = write_image(out_dir / task.filename, _check_output(image))
+        path = write_image(out_dir / task.filename, check_output(image))
     except Exception as exc:
         if is_disk_full(exc):  # not this item's fault: stop, keeping what is done
             raise
-        return Outcome(task, None, _describe(exc), elapsed)
+        return Outcome(task, None, describe(exc), elapsed)
     return Outcome(task, path, None, elapsed)
 
 
-def _check_output(image: Any) -> np.ndarray:
-    arr = np.asarray(image)
-    if arr.dtype != np.uint8 or arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] > 4):
-        raise ValueError(
-            f"the model returned {arr.dtype} pixels of shape {arr.shape}; expected uint8 "
-            "(H, W), (H, W, 3) or (H, W, 4)"
-        )
-    return arr
-
-
 def _one_item(model, task: Task, out_dir: Path) -> Outcome:
-    image = _read_input(task)
+    image = read_input(task)
     if isinstance(image, str):
         return Outcome(task, None, image, 0.0)
-    out, error, elapsed = _edit_one(model, task, image)
+    out, error, elapsed = edit_one(model, task, image)
     return _write_outcome(task, out, error, elapsed, out_dir)
 
 
@@ -231,14 +126,14 @@ def _generate_async(model, tasks, out_dir: Path, workers: int) -> Iterator[Outco
     done = object()
 
     async def one(task: Task) -> Outcome:
-        image = await asyncio.to_thread(_read_input, task)
+        image = await asyncio.to_thread(read_input, task)
         if isinstance(image, str):
             return Outcome(task, None, image, 0.0)
         t0 = time.perf_counter()
         try:
             out = await model.aedit(image, task.sample.instruction, seed=task.seed)
         except Exception as exc:  # recorded on the sample; the run goes on
-            return Outcome(task, None, _failure(exc), time.perf_counter() - t0)
+            return Outcome(task, None, failure(exc), time.perf_counter() - t0)
         elapsed = time.perf_counter() - t0
         return await asyncio.to_thread(_write_outcome, task, out, None, elapsed, out_dir)
 
@@ -279,9 +174,3 @@ def _take(it: Iterator[Task], n: int) -> list[Task]:
             break
         out.append(task)
     return out
-
-
-def _describe(exc: BaseException) -> str:
-    from medibench.runs._runner import _describe as describe
-
-    return describe(exc)

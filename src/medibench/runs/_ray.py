@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from medibench.io import atomic_write_bytes
-from medibench.runs._executors import (
+from medibench.runs._work import (
     Outcome,
     Task,
-    _check_output,
-    _describe,
-    _read_input,
+    check_output,
+    describe,
     edit_tasks,
+    read_input,
+    score_one,
 )
 from medibench.samples import Prediction, Sample
 
@@ -109,7 +110,7 @@ class RayExecutor:
             if start is None:
                 return False
             chunk = list(tasks[start : start + self._batch])
-            images = [_read_input(t) for t in chunk]
+            images = [read_input(t) for t in chunk]
             pending[actor.run.remote(chunk, images)] = (actor, chunk, time.perf_counter())
             return True
 
@@ -121,7 +122,7 @@ class RayExecutor:
             try:
                 results = ray.get(ref)
             except Exception as exc:  # the actor died: the chunk fails, the run goes on
-                results = [(None, _describe(exc), 0.0)] * len(chunk)
+                results = [(None, describe(exc), 0.0)] * len(chunk)
             for task, (png, error, elapsed) in zip(chunk, results, strict=True):
                 path = None
                 if png is not None:
@@ -129,7 +130,7 @@ class RayExecutor:
                 yield Outcome(task, path, error, elapsed)
             submit(actor)
 
-    def score(self, root: Path, samples: dict[str, Sample], preds, protocol, load_images):
+    def score(self, root: Path, samples: dict[str, Sample], preds, protocol, load_images=None):
         """Score shards of ``preds`` (whole samples per shard) as Ray tasks on this machine.
 
         The model actors are stopped first: generation is over, and they hold CPUs and GPUs.
@@ -190,7 +191,7 @@ class _ModelWorker:
         for image, error, elapsed in edit_tasks(self.model, tasks, images):
             if error is None:
                 try:
-                    arr = _check_output(image)
+                    arr = check_output(image)
                     if arr.ndim == 3:
                         code = cv2.COLOR_RGB2BGR if arr.shape[2] == 3 else cv2.COLOR_RGBA2BGRA
                         arr = cv2.cvtColor(arr, code)
@@ -198,14 +199,12 @@ class _ModelWorker:
                     out.append((buf.tobytes(), None, elapsed))
                     continue
                 except Exception as exc:
-                    error = _describe(exc)
+                    error = describe(exc)
             out.append((None, error, elapsed))
         return out
 
 
 def _score_shard(root: str, samples: list[Sample], preds: list[Prediction], protocol, load_images):
-    from medibench.runs._runner import score_one
-
     by_id = {s.sample_id: s for s in samples}
     cache: dict[str, Any] = {}
     return [

@@ -13,8 +13,7 @@ from __future__ import annotations
 import hashlib
 import platform
 import time
-import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -23,13 +22,14 @@ from typing import Any
 from rich.console import Console
 
 from medibench._progress import progress_bar
-from medibench.io import read_image
-from medibench.protocols._base import NOT_JUDGED
+from medibench.datasets import SampleImages
+from medibench.runs._executors import LocalExecutor
 from medibench.runs._models import output_folder
 from medibench.runs._store import RunStore, RunStoreError
-from medibench.samples import Prediction, Sample, Score
+from medibench.runs._work import Refusal, Task, score_one
+from medibench.samples import Prediction, Sample
 
-__all__ = ["StageReport", "generate", "score", "seed_for", "record_environment"]
+__all__ = ["StageReport", "generate", "record_environment", "score", "score_one", "seed_for"]
 
 _PACKAGES = (
     "medibench",
@@ -120,8 +120,6 @@ def generate(
         RunStoreError: another model's outputs are in this model's folder.
         DiskFullError: the disk is full (finished items are stored; re-run to resume).
     """
-    from medibench.runs._executors import LocalExecutor, Refusal, Task
-
     report = StageReport("generate")
     folder = output_folder(model_name)
     _check_folder_is_its_own(store, folder, model_name)
@@ -177,7 +175,7 @@ def score(
     samples: Sequence[Sample],
     protocol,
     *,
-    load_images,
+    load_images: Callable[[Sample], SampleImages] | None = None,
     models: Iterable[str] | None = None,
     only_failed: bool = False,
     progress: bool = True,
@@ -187,10 +185,9 @@ def score(
     """Score every prediction not yet scored by ``protocol`` (name and version).
 
     ``executor`` (default: this process, one after another) decides where scoring runs; this
-    thread writes every score row.
+    thread writes every score row. The protocol's hooks read the files; ``load_images`` stands
+    in for a protocol without its own (default :func:`medibench.datasets.load_images`).
     """
-    from medibench.runs._executors import LocalExecutor
-
     report = StageReport("score")
     by_id = {s.sample_id: s for s in samples}
     wanted = set(models) if models is not None else None
@@ -220,65 +217,6 @@ def score(
             store.put_score(result)
             advance()
     return report
-
-
-def score_one(
-    root: Path,
-    sample: Sample,
-    pred: Prediction,
-    protocol,
-    load_images,
-    cache: dict[str, Any] | None = None,
-) -> Score:
-    """Score one prediction; failures become a ``Score`` with status missing or error.
-
-    The protocol's own ``load_images(sample)`` and ``read_prediction(path)`` are used when it
-    defines them (paper protocols that must read files as the official code does); otherwise
-    ``load_images`` and ``read_image(path, mode="rgb")``. Judge-based metrics the protocol
-    declares are ``None`` with :data:`~medibench.protocols.NOT_JUDGED` as the reason.
-    """
-    base = dict(
-        sample_id=sample.sample_id,
-        model=pred.model,
-        k=pred.k,
-        protocol=protocol.name,
-        protocol_version=protocol.version,
-    )
-    nulls = {m: None for m in protocol.metric_names}
-    if pred.status != "ok" or pred.path is None:
-        return Score(
-            **base,
-            metrics=nulls,
-            status="missing",
-            error=f"no prediction: {pred.error or 'not generated'}",
-        )
-    try:
-        if cache is not None and sample.sample_id in cache:
-            images = cache[sample.sample_id]
-        else:
-            images = getattr(protocol, "load_images", load_images)(sample)
-            if cache is not None:
-                cache.clear()
-                cache[sample.sample_id] = images
-        path = Path(pred.path)
-        path = path if path.is_absolute() else root / path
-        reader = getattr(protocol, "read_prediction", None)
-        prediction = reader(path) if reader else read_image(path, mode="rgb")
-        res = protocol.score(sample, images, prediction)
-        applies = getattr(protocol, "applicable_metrics", None)
-        relevant = set(applies(sample)) if applies else None
-        for name in getattr(protocol, "judged_metrics", ()):
-            if name not in res.metrics and (relevant is None or name in relevant):
-                res.missing(name, NOT_JUDGED)
-    except Exception as exc:
-        return Score(**base, metrics=nulls, status="error", error=_describe(exc))
-    return Score(**base, metrics=res.metrics, status="ok", error=res.error, notes=tuple(res.notes))
-
-
-def _describe(exc: BaseException) -> str:
-    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    loc = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
-    return f"{type(exc).__name__}: {exc}{loc}"
 
 
 def _check_folder_is_its_own(store: RunStore, folder: str, model_name: str) -> None:

@@ -1,0 +1,42 @@
+"""The ``medibench`` command line: thin Typer commands over the library, one module per
+command group (``run``: demo, run; ``score``: score, export; ``listing``: models, datasets,
+protocols); the commands that drive one library part live beside it (``merge`` in
+:mod:`medibench.runs._cli`, ``judge`` and ``agreement`` in :mod:`medibench.judges._cli`,
+``report`` in :mod:`medibench.report._cli`, ``suite`` in :mod:`medibench.synth._cli`)."""
+
+from __future__ import annotations
+
+from medibench.cli import listing, run, score
+from medibench.cli._app import app
+
+__all__ = ["app", "main"]
+
+
+def _mount_commands() -> None:
+    for command in (
+        run.demo,
+        run.run,
+        score.score,
+        score.export,
+        listing.models,
+        listing.datasets,
+        listing.protocols,
+    ):
+        app.command()(command)
+    from medibench.judges._cli import agreement, judge
+    from medibench.report._cli import report
+    from medibench.runs._cli import merge
+    from medibench.synth._cli import suite_app
+
+    app.command("merge")(merge)
+    app.command("judge")(judge)
+    app.command("agreement")(agreement)
+    app.command("report")(report)
+    app.add_typer(suite_app, name="suite", help="The built-in procedural medical editing suite.")
+
+
+_mount_commands()
+
+
+def main() -> None:  # python -m medibench
+    app()

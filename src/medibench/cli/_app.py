@@ -1,0 +1,111 @@
+"""The Typer app and what its commands share: the consoles, one-line errors (exit 2), the
+summary tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = [
+    "app",
+    "check_not_empty",
+    "console",
+    "err",
+    "fail",
+    "list_registry",
+    "load",
+    "print_leaderboards",
+    "print_summary",
+]
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Evaluate text-guided medical image editing, by the papers' protocols and corrected ones.",
+)
+# Leaderboards are wide: keep them readable when stdout is a pipe or a CI log (80 columns).
+console = Console(width=None if Console().is_terminal else 120)
+err = Console(stderr=True, soft_wrap=True)  # error messages stay on one line (greppable)
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``error: MESSAGE`` on stderr and exit 2."""
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=2)
+
+
+def load(fn: Callable[..., T], spec: Any, **kwargs: Any) -> T:
+    """``fn(spec, **kwargs)``, a bad spec (unknown name, bad value, missing file or extra)
+    being a one-line error."""
+    try:
+        return fn(spec, **kwargs)
+    except (KeyError, ValueError, FileNotFoundError, ImportError) as exc:
+        fail(str(exc))
+
+
+def check_not_empty(ds, spec: str) -> None:
+    """Exit 2 for a dataset with no samples, naming its folder."""
+    if len(ds) == 0:
+        root = getattr(ds, "root", None)
+        where = f" in {root}" if root is not None else ""
+        fail(f"dataset {spec!r} has no samples{where}: nothing to run or score")
+
+
+def print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None = None) -> None:
+    """Print a run's summary tables for one protocol; also write them as CSV when asked."""
+    from medibench.protocols import load_protocol
+    from medibench.report import write_rows_csv
+    from medibench.runs import RunStore
+
+    proto = load_protocol(protocol_spec)
+    with RunStore.open_existing(run_dir) as store:
+        scores = [s for s in store.scores(proto.name) if s.protocol_version == proto.version]
+        samples = {s.sample_id: s for s in store.samples()}
+    rows = print_summary(scores, samples, proto)
+    if csv_path is not None:
+        write_rows_csv(rows, csv_path)
+        console.print(f"leaderboard -> {csv_path}")
+
+
+def print_summary(scores, samples, proto, by: list[str] | None = None) -> list[dict]:
+    """Print the protocol's summary tables; return the rows (with the protocol named)."""
+    import dataclasses
+
+    from medibench.report import summarize, summary_tables
+
+    agg = proto.aggregation
+    if by:
+        agg = dataclasses.replace(agg, group_by=tuple(by))
+    rows = summarize(
+        scores,
+        samples,
+        agg,
+        metrics=list(proto.metric_names),
+        applicable=getattr(proto, "applicable_metrics", None),
+    )
+    for table in summary_tables(
+        rows,
+        label=f"{proto.name}@{proto.version}",
+        aggregation=agg,
+        metrics=proto.metric_names,
+        judged=getattr(proto, "judged_metrics", ()),
+    ):
+        console.print(table)
+    return [{"protocol": proto.name, "protocol_version": proto.version, **r} for r in rows]
+
+
+def list_registry(registry) -> None:
+    """A two-column table of a registry's names and what each is."""
+    table = Table(show_header=True)
+    table.add_column(registry.kind)
+    table.add_column("what it is")
+    for name in registry.names():
+        table.add_row(name, registry.help(name))
+    console.print(table)

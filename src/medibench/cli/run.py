@@ -1,0 +1,165 @@
+"""``medibench demo`` and ``medibench run``: a whole run through :func:`medibench.runs.run`
+(``merge`` lives beside the shards, in :mod:`medibench.runs._cli`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from medibench.cli._app import console, err, fail, print_leaderboards
+
+
+def demo(
+    out: Annotated[Path, typer.Option(help="run folder (the suite data goes in OUT/data)")] = Path(
+        "demo_run"
+    ),
+    seed: Annotated[int, typer.Option(help="seed for the suite items and the models")] = 0,
+    suite: Annotated[
+        str, typer.Option(help="frozen suite definition to generate")
+    ] = "medibench-suite@1",
+    report: Annotated[bool, typer.Option(help="write the HTML report")] = True,
+    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+) -> None:
+    """Generate the built-in suite, run identity and classical on it, score, print leaderboards,
+    write the HTML report."""
+    from medibench.runs import RunConfig
+    from medibench.runs._cli import run_folder_session
+
+    t0 = time.perf_counter()
+    with run_folder_session(out):
+        config = RunConfig(
+            dataset=f"suite:{out / 'data'}",
+            models=("identity", "classical"),
+            out=out,
+            protocols=("native@1",),
+            seed=seed,
+            dataset_options={"name": suite, "seed": seed},
+        )
+        plan = _plan(config)
+        console.print(f"{suite}: {len(plan.dataset)} samples in {out / 'data'}")
+        _execute(plan, progress)
+        print_leaderboards(out, "native@1", csv_path=out / "results.csv")
+        console.print(f"scored in {time.perf_counter() - t0:.1f} s; run store {out / 'run.sqlite'}")
+        if report:
+            from medibench.report import build_report
+
+            index = build_report(out, out / "report", progress=progress, console=err)
+            console.print(f"HTML report: {index}")
+
+
+def run(
+    dataset: Annotated[str, typer.Option(help="dataset spec, e.g. native:DIR or starter:DIR")],
+    model: Annotated[
+        list[str],
+        typer.Option(
+            help="model (repeatable): NAME, NAME:ARG (ip2p:WEIGHTS, openai-image:gpt-image-1), "
+            "a YAML spec file, or module:callable"
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "--run",
+            help="run folder (created if missing, resumed if not); {shard} in it becomes i-of-n",
+        ),
+    ],
+    protocol: Annotated[
+        list[str] | None, typer.Option(help="protocol name@version (repeatable)")
+    ] = None,
+    k: Annotated[
+        int,
+        typer.Option("--samples", "--k", min=1, help="outputs per sample, each with its own seed"),
+    ] = 1,
+    seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
+    stage: Annotated[str, typer.Option(help="generate, score or all")] = "all",
+    only_failed: Annotated[
+        bool, typer.Option(help="re-run only failed items (refused ones included)")
+    ] = False,
+    retry_refused: Annotated[
+        bool,
+        typer.Option(help="ask again for the edits a model refused (a plain re-run does not)"),
+    ] = False,
+    model_option: Annotated[
+        list[str] | None,
+        typer.Option(help="model option key=value (repeatable; for every --model)"),
+    ] = None,
+    executor: Annotated[str, typer.Option(help="local or ray")] = "local",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="items in flight (local: API requests or threads, default the model's own; "
+            "ray: model actors, default one per GPU)",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster to join (ray start --head prints it); default: local"),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="run shard i/n of the samples (default: from RANK/WORLD_SIZE or "
+            "SLURM_PROCID/SLURM_NTASKS); merge shard runs with `medibench merge`"
+        ),
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+) -> None:
+    """Run models on a dataset and score their outputs; re-running resumes.
+
+    One process per run folder: another process on it exits 3. A model's outputs go to
+    outputs/<slug>-<hash of its name>/; its resolved spec is stored, and a re-run with another
+    spec under the same name is refused. Refused edits are not asked again unless
+    --retry-refused or --only-failed.
+    """
+    from medibench.runs import RunConfig
+    from medibench.runs._cli import run_folder_errors
+
+    if stage not in {"generate", "score", "all"}:
+        fail(f"--stage must be generate, score or all, not {stage!r}")
+    if executor not in {"local", "ray"}:
+        fail(f"--executor must be local or ray, not {executor!r}")
+    config = RunConfig(
+        dataset=dataset,
+        models=tuple(model),
+        out=out,
+        protocols=tuple(protocol or ()),
+        k=k,
+        seed=seed,
+        stage=stage,  # type: ignore[arg-type]  # checked above
+        only_failed=only_failed,
+        retry_refused=retry_refused,
+        model_options=tuple(model_option or ()),
+        executor=executor,  # type: ignore[arg-type]  # checked above
+        workers=workers,
+        ray_address=ray_address,
+        shard=shard,
+    )
+    plan = _plan(config)
+    with run_folder_errors(plan.folder):
+        _execute(plan, progress)
+    for p in plan.protocols:
+        print_leaderboards(plan.folder, p)
+
+
+def _plan(config: Any):
+    from medibench.runs import RunError, plan_run
+
+    try:
+        return plan_run(config)
+    except RunError as exc:
+        fail(str(exc))
+
+
+def _execute(plan: Any, progress: bool) -> None:
+    from medibench.runs import RunError
+    from medibench.runs import run as run_benchmark
+
+    try:
+        run_benchmark(plan, progress=progress, console=err).close()
+    except RunError as exc:
+        fail(str(exc))

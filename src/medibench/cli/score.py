@@ -1,0 +1,119 @@
+"""``medibench score`` (existing model outputs, no run folder) and ``medibench export``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from medibench.cli._app import check_not_empty, console, err, fail, load, print_summary
+
+
+def score(
+    dataset: Annotated[
+        str, typer.Option(help="dataset spec (native:DIR, medebench:DIR, miedb:DIR, ...) or DIR")
+    ],
+    predictions: Annotated[
+        Path,
+        typer.Option(
+            help="folder with one sub-folder per model (generated_images/, eval_results/, "
+            "model_outputs/), or one model's <sample_id>_<k>.png files"
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="score records, one JSON object per line")],
+    protocol: Annotated[
+        list[str] | None,
+        typer.Option(help="protocol name@version (repeatable; default: the dataset's)"),
+    ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(help="models to score (default: all), or the name of a one-model folder"),
+    ] = None,
+    k: Annotated[
+        int | None,
+        typer.Option(min=1, help="outputs expected per sample (default: the benchmark's)"),
+    ] = None,
+    summary: Annotated[Path | None, typer.Option(help="also write the summary as CSV")] = None,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="group the summary by these sample fields (perspective, task, region, "
+            "modality, metadata.KEY; repeatable; default: the protocol's)"
+        ),
+    ] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="score in this many processes (same records)")
+    ] = 1,
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+) -> None:
+    """Score existing model outputs; a missing output is a 'missing' record, never a 0."""
+    from medibench.datasets import load_dataset
+    from medibench.io import atomic_write_text
+    from medibench.protocols import load_protocol
+    from medibench.runs import score_predictions
+
+    ds = load(load_dataset, dataset)
+    check_not_empty(ds, dataset)
+    for problem in ds.problems[:5]:
+        err.print(f"[yellow]dataset:[/] {problem}")
+    if len(ds.problems) > 5:
+        err.print(f"[yellow]dataset:[/] ... and {len(ds.problems) - 5} more problems")
+    protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
+    flat = predictions.is_dir() and any(p.suffix.lower() == ".png" for p in predictions.iterdir())
+    if flat and model and len(model) > 1:
+        fail(f"{predictions} holds one model's files: give at most one --model (its name)")
+    index = load(
+        ds.find_predictions,
+        predictions,
+        models=None if flat else model,
+        model=model[0] if flat and model else None,
+    )
+    if not index.models:
+        fail(f"no model outputs found in {predictions}")
+    if index.unknown:
+        names = ", ".join(p.name for _, p in index.unknown[:5])
+        more = f" and {len(index.unknown) - 5} more" if len(index.unknown) > 5 else ""
+        err.print(
+            f"[yellow]ignored {len(index.unknown)} output(s) for ids not in the benchmark:[/] "
+            f"{names}{more}"
+        )
+    records = score_predictions(
+        ds, index, protos, k=k or ds.expected_k, workers=workers, progress=progress, console=err
+    )
+    atomic_write_text(out, "".join(r.to_json() + "\n" for r in records))
+    counts = {st: sum(r.status == st for r in records) for st in ("ok", "missing", "error")}
+    console.print(
+        f"{len(records)} score records ({counts['ok']} ok, {counts['missing']} missing, "
+        f"{counts['error']} error) for {len(index.models)} model(s) by "
+        f"{', '.join(f'{p.name}@{p.version}' for p in protos)} -> {out}"
+    )
+    samples = {s.sample_id: s for s in ds}
+    rows = []
+    for proto in protos:
+        mine = [
+            r for r in records if (r.protocol, r.protocol_version) == (proto.name, proto.version)
+        ]
+        rows += print_summary(mine, samples, proto, by=by)
+    if summary is not None:
+        from medibench.report import write_rows_csv
+
+        write_rows_csv(rows, summary)
+        console.print(f"summary -> {summary}")
+
+
+def export(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="run folder")],
+    out: Annotated[Path, typer.Option(help="output file")],
+    format: Annotated[str, typer.Option(help="jsonl, csv or parquet")] = "jsonl",
+) -> None:
+    """Export a run's score records (the same schema as `medibench score`)."""
+    from medibench.runs import RunStore, RunStoreError
+    from medibench.runs.export import export_scores
+
+    try:
+        with RunStore.open_existing(run_dir) as store:
+            n = export_scores(store.scores(), out, format=format)
+    except (RunStoreError, ValueError, ImportError) as exc:
+        fail(str(exc))
+    console.print(f"{n} score records -> {out}")

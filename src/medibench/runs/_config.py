@@ -1,0 +1,90 @@
+"""What a run is asked to do: :class:`RunConfig`, the one input of :func:`medibench.runs.run`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["ExecutorName", "RunConfig", "RunError", "Stage"]
+
+Stage = Literal["generate", "score", "all"]
+ExecutorName = Literal["local", "ray"]
+
+_STAGES = ("generate", "score", "all")
+_EXECUTORS = ("local", "ray")
+
+
+class RunError(Exception):
+    """A run cannot start or go on: an unknown dataset, model or protocol, a bad option, a
+    model spec that clashes with the run's, no Ray cluster. The message is one line saying
+    what to change; what finished before is stored."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs; the same config on the same folder resumes the run.
+
+    Attributes:
+        dataset: a dataset spec, ``KIND:ARG`` (``native:DIR``, ``suite:DIR``) or a folder.
+        models: model specs: ``NAME``, ``NAME:ARG``, a YAML spec file or ``module:callable``.
+        out: the run folder (created if missing); ``{shard}`` in it becomes ``i-of-n``.
+        protocols: ``name@version`` specs to score by; ``()``: the dataset's defaults.
+        k: outputs per sample, each with its own seed.
+        seed: the run seed; per-(sample, k) seeds derive from it.
+        stage: ``"generate"``, ``"score"`` or ``"all"``.
+        only_failed: re-run only failed items (refused ones included).
+        retry_refused: ask again for the edits a model refused (a plain re-run does not).
+        model_options: ``key=value`` options given to every model.
+        executor: ``"local"`` (this process) or ``"ray"`` (model actors and scoring tasks).
+        workers: items in flight (local) or model actors (Ray); ``None``: the default.
+        ray_address: the Ray cluster to join; ``None``: a local one.
+        shard: ``"i/n"``: run that shard of the samples; ``None``: from RANK/WORLD_SIZE or
+            SLURM_PROCID/SLURM_NTASKS when set, else every sample.
+        dataset_options: keyword arguments for the dataset loader (the suite's ``name`` and
+            ``seed``, for instance).
+
+    Lists are stored as tuples and ``out`` as a ``Path``.
+    """
+
+    dataset: str
+    models: tuple[str, ...]
+    out: Path
+    protocols: tuple[str, ...] = ()
+    k: int = 1
+    seed: int = 0
+    stage: Stage = "all"
+    only_failed: bool = False
+    retry_refused: bool = False
+    model_options: tuple[str, ...] = ()
+    executor: ExecutorName = "local"
+    workers: int | None = None
+    ray_address: str | None = None
+    shard: str | None = None
+    dataset_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("models", "protocols", "model_options"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "dataset_options", dict(self.dataset_options))
+        if self.stage not in _STAGES:
+            raise ValueError(f"stage must be generate, score or all, not {self.stage!r}")
+        if self.executor not in _EXECUTORS:
+            raise ValueError(f"executor must be local or ray, not {self.executor!r}")
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+
+    @property
+    def generates(self) -> bool:
+        """Whether the run makes model outputs (stage ``generate`` or ``all``)."""
+        return self.stage in ("generate", "all")
+
+    @property
+    def scores(self) -> bool:
+        """Whether the run scores outputs (stage ``score`` or ``all``)."""
+        return self.stage in ("score", "all")

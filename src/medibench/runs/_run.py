@@ -1,0 +1,234 @@
+"""A whole run from a :class:`~medibench.runs.RunConfig`: plan it, then generate and score.
+
+:func:`run` is the one orchestration of a run: the ``medibench run`` and ``medibench demo``
+commands, ``bench/`` and the tests all call it. It holds the run folder's lock for the whole run,
+checks every model spec against the run's before any model runs, and prints one summary line per
+stage (progress bars when asked) on ``console``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rich.console import Console
+
+from medibench.datasets import Dataset
+from medibench.runs._config import RunConfig, RunError
+from medibench.runs._executors import LocalExecutor, RayExecutor
+from medibench.runs._lock import run_folder_lock
+from medibench.runs._models import (
+    check_model_specs,
+    check_unique_names,
+    planned_name,
+    record_model_specs,
+    resolved_spec,
+)
+from medibench.runs._runner import StageReport, generate, record_environment, score
+from medibench.runs._shard import Shard, resolve_shard, shard_run_dir
+from medibench.runs._store import RunStore, RunStoreError
+from medibench.samples import Sample
+
+__all__ = ["RunPlan", "plan_run", "run", "summarise"]
+
+T = TypeVar("T")
+
+#: What a bad spec raises (an unknown name, a bad option, a missing file, a missing extra).
+_BAD_INPUT = (KeyError, ValueError, FileNotFoundError, ImportError)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A config with its dataset loaded: what :func:`run` will do, before it does it.
+
+    Attributes:
+        config: the config it was made from.
+        dataset: the loaded dataset.
+        samples: the samples of this run (its shard's, when sharded).
+        protocols: the ``name@version`` specs it scores by (the config's, or the dataset's).
+        shard: the shard, or ``None`` for every sample.
+        folder: the run folder (``{shard}`` filled in).
+    """
+
+    config: RunConfig
+    dataset: Dataset
+    samples: list[Sample]
+    protocols: tuple[str, ...]
+    shard: Shard | None
+    folder: Path
+
+
+def plan_run(config: RunConfig) -> RunPlan:
+    """Resolve the shard and the run folder, load the dataset; :class:`RunError` for a bad
+    shard or dataset spec, or a dataset with no samples."""
+    from medibench.datasets import load_dataset
+
+    shard = _checked(resolve_shard, config.shard)
+    folder = shard_run_dir(config.out, shard)
+    ds = _checked(load_dataset, config.dataset, **config.dataset_options)
+    if len(ds) == 0:
+        root = getattr(ds, "root", None)
+        where = f" in {root}" if root is not None else ""
+        raise RunError(f"dataset {config.dataset!r} has no samples{where}: nothing to run or score")
+    samples = list(ds) if shard is None else shard.select(list(ds))
+    protocols = config.protocols or tuple(ds.default_protocols)
+    return RunPlan(config, ds, samples, protocols, shard, folder)
+
+
+def run(
+    config: RunConfig | RunPlan, *, progress: bool = True, console: Console | None = None
+) -> RunStore:
+    """Run the models of ``config`` on its dataset and score their outputs; a re-run resumes.
+
+    Holds the run folder's lock throughout (:class:`~medibench.runs.RunFolderInUse` when another
+    process has it). Returns the run's store, open: use it in a ``with`` block.
+
+    Raises:
+        RunError: a bad spec, or a model spec that clashes with the one the run recorded.
+        RunFolderInUse: another process is writing the run folder.
+        DiskFullError: the disk filled up (finished items are stored; re-run to resume).
+    """
+    plan = config if isinstance(config, RunPlan) else plan_run(config)
+    console = console or Console(stderr=True, soft_wrap=True)
+    with run_folder_lock(plan.folder):
+        return _execute(plan, progress, console)
+
+
+def summarise(rep: StageReport, label: str, console: Console) -> None:
+    """One line of counts for a stage, then up to five of its failures."""
+    err = console
+    err.print(
+        f"{rep.stage} {label}: {rep.done} done, {rep.skipped} already done, {rep.failed} failed"
+        + (f", {rep.refused} refused" if rep.refused else "")
+    )
+    if rep.skipped_refused:
+        err.print(
+            f"  {rep.skipped_refused} refused before, not asked again (--retry-refused asks again)"
+        )
+    for item, msg in rep.failures[:5]:
+        err.print(f"  [yellow]failed[/] {item}: {msg}")
+    if len(rep.failures) > 5:
+        err.print(f"  ... and {len(rep.failures) - 5} more (see the run store)")
+
+
+# -- the stages -------------------------------------------------------------------------------
+def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
+    from medibench.models._spec import parse_model_spec
+    from medibench.protocols import load_protocol
+
+    cfg = plan.config
+    protos = [_checked(load_protocol, p) for p in plan.protocols]
+    specs = [_checked(parse_model_spec, m, options=list(cfg.model_options)) for m in cfg.models]
+    for spec in specs:
+        _checked(spec.check_options)
+    planned = [planned_name(spec) for spec in specs]
+    _checked(check_unique_names, list(zip(cfg.models, planned, strict=True)))
+    resolved = [resolved_spec(spec) for spec in specs]
+    runner = _executor(cfg)
+    config: dict[str, Any] = {
+        "dataset": cfg.dataset,
+        "models": list(cfg.models),
+        "model_specs": [spec.to_dict() for spec in specs],
+        "k": cfg.k,
+        "seed": cfg.seed,
+        "protocols": {p.name: p.version for p in protos},
+    }
+    if plan.shard is not None:
+        config["shard"] = str(plan.shard)
+    store = RunStore(plan.folder)
+    try:
+        try:
+            record_environment(store, config)
+            if cfg.generates:  # every known name checked before any model runs
+                known = {n: r for n, r in zip(planned, resolved, strict=True) if n is not None}
+                record_model_specs(store, known)
+        except RunStoreError as exc:
+            raise RunError(str(exc)) from exc
+        store.put_samples(plan.samples)
+        if cfg.generates:
+            made: list[str] = []
+            for spec, plan_name, res in zip(specs, planned, resolved, strict=True):
+                if cfg.executor == "ray":
+                    model: Any = spec
+                    name = _checked(runner.start, spec)  # type: ignore[union-attr]
+                else:
+                    model = _checked(spec.load)
+                    name = getattr(model, "name", spec.model)
+                if name != plan_name:  # only the built model knew its name: check it now
+                    _check_built_name(store, spec.model, name, res, planned, plan_name, made)
+                made.append(name)
+                try:
+                    rep = generate(
+                        store,
+                        plan.samples,
+                        model,
+                        model_name=name,
+                        k=cfg.k,
+                        seed=cfg.seed,
+                        only_failed=cfg.only_failed,
+                        retry_refused=cfg.retry_refused,
+                        progress=progress,
+                        console=console,
+                        executor=runner,
+                    )
+                except RunStoreError as exc:
+                    raise RunError(str(exc)) from exc
+                summarise(rep, name, console)
+        if cfg.scores:
+            for proto in protos:
+                rep = score(
+                    store,
+                    plan.samples,
+                    proto,
+                    only_failed=cfg.only_failed,
+                    progress=progress,
+                    console=console,
+                    executor=runner,
+                )
+                summarise(rep, f"{proto.name}@{proto.version}", console)
+    except BaseException:
+        store.close()
+        raise
+    finally:
+        runner.close()
+    return store
+
+
+def _executor(cfg: RunConfig) -> LocalExecutor | RayExecutor:
+    if cfg.executor != "ray":
+        return LocalExecutor(workers=cfg.workers)
+    try:
+        return _checked(RayExecutor, workers=cfg.workers, address=cfg.ray_address)
+    except ConnectionError as exc:  # RayClusterNotFoundError: one line, what to do
+        raise RunError(str(exc)) from exc
+
+
+def _check_built_name(
+    store: RunStore,
+    model: str,
+    name: str,
+    res: dict[str, Any],
+    planned: Sequence[str | None],
+    plan_name: str | None,
+    made: Sequence[str],
+) -> None:
+    others = [n for n in planned if n is not None and n != plan_name] + list(made)
+    if name in others:
+        raise RunError(
+            f"--model {model!r} is named {name!r}, like another --model of this run: "
+            "give it another name"
+        )
+    try:
+        check_model_specs(store, {name: res})
+        record_model_specs(store, {name: res})
+    except RunStoreError as exc:
+        raise RunError(str(exc)) from exc
+
+
+def _checked(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return fn(*args, **kwargs)
+    except _BAD_INPUT as exc:
+        raise RunError(str(exc)) from exc
