@@ -16,7 +16,14 @@ import math
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "Perspective",
@@ -156,6 +163,19 @@ class Score(_Record):
     status: Literal["ok", "missing", "error"] = "ok"
     error: str | None = None
     notes: tuple[str, ...] = ()
+    #: ``{metric: reason}`` for the ``None`` metrics: what ``error`` says, kept apart so the
+    #: run store holds it as data (its ``reasons`` column). Not part of the JSON record.
+    reasons: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @model_validator(mode="after")
+    def _error_and_reasons_agree(self) -> Score:
+        # Given reasons write the error text; a record given only the text (an older caller, a
+        # JSON record) reads its reasons from it.
+        if self.reasons and self.error is None:
+            object.__setattr__(self, "error", join_reasons(self.reasons))
+        elif not self.reasons and self.error and self.status == "ok":
+            object.__setattr__(self, "reasons", reasons_from_error(self.error))
+        return self
 
     def to_json(self) -> str:
         # JSON has no inf/nan: PSNR of identical images is +inf, written as the string "inf".
@@ -184,3 +204,20 @@ def _float_from_json(v: Any) -> float | None:
     if isinstance(v, str) and v in {"inf", "-inf"}:
         return float(v)
     return v
+
+
+def join_reasons(reasons: dict[str, str]) -> str | None:
+    """Per-metric reasons as a score record's ``error`` text (``"cp: no ROI mask; ..."``)."""
+    return "; ".join(f"{m}: {why}" for m, why in reasons.items()) or None
+
+
+def reasons_from_error(error: str | None) -> dict[str, str]:
+    """The ``{metric: reason}`` an ``error`` text made by :func:`join_reasons` holds; ``{}``
+    when the text is not made of ``"metric: reason"`` parts (a whole-row error)."""
+    reasons: dict[str, str] = {}
+    for part in (error or "").split("; "):
+        name, sep, why = part.partition(": ")
+        if not sep or not name or " " in name:
+            return {}
+        reasons[name] = why
+    return reasons

@@ -1,6 +1,7 @@
 """Judgement records and the judge cache, kept in the run's ``run.sqlite``.
 
-Two tables beside the run store's own:
+Three tables beside the run store's own, declared through it
+(:meth:`medibench.runs.RunStore.declare_table`) so that ``merge`` and ``export`` cover them:
 
 * ``judgements``: one row per cache key (:func:`cache_key`): the raw answer, the parsed scores,
   the per-score problems, the status (``ok``, ``refused``, ``unparsable``, ``error``), token
@@ -35,23 +36,36 @@ __all__ = ["CachePolicy", "Judgement", "JudgementStore", "cache_key", "FAILED"]
 #: The statuses that count as missing (``--only-failed`` re-judges them).
 FAILED = frozenset({"refused", "unparsable", "error"})
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS judgements (
-    key TEXT PRIMARY KEY, judge TEXT NOT NULL, judge_model TEXT NOT NULL, endpoint TEXT NOT NULL,
-    prompt_file TEXT NOT NULL, prompt_version TEXT NOT NULL, prompt_sha256 TEXT NOT NULL,
-    pass_index INTEGER NOT NULL, seed INTEGER, material TEXT NOT NULL,
-    status TEXT NOT NULL, raw TEXT, scores TEXT NOT NULL, problems TEXT NOT NULL,
-    finish_reason TEXT, input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL,
-    latency_s REAL, attempts INTEGER, notes TEXT NOT NULL, created_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS judge_spend (
-    key TEXT NOT NULL, judge TEXT NOT NULL, judge_model TEXT NOT NULL, cost_usd REAL NOT NULL,
-    at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS judgement_links (
-    model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, judge TEXT NOT NULL,
-    judge_model TEXT NOT NULL, endpoint TEXT NOT NULL, pass_index INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    PRIMARY KEY (model, sample_id, k, judge, judge_model, endpoint, pass_index));
-"""
+# (name, columns, key columns): declared through the run store, so merge and export cover them.
+_TABLES = (
+    (
+        "judgements",
+        "key TEXT PRIMARY KEY, judge TEXT NOT NULL, judge_model TEXT NOT NULL, "
+        "endpoint TEXT NOT NULL, prompt_file TEXT NOT NULL, prompt_version TEXT NOT NULL, "
+        "prompt_sha256 TEXT NOT NULL, pass_index INTEGER NOT NULL, seed INTEGER, "
+        "material TEXT NOT NULL, status TEXT NOT NULL, raw TEXT, scores TEXT NOT NULL, "
+        "problems TEXT NOT NULL, finish_reason TEXT, input_tokens INTEGER, "
+        "output_tokens INTEGER, cost_usd REAL, latency_s REAL, attempts INTEGER, "
+        "notes TEXT NOT NULL, created_at REAL NOT NULL",
+        ("key",),
+    ),
+    # A ledger: every paid answer counts (a merge drops only exact duplicates).
+    (
+        "judge_spend",
+        "key TEXT NOT NULL, judge TEXT NOT NULL, judge_model TEXT NOT NULL, "
+        "cost_usd REAL NOT NULL, at REAL NOT NULL",
+        (),
+    ),
+    # Per output (model, sample_id, k): a merge takes a link with the output it judged.
+    (
+        "judgement_links",
+        "model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, judge TEXT NOT NULL, "
+        "judge_model TEXT NOT NULL, endpoint TEXT NOT NULL, pass_index INTEGER NOT NULL, "
+        "key TEXT NOT NULL, "
+        "PRIMARY KEY (model, sample_id, k, judge, judge_model, endpoint, pass_index)",
+        ("model", "sample_id", "k", "judge", "judge_model", "endpoint", "pass_index"),
+    ),
+)
 
 
 def cache_key(material: dict[str, Any]) -> str:
@@ -132,8 +146,9 @@ class JudgementStore:
 
     def __init__(self, store) -> None:
         self.store = store
+        for name, columns, key in _TABLES:
+            store.declare_table(name, columns, key, stage="judge")
         self.db = store.connection
-        self.db.executescript(_SCHEMA)
         self._seed_spend()
 
     def _seed_spend(self) -> None:

@@ -84,7 +84,8 @@ def merge(
         Path, typer.Option("--out", "--run", help="merged run folder (new, or a run to add to)")
     ],
 ) -> None:
-    """Merge run stores (shards from --shard i/n) into one: samples, outputs, scores."""
+    """Merge run stores (shards from --shard i/n) into one: samples, outputs, scores and every
+    stage's tables (judgements, ...)."""
     from medibench.runs._shard import merge as merge_runs
     from medibench.runs._store import RunStoreError
 
@@ -97,6 +98,7 @@ def merge(
     console.print(
         f"merged {len(runs)} run(s) into {out}: {rep.samples} samples, {rep.predictions} "
         f"predictions ({rep.files} files), {rep.scores} scores"
+        + "".join(f", {n} {name} rows" for name, n in rep.tables.items())
     )
     if rep.skipped_tables:
         err.print(

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from medibench.io import atomic_write_bytes, sha256_file
-from medibench.runs._store import RunStore, RunStoreError
+from medibench.runs import _tables
+from medibench.runs._store import CORE_TABLES, RunStore, RunStoreError
 from medibench.samples import Prediction
 
 __all__ = ["MergeReport", "Shard", "merge", "resolve_shard", "shard_run_dir"]
 
 T = TypeVar("T")
 _ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
-_CORE_TABLES = {"meta", "samples", "predictions", "scores"}
 _SPECS_KEY = "model_specs_by_name"  # written by medibench.runs._models
 
 
@@ -86,6 +86,9 @@ class MergeReport:
     predictions: int = 0
     files: int = 0
     scores: int = 0
+    #: rows merged into each stage table (judgements, ...), by table name
+    tables: dict[str, int] = field(default_factory=dict)
+    #: tables left out (none since every table is declared; kept for callers that read it)
     skipped_tables: list[str] = field(default_factory=list)
 
 
@@ -95,8 +98,9 @@ def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> Merge
     Refuses (``RunStoreError``, nothing written) runs made with another dataset or seed, a
     protocol at two versions, one sample id with two records, and two different successful
     outputs for one (model, sample, k). A successful output wins over a failed one. Scores come
-    with the outputs they scored. Tables of later stages (judgements) are not merged: re-run
-    those stages on the merged run.
+    with the outputs they scored. Every table a stage declared (judgements, judge spend, ...)
+    is merged too: the first row of each key is kept (a ledger keeps every distinct row), and a
+    row of one output (``model``, ``sample_id``, ``k``) comes only with the output kept.
     """
     out = Path(out)
     paths = [Path(p) for p in sources]
@@ -113,7 +117,6 @@ def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> Merge
         samples = _merged_samples(everyone)
         chosen, fingerprints = _chosen_predictions(everyone)
         report = MergeReport(samples=len(samples))
-        report.skipped_tables = sorted({t for st in stores for t in _tables(st)} - _CORE_TABLES)
         target.set_meta("config", config)
         if specs:
             target.set_meta(_SPECS_KEY, specs)
@@ -145,6 +148,9 @@ def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> Merge
                     target.put_score(s)
                     have.add(full)
                     report.scores += 1
+        for store in everyone:
+            if store is not target:
+                _merge_stage_tables(store, target, fingerprints, report)
         return report
     finally:
         target.close()
@@ -250,6 +256,25 @@ def _fingerprint(store: RunStore, p: Prediction) -> tuple:
     return (p.status, p.seed, sha256_file(path))
 
 
-def _tables(store: RunStore) -> set[str]:
-    rows = store.connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-    return {r[0] for r in rows}
+def _merge_stage_tables(store: RunStore, target: RunStore, fingerprints: dict, report) -> None:
+    """Copy ``store``'s stage tables into ``target`` (declaring them there as ``store`` did)."""
+    for table in store.tables():
+        if table.name in CORE_TABLES:
+            continue
+        sql = _tables.table_sql(store.connection, table.name)
+        columns = sql[sql.index("(") + 1 : sql.rindex(")")]
+        mine = target.declare_table(
+            table.name, columns, table.key, stage=table.stage, per_output=table.per_output
+        )
+        cols, rows = store.table_rows(table.name)
+        if table.per_output:
+            at = [cols.index(c) for c in _tables.OUTPUT_COLUMNS]
+            rows = [
+                r
+                for r in rows
+                if fingerprints.get((id(store), key := tuple(r[i] for i in at)))
+                == fingerprints.get(("chosen", key))
+            ]
+        with target.transaction():
+            n = _tables.copy_rows(target.connection, mine, cols, rows)
+        report.tables[table.name] = report.tables.get(table.name, 0) + n

@@ -1,7 +1,10 @@
 """The run store: one SQLite file, the source of truth of a run.
 
-Tables: ``meta`` (config, protocol versions, package versions, seeds), ``samples``,
-``predictions`` and ``scores``. Each prediction or score is one row keyed by
+The store owns every table: its own ``meta`` (config, protocol versions, package versions,
+seeds), ``samples``, ``predictions`` and ``scores`` (the record's ``error`` text and, as data, its
+per-metric ``reasons``), and those each later stage declares through :meth:`RunStore.declare_table`
+(judgements, ...; :mod:`medibench.runs._tables`), which ``merge`` and ``export`` cover. An older
+``run.sqlite`` opens and gains the columns added since. Each prediction or score is one row keyed by
 (model, sample, k[, protocol, version]) and written in its own transaction *after* its files are
 atomically in place, so a crash loses at most the sample in flight and a re-run never duplicates
 a row. WAL journalling keeps readers (``export``, reports) off the writer's back. A full disk
@@ -15,33 +18,49 @@ import errno
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from medibench.io._write import DiskFullError
-from medibench.samples import Prediction, Sample, Score
+from medibench.runs import _tables
+from medibench.runs._tables import StageTable
+from medibench.samples import Prediction, Sample, Score, join_reasons, reasons_from_error
 
-__all__ = ["RunStore", "RunStoreError"]
+__all__ = ["CORE_TABLES", "RunStore", "RunStoreError", "StageTable"]
 
 SCHEMA_VERSION = "1"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS samples (
-    sample_id TEXT PRIMARY KEY, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS predictions (
-    model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL,
-    seed INTEGER, path TEXT, status TEXT NOT NULL, error TEXT, elapsed_s REAL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (model, sample_id, k));
-CREATE TABLE IF NOT EXISTS scores (
-    model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL,
-    protocol TEXT NOT NULL, protocol_version TEXT NOT NULL,
-    metrics TEXT NOT NULL, status TEXT NOT NULL, error TEXT, notes TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (model, sample_id, k, protocol, protocol_version));
-"""
+# The tables the store's own stages keep (generate: samples, predictions; score: scores).
+# A column added here later must be nullable or have a DEFAULT: older run.sqlite files gain it.
+_CORE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("meta", "key TEXT PRIMARY KEY, value TEXT NOT NULL", ("key",), "run"),
+    ("samples", "sample_id TEXT PRIMARY KEY, record TEXT NOT NULL", ("sample_id",), "run"),
+    (
+        "predictions",
+        "model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, seed INTEGER, "
+        "path TEXT, status TEXT NOT NULL, error TEXT, elapsed_s REAL, created_at REAL NOT NULL, "
+        "PRIMARY KEY (model, sample_id, k)",
+        ("model", "sample_id", "k"),
+        "generate",
+    ),
+    (
+        "scores",
+        "model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, "
+        "protocol TEXT NOT NULL, protocol_version TEXT NOT NULL, metrics TEXT NOT NULL, "
+        "status TEXT NOT NULL, error TEXT, notes TEXT NOT NULL, created_at REAL NOT NULL, "
+        "reasons TEXT, "
+        "PRIMARY KEY (model, sample_id, k, protocol, protocol_version)",
+        ("model", "sample_id", "k", "protocol", "protocol_version"),
+        "score",
+    ),
+)
+#: The tables whose rows :func:`medibench.runs.merge` reconciles itself.
+CORE_TABLES = frozenset(name for name, *_ in _CORE) | {"stage_tables"}
+_SCORE_COLUMNS = (
+    "model, sample_id, k, protocol, protocol_version, metrics, status, error, notes, "
+    "created_at, reasons"
+)
 
 
 class RunStoreError(RuntimeError):
@@ -61,7 +80,7 @@ class RunStore:
         with _disk_full_names(self.path):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
+            self._declare_core()
         stored = self.get_meta("schema_version")
         if stored is None:
             self.set_meta("schema_version", SCHEMA_VERSION)
@@ -85,6 +104,58 @@ class RunStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- tables -------------------------------------------------------------------------------
+    def declare_table(
+        self,
+        name: str,
+        columns: str,
+        key_columns: Sequence[str],
+        *,
+        stage: str,
+        per_output: bool | None = None,
+    ) -> StageTable:
+        """Declare a stage's table (create it, or add the columns an older run lacks).
+
+        ``columns`` is the body of ``CREATE TABLE name (...)``; ``key_columns`` identify a row
+        (``()`` for a ledger whose every row counts); ``per_output`` (default: the table has
+        ``model``, ``sample_id`` and ``k`` columns) makes a merge take its rows with the output
+        they belong to. ``merge`` and ``export`` cover every declared table
+        (:mod:`medibench.runs._tables`).
+        """
+        with _disk_full_names(self.path):
+            return _tables.declare(
+                self._db, name, columns, key_columns, stage=stage, per_output=per_output
+            )
+
+    def tables(self) -> list[StageTable]:
+        """Every table of this run: the store's own, then the stages' (declared order)."""
+        return _tables.declared(self._db)
+
+    def table_rows(self, name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The column names and rows of table ``name`` (as stored: JSON columns are text)."""
+        if name not in _tables.table_names(self._db):
+            raise KeyError(f"{self.path}: no table {name!r}")
+        return _tables.rows(self._db, name)
+
+    def _declare_core(self) -> None:
+        had = _tables.table_names(self._db)
+        old_scores = "scores" in had and "reasons" not in {
+            r[1] for r in self._db.execute("PRAGMA table_info(scores)")
+        }
+        for name, columns, key, stage in _CORE:
+            _tables.declare(self._db, name, columns, key, stage=stage, per_output=False)
+        if old_scores:  # an older run: its reasons were only in the joined error text
+            with self._tx():
+                rows = self._db.execute("SELECT rowid, status, error FROM scores").fetchall()
+                self._db.executemany(
+                    "UPDATE scores SET reasons = ? WHERE rowid = ?",
+                    [
+                        (json.dumps(reasons_from_error(err)), rowid)
+                        for rowid, status, err in rows
+                        if status == "ok" and reasons_from_error(err)
+                    ],
+                )
 
     # -- meta ---------------------------------------------------------------------------------
     def set_meta(self, key: str, value: Any) -> None:
@@ -173,9 +244,13 @@ class RunStore:
 
     # -- scores -------------------------------------------------------------------------------
     def put_score(self, s: Score) -> None:
+        """Insert or replace a score row; its per-metric reasons (``s.reasons``) go to the
+        ``reasons`` column, the record's ``error`` text beside them."""
+        reasons = dict(s.reasons)
         with self._tx():
             self._db.execute(
-                "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO scores ({_SCORE_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     s.model or "",
                     s.sample_id,
@@ -187,6 +262,7 @@ class RunStore:
                     s.error,
                     json.dumps(list(s.notes)),
                     time.time(),
+                    json.dumps(reasons) if reasons else None,
                 ),
             )
 
@@ -213,8 +289,8 @@ class RunStore:
             raise ValueError(f"judged metric(s) {unexplained} are None without a reason")
         with self._tx():
             row = self._db.execute(
-                "SELECT metrics, error FROM scores WHERE model = ? AND sample_id = ? AND k = ? "
-                "AND protocol = ? AND protocol_version = ?",
+                "SELECT metrics, error, reasons FROM scores WHERE model = ? AND sample_id = ? "
+                "AND k = ? AND protocol = ? AND protocol_version = ?",
                 (model, sample_id, k, protocol, version),
             ).fetchone()
             if row is None:
@@ -224,19 +300,21 @@ class RunStore:
                 )
             metrics = json.loads(row[0])
             metrics.update({m: _enc(v) for m, v in values.items()})
-            # Reasons are "metric: reason" joined by "; " (ProtocolResult.error).
-            kept = [
-                part
-                for part in (row[1] or "").split("; ")
-                if part and part.split(":", 1)[0] not in values
-            ]
-            kept += [f"{m}: {reasons[m]}" for m, v in values.items() if v is None]
+            had = json.loads(row[2]) if row[2] else {}
+            kept = {m: why for m, why in had.items() if m not in values}
+            kept.update({m: reasons[m] for m, v in values.items() if v is None})
+            if had or not row[1]:
+                error = join_reasons(kept)
+            else:  # an error that is not per-metric reasons stays, the new reasons follow it
+                new = join_reasons({m: reasons[m] for m, v in values.items() if v is None})
+                error = "; ".join(filter(None, (row[1], new)))
             self._db.execute(
-                "UPDATE scores SET metrics = ?, error = ? WHERE model = ? AND sample_id = ? "
-                "AND k = ? AND protocol = ? AND protocol_version = ?",
+                "UPDATE scores SET metrics = ?, error = ?, reasons = ? WHERE model = ? "
+                "AND sample_id = ? AND k = ? AND protocol = ? AND protocol_version = ?",
                 (
                     json.dumps(metrics),
-                    "; ".join(kept) or None,
+                    error,
+                    json.dumps(kept) if kept else None,
                     model,
                     sample_id,
                     k,
@@ -269,7 +347,7 @@ class RunStore:
     def scores(self, protocol: str | None = None) -> list[Score]:
         sql = (
             "SELECT model, sample_id, k, protocol, protocol_version, metrics, status, error, "
-            "notes FROM scores"
+            "notes, reasons FROM scores"
         )
         args: list[Any] = []
         if protocol is not None:
@@ -277,7 +355,7 @@ class RunStore:
             args.append(protocol)
         sql += " ORDER BY model, rowid"
         out = []
-        for m, sid, k, proto, ver, metrics, st, err, notes in self._db.execute(sql, args):
+        for m, sid, k, proto, ver, metrics, st, err, notes, why in self._db.execute(sql, args):
             out.append(
                 Score(
                     sample_id=sid,
@@ -289,6 +367,7 @@ class RunStore:
                     status=st,
                     error=err,
                     notes=tuple(json.loads(notes)),
+                    reasons=json.loads(why) if why else {},
                 )
             )
         return out
