@@ -2,9 +2,9 @@
 
 Run:  python bench/runner.py [--quick] [--samples N] [--size PX]
 
-1. Runner overhead: ``generate`` with the identity model over N samples (read the input PNG,
-   seed, write the output PNG atomically, one run-store transaction per item), in ms per sample,
-   with its parts timed on their own.
+1. Runner overhead: ``medibench.runs.run`` (stage generate) with the identity model over N
+   samples of a native dataset (read the input PNG, seed, write the output PNG atomically, one
+   run-store transaction per item), in ms per sample, with its parts timed on their own.
 2. API throughput: the ``openai-image`` adapter against a local server that answers every
    request after 200 ms (tests/models/fake_image_api.py), with 1, 8 and 32 requests in flight.
 
@@ -14,6 +14,7 @@ Targets: overhead < 5 ms per sample; >= 100 samples/s at concurrency 32.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -24,16 +25,19 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
 
 from medibench.io import read_image, write_image  # noqa: E402
 from medibench.models import load_model  # noqa: E402
 from medibench.models.api import OpenAIImageModel  # noqa: E402
-from medibench.runs import RunStore, generate, seed_for  # noqa: E402
-from medibench.runs._executors import LocalExecutor  # noqa: E402
+from medibench.runs import RunConfig, run, seed_for  # noqa: E402
 from medibench.samples import Prediction, Sample  # noqa: E402
+
+QUIET = Console(stderr=True, quiet=True)  # no stage summaries inside the timings
 
 
 def make_samples(root: Path, n: int, size: int) -> list[Sample]:
+    """``n`` random RGB inputs in ``root``, with ``root/samples.jsonl`` (a native dataset)."""
     rng = np.random.default_rng(0)
     samples = []
     for i in range(n):
@@ -49,17 +53,28 @@ def make_samples(root: Path, n: int, size: int) -> list[Sample]:
                 perspective="modification",
             )
         )
+    records = (
+        s.model_dump(include={"sample_id", "benchmark", "instruction", "perspective"})
+        for s in samples
+    )
+    (root / "samples.jsonl").write_text(
+        "".join(json.dumps({**r, "input": f"in_{i:05d}.png"}) + "\n" for i, r in enumerate(records))
+    )
     return samples
 
 
 def runner_overhead(root: Path, samples: list[Sample], rep: int) -> dict[str, float]:
-    """ms per sample of generate() with the identity model, and of its parts."""
+    """ms per sample of run() (generate) with the identity model, and of its parts."""
     model = load_model("identity")
-    with RunStore(root / f"run{rep}") as store:
-        t0 = time.perf_counter()
-        rep = generate(store, samples, model, model_name="identity", progress=False)
+    data = Path(samples[0].input).parent
+    config = RunConfig(
+        dataset=f"native:{data}", models=("identity",), out=root / f"run{rep}", stage="generate"
+    )
+    t0 = time.perf_counter()
+    with run(config, progress=False, console=QUIET) as store:
         total = (time.perf_counter() - t0) / len(samples) * 1e3
-        assert rep.done == len(samples), rep.failures[:3]
+        done = store.prediction_keys("identity", status="ok")
+        assert len(done) == len(samples), len(done)
         parts = {
             "read input": lambda s: read_image(s.input, mode="rgb"),
             "seed": lambda s: seed_for(0, s.sample_id, 0),
@@ -76,11 +91,11 @@ def runner_overhead(root: Path, samples: list[Sample], rep: int) -> dict[str, fl
             for s in samples:
                 fn(s)
             times[name] = (time.perf_counter() - t0) / len(samples) * 1e3
-    return {"generate (total)": total, **times}
+    return {"run (total)": total, **times}
 
 
 def api_throughput(root: Path, samples: list[Sample], concurrency: int, latency: float) -> float:
-    """Samples per second through generate() with ``concurrency`` requests in flight.
+    """Samples per second through run() with ``concurrency`` requests in flight.
 
     The server runs in its own process, as a real API would (it must not share our GIL), and
     echoes the uploaded image without decoding it: on a 2-core machine its image work would
@@ -98,18 +113,19 @@ def api_throughput(root: Path, samples: list[Sample], concurrency: int, latency:
         os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
         model = OpenAIImageModel(base_url=f"{url}/v1", concurrency=concurrency)
         model.edit(read_image(samples[0].input, mode="rgb"), "warm up", seed=0)
-        with RunStore(root / f"api-{concurrency}") as store:
-            t0 = time.perf_counter()
-            rep = generate(
-                store,
-                samples,
-                model,
-                model_name=model.name,
-                progress=False,
-                executor=LocalExecutor(workers=concurrency),
-            )
+        config = RunConfig(
+            dataset=f"native:{Path(samples[0].input).parent}",
+            models=("openai-image",),
+            model_options=(f"base_url={url}/v1", f"concurrency={concurrency}"),
+            out=root / f"api-{concurrency}",
+            stage="generate",
+            workers=concurrency,
+        )
+        t0 = time.perf_counter()
+        with run(config, progress=False, console=QUIET) as store:
             elapsed = time.perf_counter() - t0
-        assert rep.done == len(samples), rep.failures[:3]
+            done = store.prediction_keys(model.name, status="ok")
+        assert len(done) == len(samples), len(done)
     finally:
         proc.stdin.close()
         proc.wait(timeout=10)

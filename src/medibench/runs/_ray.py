@@ -187,7 +187,7 @@ class _ModelWorker:
     def run(self, tasks: list[Task], images: list) -> list[tuple[bytes | None, str | None, float]]:
         import cv2
 
-        out = []
+        out: list[tuple[bytes | None, str | None, float]] = []
         for image, error, elapsed in edit_tasks(self.model, tasks, images):
             if error is None:
                 try:

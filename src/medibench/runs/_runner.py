@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 
@@ -144,7 +144,7 @@ def generate(
     with progress_bar(progress, console, f"generate {model_name}", len(todo)) as advance:
         for out in executor.generate(model, tasks, out_dir):
             item = f"{out.task.sample.sample_id}_{out.task.k}"
-            status = "ok" if out.error is None else "error"
+            status: Literal["ok", "error", "refused"] = "ok" if out.error is None else "error"
             if isinstance(out.error, Refusal):
                 status = "refused"
             pred = Prediction(

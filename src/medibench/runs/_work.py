@@ -162,7 +162,7 @@ def score_one(
         protocol=protocol.name,
         protocol_version=protocol.version,
     )
-    nulls = {m: None for m in protocol.metric_names}
+    nulls: dict[str, float | None] = {m: None for m in protocol.metric_names}
     if pred.status != "ok" or pred.path is None:
         return Score(
             **base,
