@@ -3,17 +3,26 @@
 * :func:`key_from_env` / :class:`MissingAPIKeyError`: API keys come from the environment only,
   and each one read is registered as a secret.
 * :func:`redact` / :func:`redact_value` / :class:`RedactingFilter`: the one redaction layer;
-  every HTTP client passes what it stores, logs or reports through it.
+  every HTTP client passes what it stores, logs or reports through it, and
+  :func:`install_redaction` / :func:`get_logger` put it on loggers and handlers.
 * :class:`RetryPolicy` / :func:`send`: one jittered exponential retry honouring ``Retry-After``,
   used by the judges' client and the image-editing API models.
+* :class:`CallSlots` / :func:`run_bounded` / :class:`CostBudget`: bounded concurrency (a client
+  and a semaphore per event loop, workers over a shared queue) and a run folder's cost budget.
 
-This package imports no HTTP library until :func:`send` runs.
+Importing it installs :class:`RedactingFilter` on medibench's loggers and its HTTP stack's
+(:data:`LOGGERS`, :func:`install_redaction`), so no log line can carry a key. This package
+imports no HTTP library until :func:`send` runs.
 """
 
 from medibench.calls._keys import MissingAPIKeyError, key_from_env
+from medibench.calls._limits import CallSlots, CostBudget, run_bounded
 from medibench.calls._redact import (
+    LOGGERS,
     REDACTED,
     RedactingFilter,
+    get_logger,
+    install_redaction,
     redact,
     redact_value,
     register_secret,
@@ -29,18 +38,26 @@ from medibench.calls._retry import (
 )
 
 __all__ = [
+    "LOGGERS",
     "REDACTED",
+    "CallSlots",
+    "CostBudget",
     "RETRY_STATUS",
     "MissingAPIKeyError",
     "RedactingFilter",
     "Reply",
     "RetryPolicy",
     "body_excerpt",
+    "get_logger",
+    "install_redaction",
     "is_transient",
     "key_from_env",
     "parse_retry_after",
     "redact",
     "redact_value",
     "register_secret",
+    "run_bounded",
     "send",
 ]
+
+install_redaction()

@@ -27,7 +27,16 @@ import threading
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["REDACTED", "RedactingFilter", "redact", "redact_value", "register_secret"]
+__all__ = [
+    "LOGGERS",
+    "REDACTED",
+    "RedactingFilter",
+    "get_logger",
+    "install_redaction",
+    "redact",
+    "redact_value",
+    "register_secret",
+]
 
 #: What a secret is replaced with.
 REDACTED = "[REDACTED]"
@@ -97,11 +106,53 @@ def redact_value(obj: Any) -> Any:
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that redacts each record's message (install it on a handler)."""
+    """A logging filter that redacts each record's message and exception text."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         clean = redact(message)
         if clean != message:
             record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
         return True
+
+
+#: The loggers whose records may carry a request or a key: medibench's own and its HTTP stack's.
+LOGGERS = (
+    "medibench",
+    "httpx",
+    "httpcore",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "openai",
+    "urllib3",
+)
+
+
+def install_redaction(*targets: logging.Logger | logging.Handler | str) -> None:
+    """Put a :class:`RedactingFilter` on each logger (by name or object) and its handlers, and
+    on each handler given (once each). Without targets: :data:`LOGGERS`.
+
+    A logger's filter sees the records logged on it; a handler's sees every record it emits, so
+    a handler added to ``medibench`` (the CLI's, a user's) gets one too.
+    """
+    for target in targets or LOGGERS:
+        obj = logging.getLogger(target) if isinstance(target, str) else target
+        items: list[logging.Logger | logging.Handler] = [obj]
+        if isinstance(obj, logging.Logger):
+            items += obj.handlers
+        for item in items:
+            if not any(isinstance(f, RedactingFilter) for f in item.filters):
+                item.addFilter(RedactingFilter())
+
+
+def get_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` with redaction installed (medibench's modules log through
+    this, so no record of theirs can carry a key)."""
+    logger = logging.getLogger(name)
+    install_redaction(logger)
+    return logger

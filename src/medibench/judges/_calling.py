@@ -1,5 +1,8 @@
 """Calling the judge for a plan: ``concurrency`` workers within a cost budget, answers stored.
 
+The workers and the budget are the call layer's (:func:`medibench.calls.run_bounded`,
+:class:`medibench.calls.CostBudget`).
+
 ``max_cost`` is a budget for the run folder: a call starts only while the folder's spent cost
 (every earlier invocation's included, from ``judge_spend``) plus this run's, plus the estimates of
 the calls in flight, stays within it; past that the run stops cleanly and a later run resumes
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
-from medibench.calls import redact
+from medibench.calls import CostBudget, redact, run_bounded
 from medibench.judges._client import JudgeSetupError
 from medibench.judges._config import JudgeConfig
 from medibench.judges._parsing import parse_answer
@@ -23,75 +26,50 @@ from medibench.judges._protocols import JudgeProtocol
 from medibench.judges._records import Judgement
 
 
-class _Budget:
-    """``max_cost`` for the run folder; ``before`` is what earlier invocations spent there."""
-
-    def __init__(self, max_cost: float | None, before: float = 0.0) -> None:
-        self.max_cost, self.spent, self.reserved, self.stopped = max_cost, 0.0, 0.0, False
-        self.before = before
-
-    def reserve(self, estimate: float) -> bool:
-        if self.max_cost is None:
-            return True
-        total = self.before + self.spent + self.reserved + estimate
-        if self.stopped or total > self.max_cost:
-            self.stopped = True
-            return False
-        self.reserved += estimate
-        return True
-
-    def settle(self, estimate: float, cost: float | None) -> None:
-        if self.max_cost is not None:
-            self.reserved -= estimate
-        self.spent += cost or 0.0
-
-
-async def _execute(plan, client, jstore, config, budget, on_progress, filler) -> None:
+async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress, filler) -> None:
     judge, report = plan.judge, plan.report
-    queue = iter(plan.calls)
     spent: list[float] = []
     estimate = _Estimator(judge, jstore, config)
     fmt = judge.response_format(config.structured_output)
     structured = config.structured_output != "none"
 
-    async def worker() -> None:
-        for call in queue:
-            est = estimate(call) if budget.max_cost is not None else 0.0
-            if not budget.reserve(est):
-                report.not_started += 1
-                report.stopped_by_budget = True
-                continue
-            j = _record(judge, config, call)
-            try:
-                body, notes = await asyncio.to_thread(
-                    _request, client, judge, call, config, structured, fmt
-                )
-                j.notes = notes
-                done = await client.complete_body(body)
-            except JudgeSetupError:
-                budget.settle(est, None)
-                raise
-            except Exception as exc:  # unreadable image, oversize=refuse, anything unforeseen
-                why = redact(str(exc) if _is_input(exc) else f"{type(exc).__name__}: {exc}")
-                j.status = "error"
-                j.problems = {f.key: f"error: {why}" for f in judge.fields}
-                report.failures[_input_kind(exc)] += 1
-            else:
-                _read_completion(j, done, judge, config)
-                if done.failure is not None:
-                    report.failures[done.failure] += 1
-            budget.settle(est, j.cost_usd)
-            estimate.observe(j.input_tokens, j.output_tokens)
-            if j.cost_usd is not None:
-                spent.append(j.cost_usd)
-            # Stored as it arrives, before anything else: never paid for twice.
-            jstore.put(j, call.links)
-            filler.answered(j)
-            report.counts[j.status] += 1
-            if on_progress:
-                on_progress()
+    async def one(call: _Call) -> None:
+        est = estimate(call) if budget.max_cost is not None else 0.0
+        if not budget.reserve(est):
+            report.not_started += 1
+            report.stopped_by_budget = True
+            return
+        j = _record(judge, config, call)
+        try:
+            body, notes = await asyncio.to_thread(
+                _request, client, judge, call, config, structured, fmt
+            )
+            j.notes = notes
+            done = await client.complete_body(body)
+        except JudgeSetupError:
+            budget.settle(est, None)
+            raise
+        except Exception as exc:  # unreadable image, oversize=refuse, anything unforeseen
+            why = redact(str(exc) if _is_input(exc) else f"{type(exc).__name__}: {exc}")
+            j.status = "error"
+            j.problems = {f.key: f"error: {why}" for f in judge.fields}
+            report.failures[_input_kind(exc)] += 1
+        else:
+            _read_completion(j, done, judge, config)
+            if done.failure is not None:
+                report.failures[done.failure] += 1
+        budget.settle(est, j.cost_usd)
+        estimate.observe(j.input_tokens, j.output_tokens)
+        if j.cost_usd is not None:
+            spent.append(j.cost_usd)
+        # Stored as it arrives, before anything else: never paid for twice.
+        jstore.put(j, call.links)
+        filler.answered(j)
+        report.counts[j.status] += 1
+        if on_progress:
+            on_progress()
 
-    await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(plan.calls)))))
+    await run_bounded(plan.calls, one, config.concurrency)
     report.cost_usd = sum(spent) if config.has_prices else None
 
 

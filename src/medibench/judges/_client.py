@@ -5,7 +5,7 @@ OpenRouter, vLLM, sglang, Ollama, Gemini's OpenAI endpoint). The request goes ou
 :func:`medibench.calls.send` (``httpx``): up to ``max_attempts`` attempts on 429, 408/409/425,
 5xx, timeouts and connection errors, waiting a jittered exponential backoff
 (``cap * uniform(0.5, 1)``, ``cap = min(backoff_max_s, backoff_s * 2**attempt)``, at least the
-server's ``Retry-After``). Calls in flight are bounded by an ``asyncio.Semaphore``.
+server's ``Retry-After``). Calls in flight are bounded by :class:`medibench.calls.CallSlots`.
 
 Every failure of one call comes back as a :class:`Completion` with ``error`` set (recorded as that
 judgement's failure, counted as missing): any other HTTP status, a body that is not JSON (an HTML
@@ -17,14 +17,13 @@ raise :class:`JudgeSetupError` and stop the run.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from medibench.calls import RetryPolicy, body_excerpt, redact, send
+from medibench.calls import CallSlots, RetryPolicy, body_excerpt, redact, send
 from medibench.judges._config import JudgeConfig
 
 __all__ = ["Completion", "JudgeClient", "JudgeSetupError"]
@@ -78,19 +77,12 @@ class JudgeClient:
         client: Any | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        import httpx
-
         self.config = config
         self._key = config.api_key()
-        n = config.concurrency
-        self._client = client or httpx.AsyncClient(
-            timeout=config.timeout_s,
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-        )
+        self._slots = CallSlots(config.concurrency, timeout=config.timeout_s, client=client)
         self._url = f"{config.endpoint}/chat/completions"
         self._policy = RetryPolicy(config.max_attempts, config.backoff_s, config.backoff_max_s)
         self._rng = rng or random.Random()
-        self._slots = asyncio.Semaphore(config.concurrency)
         self.calls = 0  # HTTP attempts made, retries included
 
     async def complete(
@@ -126,13 +118,14 @@ class JudgeClient:
         def count() -> None:
             self.calls += 1
 
+        client, slots = self._slots.get()
         reply = await send(
-            self._client,
+            client,
             "POST",
             self._url,
             policy=self._policy,
             rng=self._rng,
-            slots=self._slots,
+            slots=slots,
             on_attempt=count,
             content=body,
             headers={"Authorization": f"Bearer {self._key}", "Content-Type": "application/json"},
@@ -163,7 +156,7 @@ class JudgeClient:
         return _completion(resp, latency, reply.attempts, failed)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._slots.aclose()
 
 
 def _completion(resp: Any, latency: float, attempts: int, failed) -> Completion:

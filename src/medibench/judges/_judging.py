@@ -28,7 +28,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from medibench.judges._calling import _Budget, _execute
+from medibench.calls import CostBudget
+from medibench.judges._calling import _execute
 from medibench.judges._client import JudgeClient
 from medibench.judges._config import JudgeConfig
 from medibench.judges._filling import _Filler
@@ -79,7 +80,7 @@ async def judge_run_async(
     reports = []
     try:
         jstore = JudgementStore(store)
-        budget = _Budget(max_cost, jstore.spent_usd())
+        budget = CostBudget(max_cost, jstore.spent_usd())
         hashes: dict[Path, str] = {}
         plans = [_plan(store, jstore, p, config, passes, policy, hashes) for p in protos]
         for plan in plans:

@@ -4,10 +4,11 @@ Each adapter is async at heart (:meth:`APIImageModel.aedit`): the runner keeps `
 requests in flight; ``edit`` is the one-at-a-time form. 429s, 5xx answers, timeouts and dropped
 connections are retried with jittered exponential backoff (``Retry-After`` is honoured); other 4xx
 answers fail at once, as :class:`ContentRefusedError` when the adapter reads them as a refusal.
-The retry loop, the key lookup and the redaction are :mod:`medibench.calls`' (one for every
-client). Images are sent as PNG (or ``image_format``) with the matching MIME type. Keys come from
-the environment only; every error message is redacted (the keys in use and anything shaped like
-a key), so none reaches a log, an export or the run store.
+The retry loop, the concurrency bound (:class:`medibench.calls.CallSlots`), the key lookup and
+the redaction are :mod:`medibench.calls`' (one for every client). Images are sent as PNG (or
+``image_format``) with the matching MIME type. Keys come from the environment only; every error
+message is redacted (the keys in use and anything shaped like a key), so none reaches a log, an
+export or the run store.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from medibench.calls import RetryPolicy, redact, send
+from medibench.calls import CallSlots, RetryPolicy, redact, send
 from medibench.calls import key_from_env as _key_from_env
 from medibench.models._base import as_rgb_uint8
 from medibench.models._errors import APIError, ContentRefusedError, NoImageError
@@ -75,10 +76,9 @@ class APIImageModel:
         self.retries = int(retries)
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
-        self.concurrency = int(concurrency)
+        self._slots = CallSlots(int(concurrency), timeout=self.timeout)
         self.image_format = image_format
         self._key = key_from_env(self.key_env) if self.key_env else None
-        self._per_loop: dict[int, tuple[Any, Any, asyncio.Semaphore]] = {}
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
         self._jitter = random.Random()
@@ -100,11 +100,18 @@ class APIImageModel:
             exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
             raise
 
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight at once (the runner may raise it for ``--workers``)."""
+        return self._slots.concurrency
+
+    @concurrency.setter
+    def concurrency(self, value: int) -> None:
+        self._slots.concurrency = int(value)
+
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop."""
-        state = self._per_loop.pop(id(asyncio.get_running_loop()), None)
-        if state is not None:
-            await state[1].aclose()
+        await self._slots.aclose()
 
     def close(self) -> None:
         """Close the blocking form's client and event loop."""
@@ -158,18 +165,8 @@ class APIImageModel:
         return policy.delay(attempt, retry_after, self._jitter)
 
     def _client(self):
-        # httpx.AsyncClient and asyncio.Semaphore belong to one event loop: one pair per loop.
-        import httpx
-
-        loop = asyncio.get_running_loop()
-        state = self._per_loop.get(id(loop))
-        if state is None or state[0] is not loop:
-            n = max(self.concurrency, 1)
-            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-            client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
-            state = (loop, client, asyncio.Semaphore(self.concurrency))
-            self._per_loop[id(loop)] = state
-        return state[1], state[2]
+        # The call layer's client and semaphore of the running event loop.
+        return self._slots.get()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"

@@ -1,0 +1,105 @@
+"""Bounded concurrency and the cost budget, shared by every remote client.
+
+* :class:`CallSlots`: one ``httpx.AsyncClient`` and one ``asyncio.Semaphore`` of
+  ``concurrency`` slots per event loop (both belong to the loop that made them), so a client
+  used from the blocking form and from the runner's loop never shares either across loops.
+* :func:`run_bounded`: ``concurrency`` workers over one shared iterator, each item to one worker
+  (the judges' calls; the image-editing runner's outputs).
+* :class:`CostBudget`: a run folder's ``max_cost``: a call starts only while what was spent before,
+  plus this run's spend, plus the estimates of the calls in flight, stays within it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+__all__ = ["CallSlots", "CostBudget", "run_bounded"]
+
+T = TypeVar("T")
+
+
+class CallSlots:
+    """Per event loop: an HTTP client and ``concurrency`` slots for requests in flight.
+
+    Args:
+        concurrency: requests in flight at once (read when a loop first asks; it may be raised
+            before that, as the runner does for ``--workers``).
+        timeout: seconds per request of the clients made here.
+        client: an ``httpx.AsyncClient`` to use in every loop instead (tests, custom HTTP).
+    """
+
+    def __init__(self, concurrency: int, *, timeout: float, client: Any | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.concurrency = int(concurrency)
+        self.timeout = float(timeout)
+        self._given = client
+        self._per_loop: dict[int, tuple[asyncio.AbstractEventLoop, Any, asyncio.Semaphore]] = {}
+
+    def get(self) -> tuple[Any, asyncio.Semaphore]:
+        """The running loop's client and semaphore (made on first use)."""
+        loop = asyncio.get_running_loop()
+        state = self._per_loop.get(id(loop))
+        if state is None or state[0] is not loop:
+            client = self._given or self._new_client()
+            state = (loop, client, asyncio.Semaphore(self.concurrency))
+            self._per_loop[id(loop)] = state
+        return state[1], state[2]
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (a given client is closed too)."""
+        state = self._per_loop.pop(id(asyncio.get_running_loop()), None)
+        if state is not None:
+            await state[1].aclose()
+        elif self._given is not None:
+            await self._given.aclose()
+
+    def _new_client(self) -> Any:
+        import httpx
+
+        n = self.concurrency
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+        return httpx.AsyncClient(timeout=self.timeout, limits=limits)
+
+
+async def run_bounded(
+    items: Iterable[T], work: Callable[[T], Awaitable[None]], concurrency: int
+) -> None:
+    """Run ``work(item)`` for every item, ``concurrency`` at a time (an exception stops all)."""
+    todo = list(items) if not isinstance(items, list) else items
+    queue = iter(todo)
+
+    async def worker() -> None:
+        for item in queue:  # a shared iterator: each item goes to one worker
+            await work(item)
+
+    await asyncio.gather(*(worker() for _ in range(max(0, min(concurrency, len(todo))))))
+
+
+class CostBudget:
+    """``max_cost`` (USD, ``None``: no limit) for a run folder; ``before`` is what earlier
+    invocations spent there. :meth:`reserve` an estimate before a call, :meth:`settle` it with
+    the real cost after; once a reservation is refused, every later one is (``stopped``)."""
+
+    def __init__(self, max_cost: float | None, before: float = 0.0) -> None:
+        self.max_cost, self.spent, self.reserved, self.stopped = max_cost, 0.0, 0.0, False
+        self.before = before
+
+    def reserve(self, estimate: float) -> bool:
+        """Whether a call estimated at ``estimate`` may start (it is then held in flight)."""
+        if self.max_cost is None:
+            return True
+        total = self.before + self.spent + self.reserved + estimate
+        if self.stopped or total > self.max_cost:
+            self.stopped = True
+            return False
+        self.reserved += estimate
+        return True
+
+    def settle(self, estimate: float, cost: float | None) -> None:
+        """Release a reservation and count what the call really cost."""
+        if self.max_cost is not None:
+            self.reserved -= estimate
+        self.spent += cost or 0.0
