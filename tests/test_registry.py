@@ -33,3 +33,32 @@ def test_decorator_and_duplicate():
         reg.register("a", make_a)
     with pytest.raises(ValueError, match="module:attr"):
         reg.register("b", "no_colon")
+
+
+def test_populate_fills_once_and_a_failed_populate_leaves_nothing_half_filled():
+    calls = []
+
+    def populate(reg):
+        calls.append(1)
+        reg.register("first", lambda: 1)
+        if len(calls) == 1:
+            raise ImportError("the second entry's module is broken")
+        reg.register("second", lambda: 2)
+
+    reg = Registry("thing", populate=populate)
+    reg.register("static", lambda: 0)
+    with pytest.raises(ImportError, match="broken"):
+        reg.names()
+    assert reg._entries.keys() == {"static"}  # "first" did not stay behind
+    assert reg.names() == ["first", "second", "static"]  # the next lookup fills it again
+    assert reg.names() == ["first", "second", "static"] and len(calls) == 2
+
+
+def test_import_object_names_what_is_missing():
+    from medibench.registry import import_object
+
+    assert import_object("os.path:join") is __import__("os").path.join
+    with pytest.raises(AttributeError, match="os.path:nope"):
+        import_object("os.path:nope")
+    with pytest.raises(ValueError, match="module:attr"):
+        import_object("os.path")

@@ -125,7 +125,16 @@ class Registry(Generic[T]):
             return
         self._entry_points_loaded = True
         if self._populate is not None:
-            self._populate(self)
+            before = set(self._entries)
+            try:
+                self._populate(self)
+            except BaseException:
+                # All or nothing: a half-filled registry would hide names behind "unknown".
+                for name in set(self._entries) - before:
+                    del self._entries[name]
+                    self._help.pop(name, None)
+                self._entry_points_loaded = False
+                raise
         for ep in entry_points(group=f"medibench.{self.kind}s"):
             if ep.name not in self._entries:
                 self._entries[ep.name] = ep.value
