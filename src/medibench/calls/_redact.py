@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import threading
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote
 
 __all__ = [
@@ -82,6 +82,12 @@ def _secrets() -> list[str]:
     return sorted(values, key=len, reverse=True)  # longest first: no partial leftovers
 
 
+@overload
+def redact(text: str) -> str: ...
+@overload
+def redact(text: None) -> None: ...
+@overload
+def redact(text: str | None) -> str | None: ...
 def redact(text: str | None) -> str | None:
     """``text`` with every secret value and key-shaped string replaced by ``[REDACTED]``."""
     if not text:

@@ -147,6 +147,7 @@ class APIImageModel:
                 redact(f"{self.name}: {problem} after {reply.attempts} attempts"),
                 status=reply.status,
             )
+        assert resp is not None  # send() returns a response unless retries ran out
         if resp.status_code >= 400:
             body = json_or_text(resp)
             reason = self._refusal(resp.status_code, body)

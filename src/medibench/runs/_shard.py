@@ -121,9 +121,9 @@ def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> Merge
         if specs:
             target.set_meta(_SPECS_KEY, specs)
         target.set_meta("merged_from", [str(p.resolve()) for p in paths])
-        for key in ("packages", "python", "created_at"):
-            if target.get_meta(key) is None and stores[0].get_meta(key) is not None:
-                target.set_meta(key, stores[0].get_meta(key))
+        for name in ("packages", "python", "created_at"):
+            if target.get_meta(name) is None and stores[0].get_meta(name) is not None:
+                target.set_meta(name, stores[0].get_meta(name))
         target.put_samples(samples.values())
         for store, pred in chosen.values():
             if store is target:

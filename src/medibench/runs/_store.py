@@ -395,7 +395,7 @@ class _Transaction:
             self.db.execute("ROLLBACK")
         if isinstance(exc, sqlite3.Error) and _is_full(exc):
             raise _full_error(self.path) from exc
-        if exc_type is None:
+        if exc_type is None and exc is not None:
             raise exc
 
 
