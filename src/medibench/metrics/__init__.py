@@ -1,6 +1,7 @@
 """Metrics of medibench: pure functions on numpy arrays (docs/protocols.md).
 
-* Structure: :func:`ssim`, :func:`ssim_map`, :func:`masked_ssim` (MedEBench CP, medibench protocol).
+* Structure: :func:`ssim`, :func:`ssim_map`, :func:`masked_ssim` (MedEBench CP, medibench protocol),
+  :func:`ssim_by_region`; their settings as one :class:`SSIMOptions` (``options=``).
 * Fidelity: :func:`psnr`, :func:`masked_psnr`.
 * Masks: :func:`dice`, :func:`iou`, :func:`miedb_dice`, :func:`perception_accuracy`.
 * Overlays (perception tasks): :func:`blend_overlay`, :func:`overlay_to_mask`,
@@ -16,9 +17,10 @@ from medibench.metrics.overlap import dice, iou, miedb_dice, perception_accuracy
 from medibench.metrics.overlay import blend_overlay, overlay_ill_conditioned, overlay_to_mask
 from medibench.metrics.paint_iou import paint_iou, resize_cover
 from medibench.metrics.psnr import masked_psnr, psnr
-from medibench.metrics.ssim import ssim, ssim_map
+from medibench.metrics.ssim import SSIMOptions, ssim, ssim_map
 
 __all__ = [
+    "SSIMOptions",
     "blend_overlay",
     "delta_e76",
     "dice",

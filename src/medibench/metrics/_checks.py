@@ -6,6 +6,7 @@ import numpy as np
 
 __all__ = [
     "check_same_shape",
+    "check_real_images",
     "check_no_nan",
     "check_data_range",
     "as_bool_mask",
@@ -19,6 +20,18 @@ def check_same_shape(a: np.ndarray, b: np.ndarray, names: tuple[str, str] = ("a"
             f"{names[0]} and {names[1]} must have the same shape, "
             f"got {names[0]}.shape={a.shape} and {names[1]}.shape={b.shape}"
         )
+
+
+def check_real_images(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` and ``b`` as arrays, checked to share a shape and to hold real (not bool) values."""
+    a, b = np.asarray(a), np.asarray(b)
+    check_same_shape(a, b)
+    for name, im in (("a", a), ("b", b)):
+        if im.dtype == bool or not (
+            np.issubdtype(im.dtype, np.integer) or np.issubdtype(im.dtype, np.floating)
+        ):
+            raise ValueError(f"{name} must be a real-valued image, got dtype {im.dtype}")
+    return a, b
 
 
 def check_no_nan(x: np.ndarray, name: str) -> None:
@@ -63,4 +76,3 @@ def as_bool_mask(mask: np.ndarray, name: str = "mask") -> np.ndarray:
             "pass a boolean mask or one with only 0 and a single non-zero value"
         )
     return mask != 0
-

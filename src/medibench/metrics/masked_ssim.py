@@ -19,11 +19,21 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Unpack
+
 import cv2
 import numpy as np
 
 from medibench.metrics._region import Region, select_region
-from medibench.metrics.ssim import Window, _as_hwc, _cropped_mean, _ssim_hwc
+from medibench.metrics.ssim import (
+    SSIMKeywords,
+    SSIMOptions,
+    _as_hwc,
+    _cropped_mean,
+    _ssim_hwc,
+    resolve_options,
+)
 
 __all__ = ["masked_ssim", "ssim_by_region"]
 
@@ -36,17 +46,10 @@ def masked_ssim(
     b: np.ndarray,
     mask: np.ndarray,
     *,
-    data_range: float,
     region: Region = "outside",
     dilate: int = 0,
-    window: Window = "gaussian",
-    win_size: int | None = None,
-    sigma: float = 1.5,
-    k1: float = 0.01,
-    k2: float = 0.03,
-    use_sample_covariance: bool = False,
-    channel_axis: int | None = -1,
-    dtype: type[np.floating] = np.float64,
+    options: SSIMOptions | None = None,
+    **keywords: Unpack[SSIMKeywords],
 ) -> float:
     """Mean SSIM over the pixels outside (or inside) the ROI.
 
@@ -54,25 +57,21 @@ def masked_ssim(
         a, b: images, ``(H, W)`` or 3-D with ``channel_axis``; see :func:`ssim_map`.
         mask: ROI, boolean or strictly binary ``(H, W)`` (the spatial shape of ``a``). A mask with
             more than two levels (a grayscale PNG) raises ``ValueError``.
-        data_range: required, as for :func:`ssim_map`.
         region: ``"outside"`` (context: where the mask is False) or ``"inside"``.
         dilate: grow the ROI by this many pixels (Euclidean disk) before choosing the region, to
             keep the edit's halo out of the context.
-        window, win_size, sigma, k1, k2, use_sample_covariance, channel_axis, dtype: the SSIM
-            map's options (defaults: Gaussian sigma 1.5, 11x11, K1 .01, K2 .03, population
+        options, data_range, window, win_size, sigma, k1, k2, use_sample_covariance,
+            channel_axis, dtype: the SSIM map's settings, as for :func:`ssim_map` (``data_range``
+            required; defaults: Gaussian sigma 1.5, 11x11, K1 .01, K2 .03, population
             covariance: the medibench CP protocol).
 
     Returns:
         The mean of the map over the region's pixels and all channels, a float.
         Raises ``ValueError`` when the region is empty (naming it).
     """
-    x, y, axis = _as_hwc(a, b, channel_axis)
-    spatial = x.shape[:2]
-    chosen = select_region(mask, spatial, region, dilate)
-    s, _ = _ssim_hwc(
-        x, y, data_range, window, win_size, sigma, k1, k2, use_sample_covariance, dtype
-    )
-    return _region_mean(s, chosen)
+    opts = resolve_options(options, keywords, "masked_ssim")
+    s, _, chosen = _map_and_regions(a, b, mask, (region,), dilate, opts)
+    return _region_mean(s, chosen[region])
 
 
 def ssim_by_region(
@@ -80,17 +79,10 @@ def ssim_by_region(
     b: np.ndarray,
     mask: np.ndarray,
     *,
-    data_range: float,
     regions: tuple[str, ...] = ("full", "outside", "inside"),
     dilate: int = 0,
-    window: Window = "gaussian",
-    win_size: int | None = None,
-    sigma: float = 1.5,
-    k1: float = 0.01,
-    k2: float = 0.03,
-    use_sample_covariance: bool = False,
-    channel_axis: int | None = -1,
-    dtype: type[np.floating] = np.float64,
+    options: SSIMOptions | None = None,
+    **keywords: Unpack[SSIMKeywords],
 ) -> dict[str, float]:
     """Several SSIM summaries of one pair from a single SSIM map (the map is the expensive part).
 
@@ -110,16 +102,29 @@ def ssim_by_region(
         raise ValueError(
             f"regions must be a non-empty subset of ('full', 'outside', 'inside'), got {regions!r}"
         )
-    x, y, _ = _as_hwc(a, b, channel_axis)
-    spatial = x.shape[:2]
-    chosen = {r: select_region(mask, spatial, _MASKED[r], dilate) for r in regions if r != "full"}
-    s, win = _ssim_hwc(
-        x, y, data_range, window, win_size, sigma, k1, k2, use_sample_covariance, dtype
-    )
-    out = {}
-    for r in regions:
-        out[r] = _cropped_mean(s, win) if r == "full" else _region_mean(s, chosen[r])
-    return out
+    opts = resolve_options(options, keywords, "ssim_by_region")
+    masked = [_MASKED[r] for r in regions if r != "full"]
+    s, win, chosen = _map_and_regions(a, b, mask, masked, dilate, opts)
+    return {
+        r: _region_mean(s, chosen[r]) if r in chosen else _cropped_mean(s, win) for r in regions
+    }
+
+
+def _map_and_regions(
+    a: np.ndarray,
+    b: np.ndarray,
+    mask: np.ndarray,
+    regions: Iterable[Region],
+    dilate: int,
+    opts: SSIMOptions,
+) -> tuple[np.ndarray, int, dict[str, np.ndarray]]:
+    """The ``(H, W, C)`` SSIM map (a workspace view), its window size and each region's pixels."""
+    x, y, _ = _as_hwc(a, b, opts.channel_axis)
+    chosen: dict[str, np.ndarray] = {
+        r: select_region(mask, x.shape[:2], r, dilate) for r in regions
+    }
+    s, win = _ssim_hwc(x, y, opts)
+    return s, win, chosen
 
 
 def _region_mean(values: np.ndarray, chosen: np.ndarray) -> float:

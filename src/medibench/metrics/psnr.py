@@ -21,7 +21,7 @@ import math
 import cv2
 import numpy as np
 
-from medibench.metrics._checks import check_data_range, check_no_nan, check_same_shape
+from medibench.metrics._checks import check_data_range, check_no_nan, check_real_images
 from medibench.metrics._region import Region, select_region
 
 __all__ = ["psnr", "masked_psnr"]
@@ -82,13 +82,8 @@ def masked_psnr(
 
 
 def _checked(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a, b = np.asarray(a), np.asarray(b)
-    check_same_shape(a, b)
+    a, b = check_real_images(a, b)
     for name, im in (("a", a), ("b", b)):
-        if im.dtype == bool or not (
-            np.issubdtype(im.dtype, np.integer) or np.issubdtype(im.dtype, np.floating)
-        ):
-            raise ValueError(f"{name} must be a real-valued image, got dtype {im.dtype}")
         check_no_nan(im, name)
     if a.size == 0:
         raise ValueError("images are empty")

@@ -36,15 +36,17 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, TypedDict, Unpack
 
 import cv2
 import numpy as np
 
-from medibench.metrics._checks import check_data_range, check_same_shape
+from medibench.metrics._checks import check_data_range, check_real_images
 
-__all__ = ["ssim", "ssim_map", "Window"]
+__all__ = ["SSIMKeywords", "SSIMOptions", "ssim", "ssim_map", "Window"]
 
 Window = Literal["gaussian", "uniform"]
 
@@ -52,40 +54,110 @@ Window = Literal["gaussian", "uniform"]
 _TRUNCATE = 3.5
 
 
+@dataclass(frozen=True)
+class SSIMOptions:
+    """The settings of an SSIM computation, declared once, passed as ``options=``, printed.
+
+    The fields are the keyword arguments of :func:`ssim_map` (meanings in the module docstring):
+    ``data_range`` (required), ``window``, ``win_size``, ``sigma``, ``k1``, ``k2``,
+    ``use_sample_covariance``, ``channel_axis``, ``dtype``. Bad values raise ``ValueError`` when
+    the object is made; only the checks against an image's shape wait for the call.
+
+    Example:
+        >>> opts = SSIMOptions(data_range=255, window="uniform", use_sample_covariance=True)
+        >>> print(opts.describe())  # doctest: +NORMALIZE_WHITESPACE
+        data_range 255, 7x7 uniform window, K1 0.01, K2 0.03, sample covariance,
+        channel_axis -1, float64
+        >>> opts.replace(channel_axis=None).channel_axis is None
+        True
+    """
+
+    data_range: float
+    window: Window = "gaussian"
+    win_size: int | None = None
+    sigma: float = 1.5
+    k1: float = 0.01
+    k2: float = 0.03
+    use_sample_covariance: bool = False
+    channel_axis: int | None = -1
+    dtype: type[np.floating] = np.float64
+
+    def __post_init__(self) -> None:
+        check_data_range(self.data_range)
+        if self.dtype not in (np.float64, np.float32):
+            raise ValueError(f"dtype must be np.float64 or np.float32, got {self.dtype!r}")
+        object.__setattr__(self, "dtype", np.dtype(self.dtype).type)  # np.dtype("f4") -> float32
+        if self.k1 < 0 or self.k2 < 0:
+            raise ValueError(f"k1 and k2 must be non-negative, got k1={self.k1}, k2={self.k2}")
+        _kernel(self.window, self.win_size, self.sigma)  # checks window, sigma and win_size
+
+    def replace(self, **changes: Unpack[SSIMKeywords]) -> SSIMOptions:
+        """A copy with some fields changed (checked like a new object)."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields as plain values for JSON (``dtype`` by name: ``"float32"``)."""
+        out = dataclasses.asdict(self)
+        out["dtype"] = np.dtype(self.dtype).name
+        return out
+
+    def describe(self) -> str:
+        """One line for reports, with the window size in effect."""
+        kernel, win = _kernel(self.window, self.win_size, self.sigma)
+        if self.window == "gaussian":
+            crop = f", win_size {win}" if win != kernel.size else ""
+            shape = f"Gaussian window (sigma {self.sigma:g}, {kernel.size}x{kernel.size}{crop})"
+        else:
+            shape = f"{win}x{win} uniform window"
+        cov = "sample" if self.use_sample_covariance else "population"
+        return (
+            f"data_range {self.data_range:g}, {shape}, K1 {self.k1:g}, K2 {self.k2:g}, "
+            f"{cov} covariance, channel_axis {self.channel_axis}, {np.dtype(self.dtype).name}"
+        )
+
+
+class SSIMKeywords(TypedDict, total=False):
+    """The fields of :class:`SSIMOptions` as keyword arguments (``ssim(a, b, data_range=255)``)."""
+
+    data_range: float
+    window: Window
+    win_size: int | None
+    sigma: float
+    k1: float
+    k2: float
+    use_sample_covariance: bool
+    channel_axis: int | None
+    dtype: type[np.floating]
+
+
 def ssim_map(
     a: np.ndarray,
     b: np.ndarray,
     *,
-    data_range: float,
-    window: Window = "gaussian",
-    win_size: int | None = None,
-    sigma: float = 1.5,
-    k1: float = 0.01,
-    k2: float = 0.03,
-    use_sample_covariance: bool = False,
-    channel_axis: int | None = -1,
-    dtype: type[np.floating] = np.float64,
+    options: SSIMOptions | None = None,
+    **keywords: Unpack[SSIMKeywords],
 ) -> np.ndarray:
     """Per-pixel SSIM map of two images (formula and options in the module docstring).
 
     Args:
         a, b: images of the same shape: ``(H, W)`` grayscale, or 3-D with a channel axis.
             Any real dtype; NaN or infinity raises ``ValueError``.
-        data_range: value range of the data (255 for uint8, 1.0 for [0, 1] floats). Required,
-            never guessed.
+        options: the settings as one :class:`SSIMOptions`; keywords given too override its fields.
+        data_range: value range of the data (255 for uint8, 1.0 for [0, 1] floats). Required
+            (here or in ``options``), never guessed.
         window, win_size, sigma, k1, k2, use_sample_covariance: see the module docstring.
-        channel_axis: axis of the channels of a 3-D input; ``None`` is allowed only for 2-D
-            input (volumes are not supported). A 2-D input is one channel whatever this says.
-        dtype: ``np.float64`` (reference) or ``np.float32`` (fast).
+        channel_axis: axis of the channels of a 3-D input (default -1); ``None`` is allowed only
+            for 2-D input (volumes are not supported). A 2-D input is one channel whatever this
+            says.
+        dtype: ``np.float64`` (reference, default) or ``np.float32`` (fast).
 
     Returns:
         The map in ``dtype``, the shape of the input: ``(H, W)`` for grayscale, ``(H, W, C)`` (or
         the channel axis where it was) with one map per channel. Borders are not cropped.
     """
-    x, y, axis = _as_hwc(a, b, channel_axis)
-    view, _ = _ssim_hwc(
-        x, y, data_range, window, win_size, sigma, k1, k2, use_sample_covariance, dtype
-    )
+    opts = resolve_options(options, keywords, "ssim_map")
+    x, y, axis = _as_hwc(a, b, opts.channel_axis)
+    view, _ = _ssim_hwc(x, y, opts)
     s = view.copy()  # the core returns a view into a reused workspace
     if axis is None:
         return s[:, :, 0]
@@ -96,15 +168,8 @@ def ssim(
     a: np.ndarray,
     b: np.ndarray,
     *,
-    data_range: float,
-    window: Window = "gaussian",
-    win_size: int | None = None,
-    sigma: float = 1.5,
-    k1: float = 0.01,
-    k2: float = 0.03,
-    use_sample_covariance: bool = False,
-    channel_axis: int | None = -1,
-    dtype: type[np.floating] = np.float64,
+    options: SSIMOptions | None = None,
+    **keywords: Unpack[SSIMKeywords],
 ) -> float:
     """Mean SSIM: the map of :func:`ssim_map` without a ``(win_size - 1) // 2`` border, averaged.
 
@@ -116,12 +181,25 @@ def ssim(
         >>> a = np.tile(np.arange(16, dtype=np.uint8) * 16, (16, 1))
         >>> round(ssim(a, 255 - a, data_range=255, channel_axis=None), 4)
         -0.8213
+        >>> ssim(a, 255 - a, options=SSIMOptions(data_range=255, channel_axis=None)) == ssim(
+        ...     a, 255 - a, data_range=255, channel_axis=None)
+        True
     """
-    x, y, _ = _as_hwc(a, b, channel_axis)
-    s, win = _ssim_hwc(
-        x, y, data_range, window, win_size, sigma, k1, k2, use_sample_covariance, dtype
-    )
+    opts = resolve_options(options, keywords, "ssim")
+    x, y, _ = _as_hwc(a, b, opts.channel_axis)
+    s, win = _ssim_hwc(x, y, opts)
     return _cropped_mean(s, win)
+
+
+def resolve_options(
+    options: SSIMOptions | None, keywords: SSIMKeywords, caller: str
+) -> SSIMOptions:
+    """``options`` with ``keywords`` applied over it, or the options the keywords alone make."""
+    if options is None:
+        if "data_range" not in keywords:
+            raise TypeError(f"{caller}() needs data_range= (or options=SSIMOptions(...))")
+        return SSIMOptions(**keywords)
+    return options.replace(**keywords) if keywords else options
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -140,13 +218,8 @@ def _as_hwc(
     a: np.ndarray, b: np.ndarray, channel_axis: int | None
 ) -> tuple[np.ndarray, np.ndarray, int | None]:
     """Both images as ``(H, W, C)`` views (no copy, no conversion), and the channel axis or None."""
-    a, b = np.asarray(a), np.asarray(b)
-    check_same_shape(a, b)
+    a, b = check_real_images(a, b)
     for name, im in (("a", a), ("b", b)):
-        if im.dtype == bool or not (
-            np.issubdtype(im.dtype, np.integer) or np.issubdtype(im.dtype, np.floating)
-        ):
-            raise ValueError(f"{name} must be a real-valued image, got dtype {im.dtype}")
         # One float64 sum detects NaN/inf without a full boolean temporary.
         if np.issubdtype(im.dtype, np.floating) and not np.isfinite(im.sum(dtype=np.float64)):
             if not np.isfinite(im).all():
@@ -188,36 +261,22 @@ def _kernel(window: Window, win_size: int | None, sigma: float) -> tuple[np.ndar
     return kernel, int(win_size)
 
 
-def _ssim_hwc(
-    x: np.ndarray,
-    y: np.ndarray,
-    data_range: float,
-    window: Window,
-    win_size: int | None,
-    sigma: float,
-    k1: float,
-    k2: float,
-    use_sample_covariance: bool,
-    dtype: type[np.floating],
-) -> tuple[np.ndarray, int]:
+def _ssim_hwc(x: np.ndarray, y: np.ndarray, opts: SSIMOptions) -> tuple[np.ndarray, int]:
     """SSIM map of two ``(H, W, C)`` images as a view into the workspace, and the window size.
 
     The view is valid until the next call in the same thread: copy it to keep it.
     """
-    if dtype not in (np.float64, np.float32):
-        raise ValueError(f"dtype must be np.float64 or np.float32, got {dtype!r}")
-    dtype = np.dtype(dtype).type
-    data_range = check_data_range(data_range)
-    if k1 < 0 or k2 < 0:
-        raise ValueError(f"k1 and k2 must be non-negative, got k1={k1}, k2={k2}")
-    kernel, win = _kernel(window, win_size, sigma)
+    dtype = opts.dtype
+    data_range = float(opts.data_range)
+    k1, k2 = opts.k1, opts.k2
+    kernel, win = _kernel(opts.window, opts.win_size, opts.sigma)
     h, w, c = x.shape
     if min(h, w) < win:
         raise ValueError(
             f"win_size {win} exceeds the image's spatial size {(h, w)}; pass a smaller odd win_size"
         )
     n = win * win
-    cov_norm = n / (n - 1) if use_sample_covariance else 1.0
+    cov_norm = n / (n - 1) if opts.use_sample_covariance else 1.0
     c1 = (k1 * data_range) ** 2
     c2 = (k2 * data_range) ** 2
     kernel = kernel.astype(dtype)
@@ -225,7 +284,7 @@ def _ssim_hwc(
     shape = (h, w) if c == 1 else (h, w, c)
     xs, ys, mx, my, f_sq, f_xy = _workspace(shape, dtype, 6)
 
-    if window == "uniform":
+    if opts.window == "uniform":
         # A box filter (running sums) is about 2x faster than the separable convolution and
         # agrees with it to ~1e-13.
         def smooth(img: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ import numpy as np
 
 from medibench.datasets import SampleImages
 from medibench.io import AlphaPolicy, composite_alpha
+from medibench.metrics import SSIMOptions
 from medibench.samples import Sample
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
 
 #: scikit-image's ``structural_similarity`` defaults on uint8 RGB (7x7 uniform window, sample
 #: covariance, K1 .01, K2 .03, float64): what the papers' official scripts compute.
-SKIMAGE_DEFAULT_SSIM: dict = dict(
+SKIMAGE_DEFAULT_SSIM = SSIMOptions(
     data_range=255,
     window="uniform",
     win_size=7,
@@ -54,7 +55,7 @@ SKIMAGE_DEFAULT_SSIM: dict = dict(
 
 #: medibench's corrected SSIM on uint8 RGB: Gaussian window (sigma 1.5, 11x11), population
 #: covariance (Wang et al. 2004), float32 path (within 1e-5 of float64, tested).
-MEDIBENCH_SSIM: dict = dict(
+MEDIBENCH_SSIM = SSIMOptions(
     data_range=255,
     window="gaussian",
     sigma=1.5,

@@ -157,7 +157,7 @@ class MedEBenchPaperProtocol:
         keep = np.float32(1.0) - mask.astype(np.float32) / np.float32(255)
         try:
             res.metrics["cp"] = ssim(
-                _zero_fill(prev, keep), _zero_fill(edited, keep), **SKIMAGE_DEFAULT_SSIM
+                _zero_fill(prev, keep), _zero_fill(edited, keep), options=SKIMAGE_DEFAULT_SSIM
             )
         except ValueError as exc:  # an image under 7x7: skimage raises too
             res.missing("cp", str(exc))
@@ -224,7 +224,7 @@ class MedEBenchProtocol:
         _masked(
             res,
             "cp",
-            lambda: masked_ssim(pred, inp, mask, dilate=self.dilate, **MEDIBENCH_SSIM),
+            lambda: masked_ssim(pred, inp, mask, dilate=self.dilate, options=MEDIBENCH_SSIM),
         )
         _masked(
             res,
@@ -240,7 +240,7 @@ class MedEBenchProtocol:
         _masked(
             res,
             "roi_ssim",
-            lambda: masked_ssim(pred, target, mask, region="inside", **MEDIBENCH_SSIM),
+            lambda: masked_ssim(pred, target, mask, region="inside", options=MEDIBENCH_SSIM),
         )
         _masked(
             res,

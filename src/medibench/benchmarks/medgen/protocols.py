@@ -69,7 +69,7 @@ EMBEDDING_PASS = 0.7
 JUDGE_PASS = 8.0
 
 _NEEDS_EXTRACTOR = "needs a feature extractor: a later issue"
-_SSIM = {**SKIMAGE_DEFAULT_SSIM, "channel_axis": None}
+_SSIM = SKIMAGE_DEFAULT_SSIM.replace(channel_axis=None)
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class MedGenCodeProtocol:
         res.metrics["psnr"] = value
         res.metrics["psnr_pass"] = 1.0 if value >= PSNR_PASS else 0.0
         try:
-            s = ssim(np.asarray(ref.convert("L")), np.asarray(out.convert("L")), **_SSIM)
+            s = ssim(np.asarray(ref.convert("L")), np.asarray(out.convert("L")), options=_SSIM)
         except ValueError as exc:  # an image smaller than the 7x7 window
             res.missing("ssim", str(exc))
             res.missing("ssim_pass", "no SSIM")

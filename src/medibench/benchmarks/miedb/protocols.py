@@ -206,7 +206,7 @@ class MieDBPaperProtocol(_MieDBBase):
         pred = _at_input_size(res, pred, inp)
         if sample.perspective is Perspective.transformation:
             res.metrics["psnr"] = psnr(target, pred, data_range=255)
-            res.metrics["ssim"] = ssim(target, pred, **SKIMAGE_DEFAULT_SSIM)
+            res.metrics["ssim"] = ssim(target, pred, options=SKIMAGE_DEFAULT_SSIM)
             return res
         colours = list(sample.overlay_color)
         if not colours:
@@ -228,7 +228,7 @@ class MieDBPaperProtocol(_MieDBBase):
         t_rows[rows] = 255
         p_rows[rows] = 255
         res.metrics["bg_psnr"] = psnr(t_rows, p_rows, data_range=255)
-        res.metrics["bg_ssim"] = ssim(t_rows, p_rows, **SKIMAGE_DEFAULT_SSIM)
+        res.metrics["bg_ssim"] = ssim(t_rows, p_rows, options=SKIMAGE_DEFAULT_SSIM)
         return res
 
 
@@ -298,7 +298,7 @@ class MieDBProtocol(_MieDBBase):
                 return res
             pred = _at_input_size(res, pred, inp)
             res.metrics["psnr"] = psnr(pred, target, data_range=255)
-            res.metrics["ssim"] = ssim(pred, target, **MEDIBENCH_SSIM)
+            res.metrics["ssim"] = ssim(pred, target, options=MEDIBENCH_SSIM)
             return res
         names = self.applicable_metrics(sample)
         colours = list(sample.overlay_color)
@@ -320,7 +320,10 @@ class MieDBProtocol(_MieDBBase):
         res.metrics["dice"] = dice(predicted, label, empty=1.0)
         for name, compute in (
             ("bg_psnr", lambda: masked_psnr(pred, inp, label, data_range=255, region="outside")),
-            ("bg_ssim", lambda: masked_ssim(pred, inp, label, region="outside", **MEDIBENCH_SSIM)),
+            (
+                "bg_ssim",
+                lambda: masked_ssim(pred, inp, label, region="outside", options=MEDIBENCH_SSIM),
+            ),
         ):
             try:
                 res.metrics[name] = compute()

@@ -114,16 +114,16 @@ class NativeProtocol:
         else:
             res.metrics["psnr"] = psnr(pred, target, data_range=255)
             if mask is None:
-                res.metrics["ssim"] = ssim(pred, target, **MEDIBENCH_SSIM)
+                res.metrics["ssim"] = ssim(pred, target, options=MEDIBENCH_SSIM)
                 if "roi_ssim" not in res.reasons:
                     res.missing("roi_ssim", "the sample has no ROI mask")
             elif not mask.any():
-                res.metrics["ssim"] = ssim(pred, target, **MEDIBENCH_SSIM)
+                res.metrics["ssim"] = ssim(pred, target, options=MEDIBENCH_SSIM)
                 res.missing("roi_ssim", "the ROI mask is empty")
             else:
                 # One SSIM map gives both the full-image mean and the ROI mean.
                 both = ssim_by_region(
-                    pred, target, mask, regions=("full", "inside"), **MEDIBENCH_SSIM
+                    pred, target, mask, regions=("full", "inside"), options=MEDIBENCH_SSIM
                 )
                 res.metrics["ssim"], res.metrics["roi_ssim"] = both["full"], both["inside"]
 
@@ -133,7 +133,9 @@ class NativeProtocol:
                     res.missing(m, "the sample has no ROI mask")
         else:
             _masked(
-                res, "cp", lambda: masked_ssim(pred, inp, mask, region="outside", **MEDIBENCH_SSIM)
+                res,
+                "cp",
+                lambda: masked_ssim(pred, inp, mask, region="outside", options=MEDIBENCH_SSIM),
             )
             _masked(
                 res,
