@@ -143,7 +143,7 @@ def body_mask(image: np.ndarray) -> np.ndarray:
     if gray.min() == gray.max():
         return np.ones(gray.shape, bool)
     inside = ndimage.binary_fill_holes(gray > threshold_otsu(gray))
-    return _largest_component(inside)
+    return largest_component(inside)
 
 
 def choose_lesion_center(
@@ -199,7 +199,9 @@ def _gray(image: np.ndarray) -> np.ndarray:
     return img.mean(axis=2) if img.ndim == 3 else img.astype(np.float64)
 
 
-def _largest_component(mask: np.ndarray) -> np.ndarray:
+def largest_component(mask: np.ndarray) -> np.ndarray:
+    """The largest 4-connected component of ``mask`` (bool, same shape); ``mask`` as bool when it
+    has at most one component."""
     labels, n = ndimage.label(mask)
     if n <= 1:
         return mask.astype(bool)

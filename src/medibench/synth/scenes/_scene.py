@@ -9,7 +9,8 @@ scene's lesions reach.
 
 Each modality lives in its own module with the same small interface (``STRUCTURES``, ``HOSTS``,
 ``VARIANTS``, ``make_params(rng, clutter, variant)``, ``anatomy(size, seed, params, noise)``,
-``compose(scene, anatomy)``); the lesion-free anatomy of the last few scenes is cached, so the
+``compose(scene, anatomy)``, where ``anatomy`` returns a dict with its ``"labels"``, of which the
+renderer keeps the non-empty ones); the lesion-free anatomy of the last few scenes is cached, so the
 second render of a counterfactual pair costs only the lesions and the display mapping.
 
 Example:
@@ -301,6 +302,8 @@ def _anatomy(module: ModuleType, scene: Scene) -> Any:
         {**dict(scene.params), "modality": scene.modality},
         scene.noise,
     )
+    # A structure this scene does not show (too small, outside the field) has no label.
+    value = {**value, "labels": {k: v for k, v in value["labels"].items() if v.any()}}
     for arr in _arrays(value):
         arr.setflags(write=False)
     _CACHE[key] = value

@@ -9,22 +9,28 @@ all come from one array. Coordinates of whole-image shapes are normalised: ``(y,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
 
-from medibench.synth.scenes._scene import Lesion
+from medibench.synth.scenes._scene import Lesion, Rendered, Scene
 
 __all__ = [
     "LesionPatch",
+    "compose_raw",
     "coords",
     "ellipse_rho",
     "fractal_noise",
+    "kind_shapes",
     "lesion_label",
     "lesion_patch",
     "mass_effect",
+    "paint_lesions",
     "rgb_to_uint8",
+    "sensor_noise",
     "smooth_noise",
     "soft_edge",
     "to_display",
@@ -71,6 +77,17 @@ def correlated_noise(rng: np.random.Generator, size: int, sigma: float, std: flo
     corr = cv2.GaussianBlur(white, (0, 0), sigma)
     corr *= np.float32(std / max(float(corr.std()), 1e-6))
     return corr
+
+
+def sensor_noise(rng: np.random.Generator, size: int, std: float, gain: np.ndarray) -> np.ndarray:
+    """Camera sensor noise: i.i.d. ``N(0, std)`` float32 ``(size, size, 3)``, times ``gain``.
+
+    ``gain`` ``(size, size)`` is the illumination (0 outside the field of view: no noise in
+    the black there).
+    """
+    noise = rng.standard_normal((size, size, 3)).astype(np.float32) * np.float32(std)
+    noise *= gain[:, :, None]
+    return noise
 
 
 def ellipse_rho(
@@ -220,6 +237,63 @@ def lesion_patch(
         dy.astype(np.float32),
         dx.astype(np.float32),
     )
+
+
+def paint_lesions(
+    lesions: Sequence[Lesion],
+    size: int,
+    labels: Mapping[str, np.ndarray],
+    shape: Callable[[Lesion], Mapping[str, float]],
+    paint: Callable[[Lesion, LesionPatch], None],
+) -> dict[str, np.ndarray]:
+    """Draw every lesion and let ``paint`` apply it; return ``labels`` plus each lesion's label.
+
+    Lesion ``i`` is drawn with :func:`lesion_patch` and ``**shape(lesion)``; ``paint(lesion,
+    patch)`` changes the modality's canvas inside the patch (skipped for a lesion off the image),
+    in lesion order; ``"lesion:<i>"`` is its support (:func:`lesion_label`).
+    """
+    out = dict(labels)
+    for i, lesion in enumerate(lesions):
+        patch = lesion_patch(lesion, size, **shape(lesion))
+        if patch is not None:
+            paint(lesion, patch)
+        out[f"lesion:{i}"] = lesion_label(patch, size)
+    return out
+
+
+def compose_raw(
+    scene: Scene,
+    anat: dict[str, Any],
+    shape: Callable[[Lesion], Mapping[str, float]],
+    delta: Callable[[Lesion, LesionPatch], np.ndarray],
+    display: tuple[float, float],
+) -> Rendered:
+    """Render a grey modality whose lesions add to the raw image (HU, attenuation).
+
+    Each lesion adds ``delta(lesion, patch)`` (raw units) inside its patch, before the noise
+    (``anat["noise"]``, added when ``scene.noise``); ``display`` maps the raw range to grey.
+    """
+    raw = anat["raw"].copy()
+
+    def paint(lesion: Lesion, patch: LesionPatch) -> None:
+        raw[patch.rows, patch.cols] += delta(lesion, patch)
+
+    labels = paint_lesions(scene.lesions, scene.size, anat["labels"], shape, paint)
+    if scene.noise:
+        raw += anat["noise"]
+    return Rendered(to_display(raw, *display), labels, raw, display)
+
+
+def kind_shapes(
+    table: Mapping[str, tuple[float, float]], default: tuple[float, float]
+) -> Callable[[Lesion], dict[str, float]]:
+    """A ``shape`` for :func:`paint_lesions` from ``{kind: (irregularity, softness)}``."""
+
+    def shape(lesion: Lesion) -> dict[str, float]:
+        irregularity, softness = table.get(lesion.kind, default)
+        return {"irregularity": irregularity, "softness": softness}
+
+    return shape
 
 
 def mass_effect(image: np.ndarray, patch: LesionPatch, strength: float) -> None:

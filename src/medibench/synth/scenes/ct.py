@@ -21,15 +21,15 @@ from typing import Any
 import cv2
 import numpy as np
 
-from medibench.synth.scenes._scene import Rendered, Scene
+from medibench.synth.scenes._scene import Lesion, Rendered, Scene
 from medibench.synth.scenes._texture import (
+    LesionPatch,
+    compose_raw,
     correlated_noise,
     ellipse_rho,
     fractal_noise,
-    lesion_label,
-    lesion_patch,
+    kind_shapes,
     smooth_noise,
-    to_display,
     vessel_tree,
 )
 
@@ -56,6 +56,7 @@ DISPLAY = (WINDOW[0] - WINDOW[1] / 2, WINDOW[0] + WINDOW[1] / 2)
 NOISE_HU = 12.0
 # Border irregularity and edge softness (fraction of the radius) per lesion kind.
 _SHAPE = {"cyst": (0.0, 0.15), "nodule": (0.1, 0.15), "mass": (0.12, 0.3), "metastasis": (0.1, 0.3)}
+_SHAPES = kind_shapes(_SHAPE, (0.08, 0.3))
 
 # Mean HU and texture amplitude (HU std) per tissue.
 _TISSUE = {
@@ -184,24 +185,16 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     raw = cv2.GaussianBlur(raw.astype(np.float32), (0, 0), 0.6)  # partial volume at edges
 
     corr = correlated_noise(rng, size, 0.8, NOISE_HU * noise)
-    labels = {k: v for k, v in labels.items() if v.any()}
     return {"raw": raw, "noise": corr, "labels": labels}
 
 
 def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     """Add the lesions (in HU, before noise), then the noise, then window."""
-    size = scene.size
-    raw = anat["raw"].copy()
-    labels = dict(anat["labels"])
-    for i, lesion in enumerate(scene.lesions):
-        irregularity, softness = _SHAPE.get(lesion.kind, (0.08, 0.3))
-        patch = lesion_patch(lesion, size, irregularity=irregularity, softness=softness)
-        if patch is not None:
-            raw[patch.rows, patch.cols] += np.float32(lesion.contrast) * patch.weight
-        labels[f"lesion:{i}"] = lesion_label(patch, size)
-    if scene.noise:
-        raw += anat["noise"]
-    return Rendered(to_display(raw, *DISPLAY), labels, raw, DISPLAY)
+    return compose_raw(scene, anat, _SHAPES, _hu_delta, DISPLAY)
+
+
+def _hu_delta(lesion: Lesion, patch: LesionPatch) -> np.ndarray:
+    return np.float32(lesion.contrast) * patch.weight
 
 
 _ORDER = (

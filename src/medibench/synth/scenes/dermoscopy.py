@@ -19,13 +19,14 @@ from typing import Any
 import cv2
 import numpy as np
 
-from medibench.synth.scenes._scene import Rendered, Scene
+from medibench.synth.scenes._scene import Lesion, Rendered, Scene
 from medibench.synth.scenes._texture import (
+    LesionPatch,
     coords,
     fractal_noise,
-    lesion_label,
-    lesion_patch,
+    paint_lesions,
     rgb_to_uint8,
+    sensor_noise,
     smooth_noise,
 )
 
@@ -87,10 +88,8 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     r = np.sqrt(y**2 + x**2) / np.float32(params["fov"])
     fov = r < 1
     vignette = np.clip(1.0 - 0.35 * r**4, 0, 1) * np.clip((1 - r) * size / 6, 0, 1)
-    sensor = rng.standard_normal((size, size, 3)).astype(np.float32) * np.float32(NOISE * noise)
-    sensor *= vignette[:, :, None]  # no noise in the black outside the field of view
+    sensor = sensor_noise(rng, size, NOISE * noise, vignette)
     labels = {"field_of_view": fov, "skin": r < 0.97, "hair": hair_alpha >= 0.3}
-    labels = {k: v for k, v in labels.items() if v.any()}
     return {
         "skin": skin.astype(np.float32),
         "hair": hair_alpha,
@@ -102,26 +101,31 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
 
 def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     """Pigment on the skin, then hairs, then the dermoscope vignette and sensor noise."""
-    size = scene.size
     rgb = anat["skin"].copy()
-    labels = dict(anat["labels"])
-    for i, lesion in enumerate(scene.lesions):
-        colour, irregularity, texture = _PIGMENT.get(lesion.kind, _PIGMENT["mole"])
-        patch = lesion_patch(
-            lesion, size, irregularity=irregularity, softness=0.25, texture=texture
-        )
-        if patch is not None:
-            alpha = np.clip(np.float32(lesion.contrast) * patch.weight, 0, 1)[:, :, None]
-            pigment = np.broadcast_to(np.array(colour, np.float32), alpha.shape[:2] + (3,)).copy()
-            if lesion.kind == "melanoma":  # blue-grey veil where the texture is strongest
-                veil = 0.7 * np.clip((patch.weight - 1.15) * 4.0, 0, 1)[:, :, None]
-                pigment = pigment * (1 - veil) + _BLUE_GREY * veil
-            box = rgb[patch.rows, patch.cols]
-            rgb[patch.rows, patch.cols] = box * (1 - alpha) + box * pigment * 1.6 * alpha
-        labels[f"lesion:{i}"] = lesion_label(patch, size)
+
+    def paint(lesion: Lesion, patch: LesionPatch) -> None:
+        colour = _pigment(lesion)[0]
+        alpha = np.clip(np.float32(lesion.contrast) * patch.weight, 0, 1)[:, :, None]
+        pigment = np.broadcast_to(np.array(colour, np.float32), alpha.shape[:2] + (3,)).copy()
+        if lesion.kind == "melanoma":  # blue-grey veil where the texture is strongest
+            veil = 0.7 * np.clip((patch.weight - 1.15) * 4.0, 0, 1)[:, :, None]
+            pigment = pigment * (1 - veil) + _BLUE_GREY * veil
+        box = rgb[patch.rows, patch.cols]
+        rgb[patch.rows, patch.cols] = box * (1 - alpha) + box * pigment * 1.6 * alpha
+
+    labels = paint_lesions(scene.lesions, scene.size, anat["labels"], _shape, paint)
     hair = anat["hair"][:, :, None]
     rgb = rgb * (1 - hair) + np.array([0.12, 0.08, 0.06], np.float32) * hair
     rgb = rgb * anat["vignette"][:, :, None]
     if scene.noise:
         rgb = rgb + anat["noise"]
     return Rendered(rgb_to_uint8(rgb), labels)
+
+
+def _pigment(lesion: Lesion) -> tuple[tuple[float, float, float], float, float]:
+    return _PIGMENT.get(lesion.kind, _PIGMENT["mole"])
+
+
+def _shape(lesion: Lesion) -> dict[str, float]:
+    _, irregularity, texture = _pigment(lesion)
+    return {"irregularity": irregularity, "softness": 0.25, "texture": texture}

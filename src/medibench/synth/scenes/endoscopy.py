@@ -17,13 +17,14 @@ from typing import Any
 import cv2
 import numpy as np
 
-from medibench.synth.scenes._scene import Rendered, Scene
+from medibench.synth.scenes._scene import Lesion, Rendered, Scene
 from medibench.synth.scenes._texture import (
+    LesionPatch,
     coords,
     fractal_noise,
-    lesion_label,
-    lesion_patch,
+    paint_lesions,
     rgb_to_uint8,
+    sensor_noise,
     smooth_noise,
     vessel_tree,
 )
@@ -91,8 +92,7 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     thresh = 3.0 - 0.9 * params["clutter"]
     specular = (sparkle * ridge > thresh) & fov & ~lumen
     spec_alpha = cv2.GaussianBlur(specular.astype(np.float32), (0, 0), max(0.6, size / 400))
-    sensor = rng.standard_normal((size, size, 3)).astype(np.float32) * np.float32(NOISE * noise)
-    sensor *= vignette[:, :, None]
+    sensor = sensor_noise(rng, size, NOISE * noise, vignette)
     labels = {
         "field_of_view": fov,
         "mucosa": fov & ~lumen,
@@ -100,7 +100,6 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
         "folds": (ridge > 0.8) & fov & ~lumen,
         "specular": specular,
     }
-    labels = {k: v for k, v in labels.items() if v.any()}
     return {
         "rgb": rgb.astype(np.float32),
         "light": light,
@@ -112,27 +111,25 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
 
 def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     """Polyps on the mucosa, then illumination, highlights and sensor noise."""
-    size = scene.size
     rgb = anat["rgb"].copy()
-    labels = dict(anat["labels"])
     extra_spec: list[tuple[Any, np.ndarray]] = []
-    for i, lesion in enumerate(scene.lesions):
-        patch = lesion_patch(lesion, size, irregularity=0.04, softness=0.3, texture=0.08)
-        if patch is not None:
-            c = np.float32(np.clip(lesion.contrast, 0, 1.5))
-            w = patch.weight * c
-            # Lambert shading of a dome lit from the camera, light slightly from the top left.
-            r = max(lesion.radii)
-            ny, nx = patch.dy / r, patch.dx / r
-            facing = np.clip(patch.height + 0.35 * (-ny - nx) * patch.height, 0, 1.3)
-            rim = np.clip((patch.rho - 0.75) / 0.25, 0, 1) * (patch.rho < 1)  # shadow at the base
-            shade = 1.0 + w * (0.6 * facing - 0.2 - 0.35 * rim)
-            box = rgb[patch.rows, patch.cols]
-            tinted = box * (1 - 0.6 * w[:, :, None]) + _POLYP * 0.6 * w[:, :, None]
-            rgb[patch.rows, patch.cols] = tinted * shade[:, :, None]
-            apex = np.exp(-((ny + 0.25) ** 2 + (nx + 0.25) ** 2) / 0.02) * (patch.rho < 0.9)
-            extra_spec.append(((patch.rows, patch.cols), (apex * c).astype(np.float32)))
-        labels[f"lesion:{i}"] = lesion_label(patch, size)
+
+    def paint(lesion: Lesion, patch: LesionPatch) -> None:
+        c = np.float32(np.clip(lesion.contrast, 0, 1.5))
+        w = patch.weight * c
+        # Lambert shading of a dome lit from the camera, light slightly from the top left.
+        r = max(lesion.radii)
+        ny, nx = patch.dy / r, patch.dx / r
+        facing = np.clip(patch.height + 0.35 * (-ny - nx) * patch.height, 0, 1.3)
+        rim = np.clip((patch.rho - 0.75) / 0.25, 0, 1) * (patch.rho < 1)  # shadow at the base
+        shade = 1.0 + w * (0.6 * facing - 0.2 - 0.35 * rim)
+        box = rgb[patch.rows, patch.cols]
+        tinted = box * (1 - 0.6 * w[:, :, None]) + _POLYP * 0.6 * w[:, :, None]
+        rgb[patch.rows, patch.cols] = tinted * shade[:, :, None]
+        apex = np.exp(-((ny + 0.25) ** 2 + (nx + 0.25) ** 2) / 0.02) * (patch.rho < 0.9)
+        extra_spec.append(((patch.rows, patch.cols), (apex * c).astype(np.float32)))
+
+    labels = paint_lesions(scene.lesions, scene.size, anat["labels"], _polyp_shape, paint)
     rgb *= anat["light"][:, :, None]
     spec = anat["spec"].copy() if extra_spec else anat["spec"]
     for (rows, cols), apex in extra_spec:
@@ -141,3 +138,7 @@ def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     if scene.noise:
         rgb = rgb + anat["noise"]
     return Rendered(rgb_to_uint8(rgb), labels)
+
+
+def _polyp_shape(lesion: Lesion) -> dict[str, float]:
+    return {"irregularity": 0.04, "softness": 0.3, "texture": 0.08}

@@ -17,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from medibench.synth.scenes._scene import Rendered, Scene
+from medibench.synth.scenes._scene import Lesion, Rendered, Scene
 from medibench.synth.scenes._texture import (
+    LesionPatch,
     coords,
     ellipse_rho,
     fractal_noise,
-    lesion_label,
-    lesion_patch,
+    paint_lesions,
     rgb_to_uint8,
+    sensor_noise,
     soft_edge,
     vessel_tree,
 )
@@ -83,8 +84,7 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     )
     vessels *= (disc_rho > 0.3).astype(np.float32)
     illum = (np.clip(1.1 - 0.5 * r**3, 0, 1) * np.clip((1 - r) * size / 4, 0, 1)).astype(np.float32)
-    sensor = rng.standard_normal((size, size, 3)).astype(np.float32) * np.float32(NOISE * noise)
-    sensor *= illum[:, :, None]
+    sensor = sensor_noise(rng, size, NOISE * noise, illum)
     labels = {
         "field_of_view": fov,
         "retina": fov & (disc_rho > 1.15),
@@ -92,7 +92,6 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
         "macula": mac_rho < 1,
         "vessels": vessels > 0.4,
     }
-    labels = {k: v for k, v in labels.items() if v.any()}
     return {
         "rgb": rgb.astype(np.float32),
         "vessels": vessels,
@@ -104,22 +103,36 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
 
 def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     """Lesions in the retina, then vessels over them, illumination and sensor noise."""
-    size = scene.size
     rgb = anat["rgb"].copy()
-    labels = dict(anat["labels"])
-    for i, lesion in enumerate(scene.lesions):
-        colour, irregularity, softness = _LESION.get(lesion.kind, _LESION["haemorrhage"])
-        patch = lesion_patch(
-            lesion, size, irregularity=irregularity, softness=softness, texture=0.2
-        )
-        if patch is not None:
-            alpha = np.clip(np.float32(lesion.contrast) * patch.weight, 0, 1)[:, :, None]
-            box = rgb[patch.rows, patch.cols]
-            rgb[patch.rows, patch.cols] = box * (1 - alpha) + np.array(colour, np.float32) * alpha
-        labels[f"lesion:{i}"] = lesion_label(patch, size)
+    labels = draw_lesions(rgb, scene, anat["labels"])
     v = anat["vessels"][:, :, None]
     rgb = rgb * (1 - 0.85 * v) + _VESSEL * 0.85 * v
     rgb = rgb * anat["illum"][:, :, None]
     if scene.noise:
         rgb = rgb + anat["noise"]
     return Rendered(rgb_to_uint8(rgb), labels)
+
+
+def draw_lesions(
+    rgb: np.ndarray, scene: Scene, labels: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Blend each lesion's colour into the float RGB retina ``rgb`` (in place); return ``labels``
+    with the lesions'. ``fundus-real`` paints its lesions with this too."""
+
+    def paint(lesion: Lesion, patch: LesionPatch) -> None:
+        colour = _look(lesion)[0]
+        alpha = np.clip(np.float32(lesion.contrast) * patch.weight, 0, 1)[:, :, None]
+        box = rgb[patch.rows, patch.cols]
+        rgb[patch.rows, patch.cols] = box * (1 - alpha) + np.array(colour, np.float32) * alpha
+
+    return paint_lesions(scene.lesions, scene.size, labels, _shape, paint)
+
+
+def _look(lesion: Lesion) -> tuple[tuple[float, float, float], float, float]:
+    """``(colour, irregularity, softness)`` of the lesion's kind."""
+    return _LESION.get(lesion.kind, _LESION["haemorrhage"])
+
+
+def _shape(lesion: Lesion) -> dict[str, float]:
+    _, irregularity, softness = _look(lesion)
+    return {"irregularity": irregularity, "softness": softness, "texture": 0.2}

@@ -21,13 +21,14 @@ from typing import Any
 import cv2
 import numpy as np
 
-from medibench.synth.scenes._scene import Rendered, Scene
+from medibench.synth.scenes._scene import Lesion, Rendered, Scene
 from medibench.synth.scenes._texture import (
+    LesionPatch,
     ellipse_rho,
     fractal_noise,
-    lesion_label,
-    lesion_patch,
+    kind_shapes,
     mass_effect,
+    paint_lesions,
     smooth_noise,
     to_display,
 )
@@ -39,6 +40,7 @@ VARIANTS = ("t1", "t2")
 DISPLAY = (0.0, 1.0)
 NOISE = 0.025
 _SHAPE = {"plaque": (0.1, 0.3), "mass": (0.12, 0.2), "tumour": (0.15, 0.2), "cyst": (0.0, 0.1)}
+_SHAPES = kind_shapes(_SHAPE, (0.1, 0.3))
 _MASS_EFFECT = {"mass": 0.35, "tumour": 0.35}
 # air, scalp, skull, csf, grey, white
 _CONTRAST = {
@@ -102,24 +104,20 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     sigma = np.float32(NOISE * noise)
     n1 = rng.standard_normal((size, size)).astype(np.float32) * sigma
     n2 = rng.standard_normal((size, size)).astype(np.float32) * sigma
-    labels = {k: val for k, val in labels.items() if val.any()}
     return {"raw": base, "bias": bias, "n1": n1, "n2": n2, "labels": labels}
 
 
 def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     """Lesions (mass effect, then intensity) on the tissue, then bias field, then Rician noise."""
-    size = scene.size
     signal = anat["raw"].copy()
-    labels = dict(anat["labels"])
-    for i, lesion in enumerate(scene.lesions):
-        irregularity, softness = _SHAPE.get(lesion.kind, (0.1, 0.3))
-        patch = lesion_patch(lesion, size, irregularity=irregularity, softness=softness)
-        if patch is not None:
-            strength = _MASS_EFFECT.get(lesion.kind, 0.0)
-            if strength:
-                mass_effect(signal, patch, strength)
-            signal[patch.rows, patch.cols] += np.float32(lesion.contrast) * patch.weight
-        labels[f"lesion:{i}"] = lesion_label(patch, size)
+
+    def paint(lesion: Lesion, patch: LesionPatch) -> None:
+        strength = _MASS_EFFECT.get(lesion.kind, 0.0)
+        if strength:
+            mass_effect(signal, patch, strength)
+        signal[patch.rows, patch.cols] += np.float32(lesion.contrast) * patch.weight
+
+    labels = paint_lesions(scene.lesions, scene.size, anat["labels"], _SHAPES, paint)
     signal *= anat["bias"]
     if scene.noise:
         signal = np.sqrt((signal + anat["n1"]) ** 2 + anat["n2"] ** 2)

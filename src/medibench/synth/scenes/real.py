@@ -29,12 +29,13 @@ import numpy as np
 from scipy import ndimage
 
 from medibench.synth import _sources
+from medibench.synth.lesion import largest_component
 from medibench.synth.scenes import fundus
-from medibench.synth.scenes._scene import Rendered, Scene
+from medibench.synth.scenes._scene import Lesion, Rendered, Scene
 from medibench.synth.scenes._texture import (
-    lesion_label,
-    lesion_patch,
+    LesionPatch,
     mass_effect,
+    paint_lesions,
     rgb_to_uint8,
     to_display,
 )
@@ -86,11 +87,11 @@ def _background(modality: str, variant: str, size: int, index: int) -> dict[str,
     if modality == "ct-real":
         name, (centre, width) = _CT[variant]
         hu = _sources.to_square(_hounsfield(name) + 1000.0, size).astype(np.float32) - 1000.0
-        body = _largest(ndimage.binary_fill_holes(hu > -400))
+        body = largest_component(ndimage.binary_fill_holes(hu > -400))
         labels = {"body": body}
         if variant == "head":
             soft = ndimage.binary_opening(body & (hu > 0) & (hu < 90), iterations=2)
-            labels["brain"] = ndimage.binary_fill_holes(_largest(soft))
+            labels["brain"] = ndimage.binary_fill_holes(largest_component(soft))
         return {"raw": hu, "display": (centre - width / 2, centre + width / 2), "labels": labels}
     if modality == "mri-real":
         if variant == "brain":
@@ -112,7 +113,7 @@ def _background(modality: str, variant: str, size: int, index: int) -> dict[str,
         return {"raw": raw, "display": (0.0, 1.0), "labels": labels}
     if modality == "fundus-real":
         rgb = _sources.to_square(_sources.retina_image(), size).astype(np.float32) / 255.0
-        fov = _largest(ndimage.binary_fill_holes(rgb.max(axis=2) > 0.08))
+        fov = largest_component(ndimage.binary_fill_holes(rgb.max(axis=2) > 0.08))
         retina = ndimage.binary_erosion(fov, iterations=max(1, size // 64))
         return {"rgb": rgb, "labels": {"field_of_view": fov, "retina": retina}}
     raise AssertionError(modality)  # pragma: no cover - _scene only dispatches known names
@@ -120,46 +121,33 @@ def _background(modality: str, variant: str, size: int, index: int) -> dict[str,
 
 def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     """Insert the lesions into the background by the modality's physical model."""
-    size = scene.size
-    labels = {k: v for k, v in anat["labels"].items() if v.any()}
     if scene.modality == "fundus-real":
         rgb = anat["rgb"].copy()
-        for i, lesion in enumerate(scene.lesions):
-            colour, irregularity, softness = fundus._LESION.get(
-                lesion.kind, fundus._LESION["haemorrhage"]
-            )
-            patch = lesion_patch(
-                lesion, size, irregularity=irregularity, softness=softness, texture=0.2
-            )
-            if patch is not None:
-                alpha = np.clip(np.float32(lesion.contrast) * patch.weight, 0, 1)[:, :, None]
-                box = rgb[patch.rows, patch.cols]
-                rgb[patch.rows, patch.cols] = (
-                    box * (1 - alpha) + np.array(colour, np.float32) * alpha
-                )
-            labels[f"lesion:{i}"] = lesion_label(patch, size)
+        labels = fundus.draw_lesions(rgb, scene, anat["labels"])
         return Rendered(rgb_to_uint8(rgb), labels)
 
     raw = anat["raw"].copy()
-    for i, lesion in enumerate(scene.lesions):
-        patch = lesion_patch(lesion, size, irregularity=0.1, softness=0.3, texture=0.12)
-        if patch is not None:
-            if scene.modality == "mri-real":
-                strength = _MASS_EFFECT.get(lesion.kind, 0.0)
-                if strength:
-                    mass_effect(raw, patch, strength)
-                delta = np.float32(lesion.contrast) * patch.weight
-            elif scene.modality == "xray-real":
-                delta = np.float32(lesion.contrast) * patch.height * patch.weight
-            else:
-                delta = np.float32(lesion.contrast) * patch.weight
-            raw[patch.rows, patch.cols] += delta
-        labels[f"lesion:{i}"] = lesion_label(patch, size)
+
+    def paint(lesion: Lesion, patch: LesionPatch) -> None:
+        if scene.modality == "mri-real":
+            strength = _MASS_EFFECT.get(lesion.kind, 0.0)
+            if strength:
+                mass_effect(raw, patch, strength)
+        if scene.modality == "xray-real":  # attenuation: thicker at the dome's centre
+            raw[patch.rows, patch.cols] += np.float32(lesion.contrast) * patch.height * patch.weight
+        else:
+            raw[patch.rows, patch.cols] += np.float32(lesion.contrast) * patch.weight
+
+    labels = paint_lesions(scene.lesions, scene.size, anat["labels"], _patch_shape, paint)
     display = anat["display"]
     return Rendered(to_display(raw, *display), labels, raw, display)
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _patch_shape(lesion: Lesion) -> dict[str, float]:
+    return {"irregularity": 0.1, "softness": 0.3, "texture": 0.12}
 
 
 @cache
@@ -188,13 +176,4 @@ def _body(raw: np.ndarray) -> np.ndarray:
         sizes = np.bincount(lab.ravel())
         sizes[0] = 0
         inside &= ~np.isin(lab, np.nonzero(sizes > 0.01 * raw.size)[0])
-    return _largest(ndimage.binary_fill_holes(inside))
-
-
-def _largest(mask: np.ndarray) -> np.ndarray:
-    lab, n = ndimage.label(mask)
-    if n <= 1:
-        return mask.astype(bool)
-    sizes = np.bincount(lab.ravel())
-    sizes[0] = 0
-    return lab == int(np.argmax(sizes))
+    return largest_component(ndimage.binary_fill_holes(inside))

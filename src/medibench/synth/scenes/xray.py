@@ -19,17 +19,17 @@ from typing import Any
 import cv2
 import numpy as np
 
-from medibench.synth.scenes._scene import Rendered, Scene
+from medibench.synth.scenes._scene import Lesion, Rendered, Scene
 from medibench.synth.scenes._texture import (
+    LesionPatch,
+    compose_raw,
     coords,
     correlated_noise,
     ellipse_rho,
     fractal_noise,
-    lesion_label,
-    lesion_patch,
+    kind_shapes,
     smooth_noise,
     soft_edge,
-    to_display,
     vessel_tree,
 )
 
@@ -51,6 +51,7 @@ VARIANTS = ("pa",)
 DISPLAY = (0.0, 2.0)
 NOISE = 0.015
 _SHAPE = {"nodule": (0.08, 0.15), "mass": (0.14, 0.25), "cyst": (0.0, 0.1)}
+_SHAPES = kind_shapes(_SHAPE, (0.08, 0.15))
 
 
 def make_params(rng: np.random.Generator, clutter: float, variant: str) -> dict[str, Any]:
@@ -156,22 +157,14 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     raw = cv2.GaussianBlur(raw.astype(np.float32), (0, 0), 0.7)
 
     corr = correlated_noise(rng, size, 0.6, NOISE * noise)
-    labels = {k: v for k, v in labels.items() if v.any()}
     return {"raw": raw, "noise": corr, "labels": labels}
 
 
 def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     """Add the lesions' attenuation (before noise), then the noise, then the display range."""
-    size = scene.size
-    raw = anat["raw"].copy()
-    labels = dict(anat["labels"])
-    for i, lesion in enumerate(scene.lesions):
-        irregularity, softness = _SHAPE.get(lesion.kind, (0.08, 0.15))
-        patch = lesion_patch(lesion, size, irregularity=irregularity, softness=softness)
-        if patch is not None:
-            delta = np.float32(lesion.contrast) * patch.height * patch.weight
-            raw[patch.rows, patch.cols] += delta
-        labels[f"lesion:{i}"] = lesion_label(patch, size)
-    if scene.noise:
-        raw += anat["noise"]
-    return Rendered(to_display(raw, *DISPLAY), labels, raw, DISPLAY)
+    return compose_raw(scene, anat, _SHAPES, _attenuation, DISPLAY)
+
+
+def _attenuation(lesion: Lesion, patch: LesionPatch) -> np.ndarray:
+    """Thicker at the centre of the (dome-shaped) lesion."""
+    return np.float32(lesion.contrast) * patch.height * patch.weight
