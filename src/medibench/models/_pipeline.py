@@ -8,8 +8,9 @@ rounding to uint8, so one pixel level can differ.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 from PIL import Image
@@ -18,7 +19,7 @@ from medibench.models._base import as_rgb_uint8
 from medibench.models._errors import ContentRefusedError
 from medibench.models._weights import hub_offline, resolve_weights
 
-__all__ = ["DiffusersEditModel"]
+__all__ = ["DiffusersEditModel", "PipelineOptions"]
 
 _INSTALL = "pip install 'medibench[torch]'"
 _DTYPES = {
@@ -32,12 +33,36 @@ _DTYPES = {
 }
 
 
+class PipelineOptions(TypedDict, total=False):
+    """The options every diffusers model takes besides its own (defaults: ``__init__`` below).
+
+    ``device``: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string; ``dtype``:
+    ``"auto"`` (the model's ``cuda_dtype`` on CUDA, float32 elsewhere), ``"float32"``,
+    ``"float16"``, ``"bfloat16"``; ``batch_size``: items of the same size edited in one call;
+    ``local_files_only``: never download (default: on when ``HF_HUB_OFFLINE`` is set);
+    ``cpu_offload``: ``enable_model_cpu_offload`` for small GPUs; ``load_options``: extra
+    ``from_pretrained`` keyword arguments (``variant``, ``revision``).
+    """
+
+    device: str
+    dtype: str
+    batch_size: int
+    local_files_only: bool | None
+    cpu_offload: bool
+    load_options: dict[str, Any] | None
+
+
 class DiffusersEditModel:
     """Common machinery of the diffusers adapters: loading, devices, seeds, batches, sizes.
 
     Subclasses set :attr:`pipeline_class`, :attr:`default_weights`, :attr:`multiple_of`,
-    :attr:`cuda_dtype` and :meth:`_call_options`.
+    :attr:`cuda_dtype` and :meth:`_call_options`. A subclass's ``__init__`` takes its own options
+    and ``**common: Unpack[PipelineOptions]``, passed on to this one; the class's signature
+    lists both (what ``medibench models`` shows and model specs are checked against).
     """
+
+    #: the subclass's own options followed by :class:`PipelineOptions` (``__init_subclass__``)
+    __signature__: ClassVar[inspect.Signature]
 
     pipeline_class: ClassVar[str] = "DiffusionPipeline"
     default_weights: ClassVar[str | None] = None
@@ -48,18 +73,22 @@ class DiffusersEditModel:
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "path"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = _with_pipeline_options(cls.__init__)
+
     def __init__(
         self,
         path: str | None,
         *,
         name: str,
-        device: str,
-        dtype: str,
         steps: int,
-        resolution: int | None,
-        batch_size: int,
-        local_files_only: bool | None,
-        cpu_offload: bool,
+        resolution: int | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 1,
+        local_files_only: bool | None = None,
+        cpu_offload: bool = False,
         load_options: dict[str, Any] | None = None,
     ) -> None:
         torch = _import_torch()
@@ -165,6 +194,17 @@ class DiffusersEditModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, weights={str(self.weights)!r})"
+
+
+def _with_pipeline_options(init: Any) -> inspect.Signature:
+    """The signature of a subclass's ``init`` without ``self``, its ``**common`` replaced by the
+    :class:`PipelineOptions` keywords with :class:`DiffusersEditModel`'s defaults."""
+    own = list(inspect.signature(init).parameters.values())[1:]
+    if not any(p.kind is p.VAR_KEYWORD for p in own):
+        return inspect.Signature(own)
+    base = inspect.signature(DiffusersEditModel.__init__).parameters
+    common = [base[key] for key in PipelineOptions.__annotations__]
+    return inspect.Signature([p for p in own if p.kind is not p.VAR_KEYWORD] + common)
 
 
 # -- torch helpers --------------------------------------------------------------------------

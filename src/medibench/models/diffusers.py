@@ -28,9 +28,9 @@ reference is the protocol's job):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
-from medibench.models._pipeline import DiffusersEditModel
+from medibench.models._pipeline import DiffusersEditModel, PipelineOptions
 from medibench.models._weights import WeightsNotFoundError, check_weights_folder, resolve_weights
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "DiffusionPipelineModel",
     "FluxKontextModel",
     "InstructPix2PixModel",
+    "PipelineOptions",
     "QwenImageEditModel",
     "WeightsNotFoundError",
     "check_weights_folder",
@@ -52,21 +53,16 @@ class InstructPix2PixModel(DiffusersEditModel):
         path: a ``save_pretrained`` folder or a Hugging Face repo id
             (default ``timbrooks/instruct-pix2pix``).
         name: the name recorded in runs.
-        device: ``"auto"`` (CUDA, then MPS, then CPU), or a torch device string.
-        dtype: ``"auto"`` (float16 on CUDA, float32 elsewhere), ``"float32"``, ``"float16"``,
-            ``"bfloat16"``.
         steps: denoising steps (100, as the official ``edit_cli.py``).
         guidance_scale: text guidance (7.5).
         image_guidance_scale: image guidance (1.5).
         negative_prompt: optional negative prompt.
         resolution: longer side of the working size in pixels (512); ``None`` keeps the input
             size. Sides are rounded down to a multiple of 8.
-        batch_size: items of the same size edited in one call.
         safety_checker: run the Stable Diffusion safety checker (off by default: it blanks
             anatomy). When on, a flagged output raises ``ContentRefusedError``.
-        local_files_only: never download (default: on when ``HF_HUB_OFFLINE`` is set).
-        cpu_offload: ``enable_model_cpu_offload`` for small GPUs.
-        load_options: extra ``from_pretrained`` keyword arguments (``variant``, ``revision``).
+        device, dtype, batch_size, local_files_only, cpu_offload, load_options: the options of
+            every diffusers model (:class:`~medibench.models._pipeline.PipelineOptions`).
     """
 
     pipeline_class = "StableDiffusionInstructPix2PixPipeline"
@@ -79,35 +75,19 @@ class InstructPix2PixModel(DiffusersEditModel):
         path: str | None = None,
         *,
         name: str = "ip2p",
-        device: str = "auto",
-        dtype: str = "auto",
         steps: int = 100,
         guidance_scale: float = 7.5,
         image_guidance_scale: float = 1.5,
         negative_prompt: str | None = None,
         resolution: int | None = 512,
-        batch_size: int = 1,
         safety_checker: bool = False,
-        local_files_only: bool | None = None,
-        cpu_offload: bool = False,
-        load_options: dict[str, Any] | None = None,
+        **common: Unpack[PipelineOptions],
     ) -> None:
         self.guidance_scale = float(guidance_scale)
         self.image_guidance_scale = float(image_guidance_scale)
         self.negative_prompt = negative_prompt
         self.safety_checker = bool(safety_checker)
-        super().__init__(
-            path,
-            name=name,
-            device=device,
-            dtype=dtype,
-            steps=steps,
-            resolution=resolution,
-            batch_size=batch_size,
-            local_files_only=local_files_only,
-            cpu_offload=cpu_offload,
-            load_options=load_options,
-        )
+        super().__init__(path, name=name, steps=steps, resolution=resolution, **common)
 
     def _pipeline_options(self) -> dict[str, Any]:
         if self.safety_checker:
@@ -145,30 +125,14 @@ class FluxKontextModel(DiffusersEditModel):
         path: str | None = None,
         *,
         name: str = "flux-kontext",
-        device: str = "auto",
-        dtype: str = "auto",
         steps: int = 28,
         guidance_scale: float = 2.5,
         max_area: int = 1024 * 1024,
-        batch_size: int = 1,
-        local_files_only: bool | None = None,
-        cpu_offload: bool = False,
-        load_options: dict[str, Any] | None = None,
+        **common: Unpack[PipelineOptions],
     ) -> None:
         self.guidance_scale = float(guidance_scale)
         self.max_area = int(max_area)
-        super().__init__(
-            path,
-            name=name,
-            device=device,
-            dtype=dtype,
-            steps=steps,
-            resolution=None,
-            batch_size=batch_size,
-            local_files_only=local_files_only,
-            cpu_offload=cpu_offload,
-            load_options=load_options,
-        )
+        super().__init__(path, name=name, steps=steps, **common)
 
     def _call_options(self) -> dict[str, Any]:
         return {
@@ -198,30 +162,14 @@ class QwenImageEditModel(DiffusersEditModel):
         path: str | None = None,
         *,
         name: str = "qwen-image-edit",
-        device: str = "auto",
-        dtype: str = "auto",
         steps: int = 50,
         true_cfg_scale: float = 4.0,
         negative_prompt: str = " ",
-        batch_size: int = 1,
-        local_files_only: bool | None = None,
-        cpu_offload: bool = False,
-        load_options: dict[str, Any] | None = None,
+        **common: Unpack[PipelineOptions],
     ) -> None:
         self.true_cfg_scale = float(true_cfg_scale)
         self.negative_prompt = negative_prompt
-        super().__init__(
-            path,
-            name=name,
-            device=device,
-            dtype=dtype,
-            steps=steps,
-            resolution=None,
-            batch_size=batch_size,
-            local_files_only=local_files_only,
-            cpu_offload=cpu_offload,
-            load_options=load_options,
-        )
+        super().__init__(path, name=name, steps=steps, **common)
 
     def _call_options(self) -> dict[str, Any]:
         return {
@@ -263,36 +211,20 @@ class DiffusionPipelineModel(DiffusersEditModel):
         path: str,
         *,
         name: str = "diffusers",
-        device: str = "auto",
-        dtype: str = "auto",
         steps: int = 28,
         guidance_scale: float | None = None,
         negative_prompt: str | None = None,
         resolution: int | None = None,
-        batch_size: int = 1,
         call_options: dict[str, Any] | None = None,
         trust_remote_code: bool = False,
-        local_files_only: bool | None = None,
-        cpu_offload: bool = False,
-        load_options: dict[str, Any] | None = None,
+        **common: Unpack[PipelineOptions],
     ) -> None:
         self.guidance_scale = guidance_scale
         self.negative_prompt = negative_prompt
         self.extra_call_options = dict(call_options or {})
         load = {"trust_remote_code": True} if trust_remote_code else {}
-        load.update(load_options or {})
-        super().__init__(
-            path,
-            name=name,
-            device=device,
-            dtype=dtype,
-            steps=steps,
-            resolution=resolution,
-            batch_size=batch_size,
-            local_files_only=local_files_only,
-            cpu_offload=cpu_offload,
-            load_options=load,
-        )
+        common["load_options"] = {**load, **(common.get("load_options") or {})}
+        super().__init__(path, name=name, steps=steps, resolution=resolution, **common)
         import inspect
 
         params = inspect.signature(self.pipeline.__call__).parameters
