@@ -328,7 +328,7 @@ def breakdown(root: Path, n: int) -> dict[str, float]:
         t0 = time.perf_counter()
         psnr(images.target, pred, data_range=255)
         t1 = time.perf_counter()
-        ssim(images.target, pred, **SKIMAGE_DEFAULT_SSIM)
+        ssim(images.target, pred, options=SKIMAGE_DEFAULT_SSIM)
         parts["psnr"] += t1 - t0
         parts["ssim"] += time.perf_counter() - t1
         count += 1
