@@ -57,16 +57,13 @@ def highlight_structure(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-@task("highlight-two-structures", "perception", _TWO,
-      "overlay two named structures, each in its own colour (multi-class)")  # fmt: skip
-def highlight_two(ctx: TaskContext) -> TaskItem:
-    return _multi(ctx, 2)
-
-
-@task("highlight-three-structures", "perception", _THREE,
-      "overlay three named structures in red, green and blue (multi-class)")  # fmt: skip
-def highlight_three(ctx: TaskContext) -> TaskItem:
-    return _multi(ctx, 3)
+for _n, _count, _modalities, _what in (
+    (2, "two", _TWO, "each in its own colour"),
+    (3, "three", _THREE, "in red, green and blue"),
+):
+    task(f"highlight-{_count}-structures", "perception", _modalities,
+         f"overlay {_count} named structures, {_what} (multi-class)",
+         )(lambda ctx, n=_n: _multi(ctx, n))  # fmt: skip
 
 
 @task("highlight-lesion", "perception", ALL_MODALITIES,

@@ -116,16 +116,10 @@ def deblur(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-@task("super-resolution-2x", "transformation", ALL_MODALITIES,
-      "restore detail lost to 2x downsampling")  # fmt: skip
-def super_resolution_2x(ctx: TaskContext) -> TaskItem:
-    return _super_resolution(ctx, 2)
-
-
-@task("super-resolution-4x", "transformation", ALL_MODALITIES,
-      "restore detail lost to 4x downsampling")  # fmt: skip
-def super_resolution_4x(ctx: TaskContext) -> TaskItem:
-    return _super_resolution(ctx, 4)
+for _factor in (2, 4):  # the helper is looked up at call time: it is defined below
+    task(f"super-resolution-{_factor}x", "transformation", ALL_MODALITIES,
+         f"restore detail lost to {_factor}x downsampling",
+         )(lambda ctx, factor=_factor: _super_resolution(ctx, factor))  # fmt: skip
 
 
 @task("mr-motion-correction", "transformation", _MR,
