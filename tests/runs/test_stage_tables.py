@@ -196,3 +196,23 @@ def test_declaring_a_table_adds_missing_columns_and_refuses_what_cannot_be_added
             st.declare_table("probe", "model TEXT, w REAL NOT NULL", ("model",), stage="analyze")
         with pytest.raises(ValueError, match="not declared"):
             st.declare_table("other", "a TEXT", ("b",), stage="analyze")
+
+
+def test_the_export_command_writes_the_judge_tables_beside_the_records(tmp_path, api_key):
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+
+    run = build_run(tmp_path / "run", ["ok", "bad"])
+    with FakeJudgeServer(_reply) as srv:
+        judge_run(run, [JUDGE], _cfg(srv))
+    out = tmp_path / "e" / "scores.jsonl"
+    res = CliRunner().invoke(app, ["export", str(run), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert len(out.read_text().splitlines()) == 4
+    judged = (out.parent / "scores.judgements.jsonl").read_text().splitlines()
+    assert {json.loads(x)["status"] for x in judged} == {"ok", "unparsable"}
+    assert "judgements 2" in res.output
+    res = CliRunner().invoke(app, ["export", str(run), "--out", str(tmp_path / "only.jsonl"),
+                                   "--no-tables"])
+    assert res.exit_code == 0 and not list(tmp_path.glob("only.*.jsonl"))

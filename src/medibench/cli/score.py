@@ -106,14 +106,27 @@ def export(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="run folder")],
     out: Annotated[Path, typer.Option(help="output file")],
     format: Annotated[str, typer.Option(help="jsonl, csv or parquet")] = "jsonl",
+    tables: Annotated[
+        bool,
+        typer.Option(
+            help="also write every other table of the run (predictions, judgements, ...) "
+            "beside OUT as <OUT stem>.<table>.<format>"
+        ),
+    ] = True,
 ) -> None:
-    """Export a run's score records (the same schema as `medibench score`)."""
+    """Export a run's score records (the same schema as `medibench score`) and its tables."""
     from medibench.runs import RunStore, RunStoreError
-    from medibench.runs.export import export_scores
+    from medibench.runs.export import export_run, export_scores
 
     try:
         with RunStore.open_existing(run_dir) as store:
-            n = export_scores(store.scores(), out, format=format)
+            if tables:
+                counts = export_run(store, out, format=format)
+            else:
+                counts = {"records": export_scores(store.scores(), out, format=format)}
     except (RunStoreError, ValueError, ImportError) as exc:
         fail(str(exc))
-    console.print(f"{n} score records -> {out}")
+    console.print(f"{counts.pop('records')} score records -> {out}")
+    if counts:
+        listed = ", ".join(f"{name} {n}" for name, n in counts.items())
+        console.print(f"tables beside it ({out.stem}.<table>.{format}): {listed}")

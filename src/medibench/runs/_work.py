@@ -188,7 +188,14 @@ def score_one(
                 res.missing(name, NOT_JUDGED)
     except Exception as exc:
         return Score(**base, metrics=nulls, status="error", error=describe(exc))
-    return Score(**base, metrics=res.metrics, status="ok", error=res.error, notes=tuple(res.notes))
+    return Score(
+        **base,
+        metrics=res.metrics,
+        status="ok",
+        error=res.error,
+        reasons=dict(res.reasons),
+        notes=tuple(res.notes),
+    )
 
 
 def describe(exc: BaseException) -> str:
