@@ -24,13 +24,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import ndimage
 
 from medibench.datasets import MANIFEST, DatasetError, NativeDataset, read_native, write_native
 from medibench.io import atomic_write_text, write_image
-from medibench.samples import Sample
+from medibench.samples import Perspective, Sample
 from medibench.synth import _sources as src
 from medibench.synth._seed import item_rng
 from medibench.synth.degrade import add_gaussian_noise, gaussian_blur, reduce_contrast
@@ -205,12 +206,12 @@ _TRANSFORM_TEXT = {
 
 
 def _items(seed: int, size: int):
-    for index, spec in enumerate(_PERCEPTION):
-        yield _perception(index, spec, seed, size)
-    for index, spec in enumerate(_MODIFICATION):
-        yield _modification(index, spec, seed, size)
-    for index, spec in enumerate(_TRANSFORMATION):
-        yield _transformation(index, spec, seed, size)
+    for index, seen in enumerate(_PERCEPTION):
+        yield _perception(index, seen, seed, size)
+    for index, lesioned in enumerate(_MODIFICATION):
+        yield _modification(index, lesioned, seed, size)
+    for index, degraded in enumerate(_TRANSFORMATION):
+        yield _transformation(index, degraded, seed, size)
 
 
 def _perception(index: int, spec, seed: int, size: int) -> _Item:
@@ -376,16 +377,21 @@ def _rgb(image: np.ndarray) -> np.ndarray:
     return np.repeat(image[:, :, None], 3, axis=2) if image.ndim == 2 else image
 
 
-def _sample(perspective: str, index: int, **fields) -> Sample:
+def _sample(perspective: str, index: int, **fields: Any) -> Sample:
     sid = f"{perspective}-{index:03d}"
-    paths = {"input": f"images/{sid}_input.png", "target": f"images/{sid}_target.png"}
+    paths: dict[str, Any] = {
+        "input": f"images/{sid}_input.png",
+        "target": f"images/{sid}_target.png",
+    }
     if perspective != "transformation":
         paths["mask"] = f"images/{sid}_mask.png"
-    return Sample(sample_id=sid, benchmark="starter", perspective=perspective, **paths, **fields)
+    return Sample(
+        sample_id=sid, benchmark="starter", perspective=Perspective(perspective), **paths, **fields
+    )
 
 
 def _write_item(root: Path, item: _Item) -> None:
     write_image(root / item.sample.input, item.input)
-    write_image(root / item.sample.target, item.target)
+    write_image(root / str(item.sample.target), item.target)  # every starter sample has both
     if item.mask is not None:
-        write_image(root / item.sample.mask, item.mask)
+        write_image(root / str(item.sample.mask), item.mask)

@@ -74,7 +74,7 @@ def correlated_noise(rng: np.random.Generator, size: int, sigma: float, std: flo
     """White Gaussian noise blurred by ``sigma`` pixels (the detector's correlation), rescaled to
     standard deviation ``std``: float32 ``(size, size)``."""
     white = rng.standard_normal((size, size)).astype(np.float32)
-    corr = cv2.GaussianBlur(white, (0, 0), sigma)
+    corr: np.ndarray = cv2.GaussianBlur(white, (0, 0), sigma)
     corr *= np.float32(std / max(float(corr.std()), 1e-6))
     return corr
 

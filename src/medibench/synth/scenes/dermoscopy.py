@@ -106,7 +106,9 @@ def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     def paint(lesion: Lesion, patch: LesionPatch) -> None:
         colour = _pigment(lesion)[0]
         alpha = np.clip(np.float32(lesion.contrast) * patch.weight, 0, 1)[:, :, None]
-        pigment = np.broadcast_to(np.array(colour, np.float32), alpha.shape[:2] + (3,)).copy()
+        pigment: np.ndarray = np.broadcast_to(
+            np.array(colour, np.float32), alpha.shape[:2] + (3,)
+        ).copy()
         if lesion.kind == "melanoma":  # blue-grey veil where the texture is strongest
             veil = 0.7 * np.clip((patch.weight - 1.15) * 4.0, 0, 1)[:, :, None]
             pigment = pigment * (1 - veil) + _BLUE_GREY * veil

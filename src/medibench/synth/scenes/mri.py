@@ -97,7 +97,7 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
         "white_matter": (tissue == 5),
         "ventricles": vent,
     }
-    base = _CONTRAST[params["variant"]][tissue]
+    base: np.ndarray = _CONTRAST[params["variant"]][tissue]
     base = base * (1.0 + 0.04 * fractal_noise(rng, size, 8, 3)) * (tissue > 0)
     base = cv2.GaussianBlur(base.astype(np.float32), (0, 0), 0.6)
     bias = np.exp(np.float32(params["bias"]) * smooth_noise(rng, size, 2)).astype(np.float32)

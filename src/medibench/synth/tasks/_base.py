@@ -14,11 +14,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from medibench.samples import Perspective
+
+#: The pure colours of perception overlays.
+OverlayColour = Literal["red", "green", "blue"]
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,7 @@ class TaskItem:
     paraphrases: tuple[str, ...]
     description: str
     region: str = ""
-    overlay_color: tuple[str, ...] = ()
+    overlay_color: tuple[OverlayColour, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
 
 

@@ -180,12 +180,16 @@ def _resize(ctx: TaskContext, factor: float) -> TaskItem:
     # Place the larger of the two versions, so both fit in the host.
     lesion = new_lesion(ctx, scene, plain, radius_scale=max(factor, 1.0))
     if factor > 1:
-        before = dataclasses.replace(lesion, radii=tuple(r / factor for r in lesion.radii))
+        before = dataclasses.replace(
+            lesion, radii=(lesion.radii[0] / factor, lesion.radii[1] / factor)
+        )
         after = lesion
         verb, words = "Enlarge", ("Make", "larger", "Grow", "bigger")
     else:
         before = lesion
-        after = dataclasses.replace(lesion, radii=tuple(r * factor for r in lesion.radii))
+        after = dataclasses.replace(
+            lesion, radii=(lesion.radii[0] * factor, lesion.radii[1] * factor)
+        )
         verb, words = "Shrink", ("Make", "smaller", "Shrink", "smaller")
     noun, what, organ = _words(before, plain, scene)
     pct = f"{factor:.0%}"

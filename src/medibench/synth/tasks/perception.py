@@ -11,7 +11,7 @@ import numpy as np
 
 from medibench.metrics import blend_overlay
 from medibench.synth.scenes import Lesion, Rendered, SceneError, render
-from medibench.synth.tasks._base import TaskContext, TaskItem, task
+from medibench.synth.tasks._base import OverlayColour, TaskContext, TaskItem, task
 from medibench.synth.tasks._common import (
     ALL_MODALITIES,
     GENERIC_HOSTS,
@@ -31,7 +31,7 @@ from medibench.synth.tasks._common import (
 )
 
 ALPHA = 0.6
-_COLOURS = ("red", "green", "blue")
+_COLOURS: tuple[OverlayColour, ...] = ("red", "green", "blue")
 # Labels too generic to ask for by name.
 _GENERIC = ("body", "head", "field_of_view", *GENERIC_HOSTS)
 _MIN_AREA = 0.004
@@ -61,9 +61,12 @@ for _n, _count, _modalities, _what in (
     (2, "two", _TWO, "each in its own colour"),
     (3, "three", _THREE, "in red, green and blue"),
 ):
+
+    def _highlight_n(ctx: TaskContext, n: int = _n) -> TaskItem:
+        return _multi(ctx, n)
+
     task(f"highlight-{_count}-structures", "perception", _modalities,
-         f"overlay {_count} named structures, {_what} (multi-class)",
-         )(lambda ctx, n=_n: _multi(ctx, n))  # fmt: skip
+         f"overlay {_count} named structures, {_what} (multi-class)")(_highlight_n)  # fmt: skip
 
 
 @task("highlight-lesion", "perception", ALL_MODALITIES,
@@ -232,7 +235,7 @@ def _pick_structures(ctx: TaskContext, rendered: Rendered, n: int) -> list[str]:
     return [names[i] for i in order]
 
 
-def _colours(ctx: TaskContext, n: int) -> list[str]:
+def _colours(ctx: TaskContext, n: int) -> list[OverlayColour]:
     return [_COLOURS[i] for i in ctx.rng.permutation(3)[:n]]
 
 

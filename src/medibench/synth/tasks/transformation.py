@@ -116,10 +116,13 @@ def deblur(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-for _factor in (2, 4):  # the helper is looked up at call time: it is defined below
+for _factor in (2, 4):
+
+    def _super_resolve(ctx: TaskContext, factor: int = _factor) -> TaskItem:
+        return _super_resolution(ctx, factor)
+
     task(f"super-resolution-{_factor}x", "transformation", ALL_MODALITIES,
-         f"restore detail lost to {_factor}x downsampling",
-         )(lambda ctx, factor=_factor: _super_resolution(ctx, factor))  # fmt: skip
+         f"restore detail lost to {_factor}x downsampling")(_super_resolve)  # fmt: skip
 
 
 @task("mr-motion-correction", "transformation", _MR,
@@ -222,13 +225,14 @@ def _window_task(name: str) -> None:
     @task(f"window-{slug}", "transformation", _CT, what)
     def make(ctx: TaskContext) -> TaskItem:
         scene, rendered = _scene(ctx)
-        windows = {"default": rendered.display, "wide": (-1000.0, 1000.0)}
+        raw, display = _hu(rendered)
+        windows = {"default": display, "wide": (-1000.0, 1000.0)}
         windows.update({k: (lv - w / 2, lv + w / 2) for k, (lv, w) in degrade.CT_WINDOWS.items()})
         want = (level - width / 2, level + width / 2)
-        others = [k for k, v in windows.items() if v is not None and tuple(v) != want]
+        others = [k for k, v in windows.items() if tuple(v) != want]
         shown = others[int(ctx.rng.integers(len(others)))]
-        image = rgb(degrade.to_display(rendered.raw, *windows[shown]))
-        target = rgb(degrade.apply_window(rendered.raw, name))
+        image = rgb(degrade.to_display(raw, *windows[shown]))
+        target = rgb(degrade.apply_window(raw, name))
         return _item(
             ctx, scene, image, target,
             [f"Apply the {name} window.", f"Display this CT in a {name} window "
@@ -274,9 +278,16 @@ def _restore(ctx, degrade_image: Callable, *, texts, description, meta, clean=Fa
 
 def _restore_raw(ctx, degrade_raw: Callable, *, texts, description, meta) -> TaskItem:
     scene, rendered = _scene(ctx)
-    low, high = rendered.display
-    image = rgb(degrade.to_display(degrade_raw(rendered.raw, ctx.rng), low, high))
+    raw, (low, high) = _hu(rendered)
+    image = rgb(degrade.to_display(degrade_raw(raw, ctx.rng), low, high))
     return _item(ctx, scene, image, rendered.image, texts, description, meta)
+
+
+def _hu(rendered: Rendered) -> tuple[np.ndarray, tuple[float, float]]:
+    """The raw image of a grey render and its display range (CT renders always carry them)."""
+    if rendered.raw is None or rendered.display is None:
+        raise TypeError("a raw-unit task needs a grey modality render with raw values")
+    return rendered.raw, rendered.display
 
 
 def _super_resolution(ctx: TaskContext, factor: int) -> TaskItem:
