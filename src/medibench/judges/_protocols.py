@@ -40,6 +40,7 @@ __all__ = [
     "image_part",
     "load_judge",
     "needs_target",
+    "target_path",
     "text_part",
 ]
 
@@ -163,6 +164,13 @@ def image_part(
     if note:
         notes.append(note)
     return {"type": "image_url", "image_url": {"url": url}}
+
+
+def target_path(sample: Sample) -> Path:
+    """The ground-truth image of a sample a judge applies to (:func:`needs_target` said yes)."""
+    if sample.target is None:
+        raise ValueError(f"sample {sample.sample_id} has no ground-truth image to show the judge")
+    return Path(sample.target)
 
 
 def needs_target(sample: Sample) -> str | None:

@@ -195,8 +195,9 @@ def decode_image(data: bytes, *, where: str = "answer") -> np.ndarray:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()
+        with Image.open(io.BytesIO(data)) as opened:
+            opened.load()
+            im: Image.Image = opened
             if im.mode not in ("L", "RGB", "RGBA"):
                 has_alpha = "A" in im.getbands() or "transparency" in im.info
                 im = im.convert("RGBA" if has_alpha else "RGB")

@@ -131,7 +131,7 @@ def per_sample_values(
         else:
             vals = {}
             for m in metrics:
-                got = [r.metrics[m] for r in ok if r.metrics.get(m) is not None]
+                got = [v for r in ok if (v := r.metrics.get(m)) is not None]
                 if not got:
                     vals[m] = None
                 elif how == "best":
@@ -145,7 +145,8 @@ def per_sample_values(
     if caps:
         for _has, vals in out.values():
             for m, cap in caps.items():
-                if vals.get(m) is not None and vals[m] > cap:
+                v = vals.get(m)
+                if v is not None and v > cap:
                     vals[m] = cap
     if applicable is not None:
         for sid, (has, vals) in out.items():

@@ -47,9 +47,9 @@ def report(
             seed=seed,
             level=level,
             thumb_size=thumb_size,
-            images=images,
+            images="link" if images == "link" else "copy",
             plots=plots,
-            workers=workers,  # type: ignore[arg-type]
+            workers=workers,
             progress=progress,
             console=err,
         )

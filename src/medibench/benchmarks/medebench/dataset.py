@@ -301,13 +301,15 @@ def _to_sample(record: Any, where: str, root: Path, problems: list[str]) -> Samp
         except DatasetError as exc:
             problems.append(f"{exc}; sample refused")
             return None
-    if not paths["previous_image"].is_file():
+    previous = paths["previous_image"]
+    if previous is None or not previous.is_file():
         problems.append(f"{who}: input image '{record['previous_image']}' not found; skipped")
         return None
     for field, label in (("changed_image", "ground-truth image"), ("previous_mask", "mask")):
-        if paths[field] is None:
+        path = paths[field]
+        if path is None:
             problems.append(f"{who}: no {field}; {label} left out (scored where it can be)")
-        elif not paths[field].is_file():
+        elif not path.is_file():
             problems.append(
                 f"{who}: {label} '{record[field]}' not found; left out (scored where it can be)"
             )

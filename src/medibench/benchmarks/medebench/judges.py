@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medibench.judges import Fill, JudgeProtocol, ScoreField
-from medibench.judges._protocols import image_part, needs_target, text_part
+from medibench.judges._protocols import image_part, needs_target, target_path, text_part
 from medibench.samples import Sample
 
 _MEDEBENCH_FIELDS = (
@@ -36,12 +36,13 @@ class MedEBenchJudge(JudgeProtocol):
     def images(self, sample: Sample, prediction: Path) -> list[tuple[str, Path]]:
         return [
             ("input", Path(sample.input)),
-            ("target", Path(sample.target)),
+            ("target", target_path(sample)),
             ("edited", prediction),
         ]
 
     def texts(self, sample: Sample) -> dict[str, str]:
-        return {"change": sample.description if self.shown == "description" else sample.instruction}
+        shown = sample.description if self.shown == "description" else sample.instruction
+        return {"change": shown or ""}
 
     def messages(self, sample, paths, *, structured, max_side, oversize):
         notes: list[str] = []

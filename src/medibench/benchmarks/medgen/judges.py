@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medibench.judges import Fill, JudgeProtocol, ScoreField
-from medibench.judges._protocols import image_part, needs_target, text_part
+from medibench.judges._protocols import image_part, needs_target, target_path, text_part
 from medibench.samples import Sample
 
 _MEDGEN_DIMENSIONS = (
@@ -38,7 +38,7 @@ class MedGenChecklistJudge(JudgeProtocol):
 
     def images(self, sample: Sample, prediction: Path) -> list[tuple[str, Path]]:
         out = [("input", Path(sample.input)), ("output", prediction)]
-        return out + [("reference", Path(sample.target))] if self.with_gt else out
+        return out + [("reference", target_path(sample))] if self.with_gt else out
 
     def texts(self, sample: Sample) -> dict[str, str]:
         return {

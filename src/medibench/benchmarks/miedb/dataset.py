@@ -47,7 +47,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from medibench.datasets._base import DatasetError, require_samples, resolve_inside
 from medibench.datasets._dataset import Dataset, PredictionIndex, _model_folders, index_predictions
@@ -61,7 +61,8 @@ METADATA = "metadata.json"
 #: The ``note`` value that marks a multi-class perception sample (all three overlay colours).
 MULTICLASS = "Multiclasses"
 
-_ALL_COLOURS = ("red", "green", "blue")
+Colour = Literal["red", "green", "blue"]
+_ALL_COLOURS: tuple[Colour, ...] = ("red", "green", "blue")
 _REQUIRED = ("category", "input_image", "output_image", "prompt")
 _SOURCE = {
     "benchmark": "MieDB-100k",
@@ -268,7 +269,7 @@ def _sample(
     stem = output_name[: -len(".png")] if output_name.endswith(".png") else Path(output_name).stem
     note = record.get("note")
     note = note if isinstance(note, str) else ""
-    colours: tuple[str, ...] = ()
+    colours: tuple[Colour, ...] = ()
     if perspective is Perspective.perception:
         if note == MULTICLASS:
             colours = _ALL_COLOURS
@@ -281,7 +282,7 @@ def _sample(
                     f"'{MULTICLASS}': its overlay colour is unknown"
                 )
                 return None
-            colours = (suffix,)
+            colours = (cast(Colour, suffix),)
     sid = _sample_id(record.get("idx"), stem, used, where, problems)
     if sid is None:
         return None

@@ -9,7 +9,7 @@ from pathlib import Path
 from medibench.io import read_image
 from medibench.judges import Fill, JudgeProtocol, ScoreField
 from medibench.judges._images import collage
-from medibench.judges._protocols import image_part, needs_target, text_part
+from medibench.judges._protocols import image_part, needs_target, target_path, text_part
 from medibench.samples import Perspective, Sample
 
 
@@ -27,7 +27,7 @@ class MieDBRubricJudge(JudgeProtocol):
         return [
             ("input", Path(sample.input)),
             ("output", prediction),
-            ("target", Path(sample.target)),
+            ("target", target_path(sample)),
         ]
 
     def texts(self, sample: Sample) -> dict[str, str]:
