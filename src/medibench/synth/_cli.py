@@ -23,6 +23,14 @@ suite_app = typer.Typer(
 )
 console = Console(width=None if Console().is_terminal else 120)
 
+# Options that more than one command takes.
+Preset = Annotated[str, typer.Option(help="difficulty: easy, medium or hard")]
+Size = Annotated[int, typer.Option(help="image side in pixels (multiple of 4, >= 64)")]
+Tasks = Annotated[list[str] | None, typer.Option(help="task types (repeatable or comma-separated)")]
+Modalities = Annotated[
+    list[str] | None, typer.Option(help="scene modalities (repeatable or comma-separated)")
+]
+
 
 def _fail(message: str) -> None:
     console.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
@@ -39,16 +47,12 @@ def _names(values: list[str] | None) -> list[str] | None:
 @suite_app.command()
 def generate(
     out: Annotated[Path, typer.Option(help="output folder (new or empty)")],
-    preset: Annotated[str, typer.Option(help="difficulty: easy, medium or hard")] = "medium",
+    preset: Preset = "medium",
     n_per_task: Annotated[int, typer.Option(min=1, help="items per task type")] = 4,
     seed: Annotated[int | None, typer.Option(help="suite seed (default 0 / the suite's)")] = None,
-    modalities: Annotated[
-        list[str] | None, typer.Option(help="scene modalities (repeatable or comma-separated)")
-    ] = None,
-    tasks: Annotated[
-        list[str] | None, typer.Option(help="task types (repeatable or comma-separated)")
-    ] = None,
-    size: Annotated[int, typer.Option(help="image side in pixels (multiple of 4, >= 64)")] = 256,
+    modalities: Modalities = None,
+    tasks: Tasks = None,
+    size: Size = 256,
     suite: Annotated[
         str | None, typer.Option(help="a frozen suite, e.g. medibench-suite@1 (overrides counts)")
     ] = None,
@@ -95,15 +99,11 @@ def list_tasks() -> None:
 @suite_app.command()
 def sheet(
     out: Annotated[Path, typer.Option(help="PNG file to write")],
-    preset: Annotated[str, typer.Option(help="difficulty: easy, medium or hard")] = "medium",
+    preset: Preset = "medium",
     seed: Annotated[int, typer.Option(help="suite seed")] = 0,
-    size: Annotated[int, typer.Option(help="image side in pixels (multiple of 4, >= 64)")] = 128,
-    tasks: Annotated[
-        list[str] | None, typer.Option(help="task types (repeatable or comma-separated)")
-    ] = None,
-    modalities: Annotated[
-        list[str] | None, typer.Option(help="scene modalities (repeatable or comma-separated)")
-    ] = None,
+    size: Size = 128,
+    tasks: Tasks = None,
+    modalities: Modalities = None,
 ) -> None:
     """Draw a contact sheet: one row per task type (input | target | mask) with its instruction."""
     from medibench.synth.sheet import contact_sheet

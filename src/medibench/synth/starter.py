@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from medibench.datasets import MANIFEST, DatasetError, NativeDataset, read_nativ
 from medibench.io import atomic_write_text, write_image
 from medibench.samples import Perspective, Sample
 from medibench.synth import _sources as src
+from medibench.synth._build import building
 from medibench.synth._seed import item_rng
 from medibench.synth.degrade import add_gaussian_noise, gaussian_blur, reduce_contrast
 from medibench.synth.lesion import body_mask, choose_lesion_center, insert_lesion
@@ -71,9 +70,7 @@ def build_starter(out_dir: str | os.PathLike, *, seed: int = 0, size: int = 256)
         )
     if size < 32:
         raise ValueError(f"size must be at least 32 pixels, got {size}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    try:
+    with building(out) as work:  # replaces an empty folder there, checked above
         samples = []
         for item in _items(seed, size):
             _write_item(work, item)
@@ -81,12 +78,6 @@ def build_starter(out_dir: str | os.PathLike, *, seed: int = 0, size: int = 256)
         write_native(work, samples)
         info = json.dumps({"version": STARTER_VERSION, "seed": int(seed), "size": int(size)})
         atomic_write_text(work / _INFO, info + "\n")
-        if out.exists():
-            out.rmdir()  # empty, checked above
-        os.replace(work, out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return out.resolve()
 
 

@@ -28,8 +28,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +40,7 @@ import numpy as np
 from medibench.datasets import MANIFEST, DatasetError, NativeDataset, read_native, write_native
 from medibench.io import atomic_write_text
 from medibench.samples import Sample
+from medibench.synth._build import building
 from medibench.synth._seed import item_rng, item_seed
 from medibench.synth.scenes import MAX_SIZE, MIN_SIZE, SceneError
 from medibench.synth.tasks import TASKS, Difficulty, TaskContext, TaskItem, get_difficulty
@@ -271,9 +270,7 @@ def generate_suite(
     )
     out = Path(out_dir)
     _check_out(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    try:
+    with building(out) as work:  # replaces a medibench dataset there: checked, overwrite asked
         job = {"difficulty": diff, "size": int(size), "seed": seed, "suite": suite, "root": work}
         samples = list(_run(plan, job, workers, progress))
         write_native(work, samples)
@@ -284,15 +281,6 @@ def generate_suite(
             "modalities": sorted({p.modality for p in plan}), "n_samples": len(samples),
         }  # fmt: skip
         atomic_write_text(work / _INFO, json.dumps(info, indent=1) + "\n")
-        if out.exists():
-            if any(out.iterdir()):
-                shutil.rmtree(out)  # a medibench dataset, checked above, and overwrite asked
-            else:
-                out.rmdir()
-        os.replace(work, out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return out.resolve()
 
 
