@@ -251,7 +251,7 @@ class MedEBenchProtocol:
 
 # --- helpers ---------------------------------------------------------------------------------
 
-_PIL_FILTERS = {"bicubic": Image.BICUBIC, "nearest": Image.NEAREST}
+_PIL_FILTERS = {"bicubic": Image.Resampling.BICUBIC, "nearest": Image.Resampling.NEAREST}
 
 
 def _pil_read(path: str | Path, mode: str) -> np.ndarray:

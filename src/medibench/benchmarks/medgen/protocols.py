@@ -147,9 +147,8 @@ class MedGenCodeProtocol:
             for m in ("psnr", "ssim", "psnr_pass", "ssim_pass"):
                 res.missing(m, "the sample has no ground-truth image")
             return res
-        ref = _prepare_rgb(target, "ground truth", alpha="drop", notes=res.notes)
-        out = _prepare_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
-        ref, out = Image.fromarray(ref), Image.fromarray(out)
+        ref = Image.fromarray(_prepare_rgb(target, "ground truth", alpha="drop", notes=res.notes))
+        out = Image.fromarray(_prepare_rgb(prediction, "prediction", alpha="drop", notes=res.notes))
         if out.size != ref.size:
             res.notes.append(
                 f"prediction resized from {out.width}x{out.height} to {ref.width}x{ref.height} "

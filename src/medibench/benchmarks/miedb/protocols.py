@@ -88,6 +88,7 @@ from medibench.protocols._base import (
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
     AlphaPolicy,
+    KReduction,
     ProtocolResult,
     as_rgb,
     read_rgba,
@@ -104,7 +105,7 @@ __all__ = [
 #: DICE threshold of MieDB-100k's perception accuracy.
 PERCEPTION_TAU = 0.8
 
-_AGGREGATION_K = (("@1", "first"), ("@3", "best"))
+_AGGREGATION_K: tuple[tuple[str, KReduction], ...] = (("@1", "first"), ("@3", "best"))
 _PER_PERSPECTIVE = {
     Perspective.perception: ("dice", "bg_psnr", "bg_ssim"),
     Perspective.transformation: ("psnr", "ssim"),
@@ -200,7 +201,8 @@ class MieDBPaperProtocol(_MieDBBase):
         if sample.perspective is Perspective.modification:
             return res  # rubric: judged
         names = _PER_PERSPECTIVE[sample.perspective]
-        if not _target_usable(res, names, sample, inp, target, official=True):
+        target = _usable_target(res, names, sample, inp, target, official=True)
+        if target is None:
             return res
         pred = as_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
         pred = _at_input_size(res, pred, inp)
@@ -294,7 +296,8 @@ class MieDBProtocol(_MieDBBase):
             return res  # rubric: judged
         pred = as_rgb(prediction, "prediction", alpha=self.alpha, notes=res.notes)
         if sample.perspective is Perspective.transformation:
-            if not _target_usable(res, ("psnr", "ssim"), sample, inp, target):
+            target = _usable_target(res, ("psnr", "ssim"), sample, inp, target)
+            if target is None:
                 return res
             pred = _at_input_size(res, pred, inp)
             res.metrics["psnr"] = psnr(pred, target, data_range=255)
@@ -386,7 +389,7 @@ def _official_rows(label: np.ndarray) -> list[int]:
 
 
 def _label(
-    sample: Sample, images: SampleImages, colours: list[str]
+    sample: Sample, images: SampleImages, colours: Sequence[str]
 ) -> tuple[np.ndarray | None, str]:
     """The perception label at the input's size and where it came from (or None and why)."""
     inp = images.input
@@ -403,7 +406,7 @@ def _label(
     return overlay_to_mask(images.target, inp, colours), "target overlay"
 
 
-def _target_usable(
+def _usable_target(
     res: ProtocolResult,
     names: Sequence[str],
     sample: Sample,
@@ -411,16 +414,18 @@ def _target_usable(
     target: np.ndarray | None,
     *,
     official: bool = False,
-) -> bool:
+) -> np.ndarray | None:
+    """The target when it is there at the input's size; else ``None``, and ``names`` are
+    missing with the reason."""
     if target is None:
         why = "the sample has no target image"
     elif off := size_mismatch(sample, "target", target, "input", inp):
         why = f"{off}{'; the official scripts assume equal sizes' if official else ''}"
     else:
-        return True
+        return target
     for m in names:
         res.missing(m, why)
-    return False
+    return None
 
 
 def _at_input_size(res: ProtocolResult, pred: np.ndarray, inp: np.ndarray) -> np.ndarray:
