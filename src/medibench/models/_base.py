@@ -11,12 +11,13 @@ image, instruction and seed, a model must return the same bytes.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["EditModel", "UnsupportedInstructionError", "as_rgb_uint8"]
+__all__ = ["EditModel", "SharedOptions", "UnsupportedInstructionError", "as_rgb_uint8"]
 
 
 @runtime_checkable
@@ -64,3 +65,36 @@ def as_rgb_uint8(image: np.ndarray) -> np.ndarray:
     if arr.shape[0] < 2 or arr.shape[1] < 2:
         raise ValueError(f"image is too small to edit: shape {arr.shape}")
     return arr
+
+
+class SharedOptions:
+    """A base class whose subclasses take their own options plus ``**common`` ones.
+
+    The base sets :attr:`common_options` (a ``TypedDict`` of keywords its ``__init__`` declares
+    with their defaults); a subclass's ``__init__`` takes its own options and
+    ``**common: Unpack[...]``, passed on to the base. ``__init_subclass__`` writes both into the
+    subclass's signature, so ``medibench models`` and model-spec option checks see every option
+    with its default.
+    """
+
+    #: the subclass's own options followed by :attr:`common_options`' (``__init_subclass__``)
+    __signature__: ClassVar[inspect.Signature]
+    common_options: ClassVar[type]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "common_options" in vars(cls):
+            return  # the base itself keeps its own signature
+        base = next(vars(b) for b in cls.__mro__ if "common_options" in vars(b))
+        cls.__signature__ = _with_common(cls.__init__, base["__init__"], base["common_options"])
+
+
+def _with_common(init: Any, base_init: Any, common: type) -> inspect.Signature:
+    """``init``'s signature without ``self``, its ``**common`` replaced by the keywords of
+    ``common`` with ``base_init``'s defaults."""
+    own = list(inspect.signature(init).parameters.values())[1:]
+    if not any(p.kind is p.VAR_KEYWORD for p in own):
+        return inspect.Signature(own)
+    base = inspect.signature(base_init).parameters
+    shared = [base[key] for key in common.__annotations__]
+    return inspect.Signature([p for p in own if p.kind is not p.VAR_KEYWORD] + shared)

@@ -20,18 +20,19 @@ import json
 import os
 import random
 import threading
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 
 from medibench.calls import CallSlots, RetryPolicy, redact, send
 from medibench.calls import key_from_env as _key_from_env
-from medibench.models._base import as_rgb_uint8
+from medibench.models._base import SharedOptions, as_rgb_uint8
 from medibench.models._errors import APIError, ContentRefusedError, NoImageError
 
 __all__ = [
     "EXCERPT_CHARS",
     "APIImageModel",
+    "TransportOptions",
     "decode_b64",
     "decode_image",
     "encode_image",
@@ -47,8 +48,31 @@ _MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 EXCERPT_CHARS = 300
 
 
-class APIImageModel:
-    """Requests, retries, per-event-loop clients and image encoding shared by the adapters."""
+class TransportOptions(TypedDict, total=False):
+    """The options every web-API model takes besides its own (defaults: ``__init__`` below).
+
+    ``timeout``: seconds per request; ``retries``: retries after the first attempt;
+    ``backoff``, ``max_backoff``: first and largest retry delay in seconds; ``concurrency``:
+    requests in flight (the runner's default worker count for the model); ``image_format``: how
+    the input is sent: ``png`` (lossless), ``jpeg`` or ``webp``.
+    """
+
+    timeout: float
+    retries: int
+    backoff: float
+    max_backoff: float
+    concurrency: int
+    image_format: str
+
+
+class APIImageModel(SharedOptions):
+    """Requests, retries, per-event-loop clients and image encoding shared by the adapters.
+
+    A subclass's ``__init__`` takes its own options and ``**transport: Unpack[TransportOptions]``,
+    passed on to this one; the class's signature lists both.
+    """
+
+    common_options = TransportOptions
 
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "model"
@@ -59,12 +83,12 @@ class APIImageModel:
         *,
         name: str,
         base_url: str,
-        timeout: float,
-        retries: int,
-        backoff: float,
-        max_backoff: float,
-        concurrency: int,
-        image_format: str,
+        timeout: float = 300.0,
+        retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        concurrency: int = 8,
+        image_format: str = "png",
     ) -> None:
         if image_format not in _MIME:
             raise ValueError(f"image_format must be one of {sorted(_MIME)}, not {image_format!r}")

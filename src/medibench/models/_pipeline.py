@@ -8,14 +8,13 @@ rounding to uint8, so one pixel level can differ.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 from PIL import Image
 
-from medibench.models._base import as_rgb_uint8
+from medibench.models._base import SharedOptions, as_rgb_uint8
 from medibench.models._errors import ContentRefusedError
 from medibench.models._weights import hub_offline, resolve_weights
 
@@ -52,7 +51,7 @@ class PipelineOptions(TypedDict, total=False):
     load_options: dict[str, Any] | None
 
 
-class DiffusersEditModel:
+class DiffusersEditModel(SharedOptions):
     """Common machinery of the diffusers adapters: loading, devices, seeds, batches, sizes.
 
     Subclasses set :attr:`pipeline_class`, :attr:`default_weights`, :attr:`multiple_of`,
@@ -61,8 +60,7 @@ class DiffusersEditModel:
     lists both (what ``medibench models`` shows and model specs are checked against).
     """
 
-    #: the subclass's own options followed by :class:`PipelineOptions` (``__init_subclass__``)
-    __signature__: ClassVar[inspect.Signature]
+    common_options = PipelineOptions
 
     pipeline_class: ClassVar[str] = "DiffusionPipeline"
     default_weights: ClassVar[str | None] = None
@@ -72,10 +70,6 @@ class DiffusersEditModel:
     cuda_dtype: ClassVar[str] = "bfloat16"
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "path"
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.__signature__ = _with_pipeline_options(cls.__init__)
 
     def __init__(
         self,
@@ -194,17 +188,6 @@ class DiffusersEditModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, weights={str(self.weights)!r})"
-
-
-def _with_pipeline_options(init: Any) -> inspect.Signature:
-    """The signature of a subclass's ``init`` without ``self``, its ``**common`` replaced by the
-    :class:`PipelineOptions` keywords with :class:`DiffusersEditModel`'s defaults."""
-    own = list(inspect.signature(init).parameters.values())[1:]
-    if not any(p.kind is p.VAR_KEYWORD for p in own):
-        return inspect.Signature(own)
-    base = inspect.signature(DiffusersEditModel.__init__).parameters
-    common = [base[key] for key in PipelineOptions.__annotations__]
-    return inspect.Signature([p for p in own if p.kind is not p.VAR_KEYWORD] + common)
 
 
 # -- torch helpers --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ seed is sent where the API takes one (Gemini, ``http``) and recorded either way.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from medibench.models._errors import (
 from medibench.models._http import (
     EXCERPT_CHARS,
     APIImageModel,
+    TransportOptions,
     decode_b64,
     decode_image,
     encode_image,
@@ -63,10 +64,8 @@ class OpenAIImageModel(APIImageModel):
         base_url: the API root (``https://api.openai.com/v1``); any compatible server works.
         size, quality, input_fidelity, background, output_format: passed when set (see the
             OpenAI images API); ``None`` leaves the API's default.
-        timeout: seconds per request. retries: retries after the first attempt.
-        backoff, max_backoff: first and largest retry delay in seconds.
-        concurrency: requests in flight (the runner's default worker count for this model).
-        image_format: how the input is sent: ``png`` (lossless), ``jpeg`` or ``webp``.
+        transport: ``timeout``, ``retries``, ``backoff``, ``max_backoff``, ``concurrency``,
+            ``image_format`` (see :class:`~medibench.models._http.TransportOptions`).
     """
 
     key_env = ("OPENAI_API_KEY",)
@@ -83,23 +82,9 @@ class OpenAIImageModel(APIImageModel):
         input_fidelity: str | None = None,
         background: str | None = None,
         output_format: str | None = None,
-        timeout: float = 300.0,
-        retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
-        concurrency: int = 8,
-        image_format: str = "png",
+        **transport: Unpack[TransportOptions],
     ) -> None:
-        super().__init__(
-            name=name or model,
-            base_url=base_url,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            concurrency=concurrency,
-            image_format=image_format,
-        )
+        super().__init__(name=name or model, base_url=base_url, **transport)
         self.model = model
         fields = dict(
             size=size,
@@ -175,23 +160,9 @@ class GeminiImageModel(APIImageModel):
         name: str | None = None,
         base_url: str = "https://generativelanguage.googleapis.com",
         temperature: float | None = None,
-        timeout: float = 300.0,
-        retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
-        concurrency: int = 8,
-        image_format: str = "png",
+        **transport: Unpack[TransportOptions],
     ) -> None:
-        super().__init__(
-            name=name or model,
-            base_url=base_url,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            concurrency=concurrency,
-            image_format=image_format,
-        )
+        super().__init__(name=name or model, base_url=base_url, **transport)
         self.model = model
         self.temperature = temperature
 
@@ -282,23 +253,9 @@ class HTTPImageModel(APIImageModel):
         refusal_field: str | None = None,
         headers: dict[str, str] | None = None,
         name: str = "http",
-        timeout: float = 300.0,
-        retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
-        concurrency: int = 8,
-        image_format: str = "png",
+        **transport: Unpack[TransportOptions],
     ) -> None:
-        super().__init__(
-            name=name,
-            base_url=url,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            max_backoff=max_backoff,
-            concurrency=concurrency,
-            image_format=image_format,
-        )
+        super().__init__(name=name, base_url=url, **transport)
         self.url = url
         self.body = json.loads(body) if isinstance(body, str) else (body or self._DEFAULT_BODY)
         self.image_field = image_field
