@@ -16,7 +16,8 @@ Samples: ``sample_id = f"{task}-{NNN}"`` (file-name safe), ``task`` the folder n
 picture), ``instruction`` from the JSON (else from ``problems.jsonl``), ``target`` the answer,
 ``mask`` none (the edit region is ``any(input != answer)``, computed by the protocol), and in
 ``metadata``: ``category`` (from the JSON, else PaintBench's task table), ``task``,
-``problem_id``, ``mode``, ``visual_condition``, ``seed`` and the other JSON fields.
+``problem_id``, ``mode``, ``visual_condition``, ``seed`` and the other JSON fields, and for a
+task with more than one mode ``task_mode`` (``"<task>/<mode>"``, stats.py's mode rows).
 
 ``preservation/`` is PaintBench's diagnostic folder (answer = input, no category): its problems
 are kept with category ``"diagnostic"`` and scored, and ``paintbench@1`` reports them as a task
@@ -204,6 +205,7 @@ def read_paintbench(
             sample = _to_sample(task_dir, num, input_path, index, problems)
             if sample is not None:
                 samples.append(sample)
+    _label_modes(samples)
     return PaintBenchDataset(name or root.name, root, samples, problems=problems)
 
 
@@ -309,6 +311,17 @@ def _to_sample(
         source={"benchmark": "PaintBench", "problem": f"{task}/{num}"},
         metadata=metadata,
     )
+
+
+def _label_modes(samples: list[Sample]) -> None:
+    # stats.py adds a row per mode to the tasks of more than one mode; eval.py labels a problem
+    # without a mode "default".
+    modes: dict[str, set[str]] = {}
+    for s in samples:
+        modes.setdefault(s.task, set()).add(s.metadata.get("mode") or "default")
+    for s in samples:
+        if len(modes[s.task]) > 1:
+            s.metadata["task_mode"] = f"{s.task}/{s.metadata.get('mode') or 'default'}"
 
 
 def _is_text(value: object) -> bool:

@@ -110,6 +110,15 @@ class Aggregation:
             are resampled (numbers numerically), so a CI is the one an official script computes
             from its own value order (PaintBench: mode, visual condition, problem id); ``()``:
             the order of the records.
+        macro_within: ``(field, fields)`` pairs for ``group_by`` fields outside ``macro_over``:
+            a group row of ``field`` is the macro mean over ``fields`` (the mean of the means
+            of its groups of those fields), with the hierarchical CI (PaintBench's visual
+            condition rows: ``(("metadata.visual_condition", ("task",)),)``, the mean of the task
+            means within that condition).
+        skip_empty: ``group_by`` fields whose empty value (a sample without the field) gets no
+            row (PaintBench's mode rows exist only for tasks of more than one mode).
+        outside_also: ``group_by`` fields whose rows the ``outside`` samples enter too
+            (PaintBench reports the modes of its diagnostic task: ``("metadata.task_mode",)``).
 
     A group row of a ``macro_over`` field that has fields below it (PaintBench's categories,
     above its tasks) is the macro mean over those fields, with a hierarchical CI, as the
@@ -128,6 +137,9 @@ class Aggregation:
     ci_level: float = 0.95
     outside: tuple[tuple[str, str], ...] = ()
     ci_order: tuple[str, ...] = ()
+    macro_within: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    skip_empty: tuple[str, ...] = ()
+    outside_also: tuple[str, ...] = ()
 
 
 @dataclass

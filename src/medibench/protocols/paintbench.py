@@ -31,7 +31,13 @@ PaintBench's order (mode, visual condition, problem id); plain for a task, hiera
 (problems resampled within each task) for a category and for the benchmark
 (:func:`medibench.report.hierarchical_bootstrap_ci`). The diagnostic ``preservation`` task
 (answer = input) is scored and reported as a task of its own, outside every category, the micro
-row and the benchmark mean (``outside=(("task", "preservation"),)``).
+row and the benchmark mean (``outside=(("task", "preservation"),)``). As stats.py, two more
+breakdowns: a row per mode of each task that has more than one (``metadata.task_mode``,
+``"<task>/<mode>"``; plain bootstrap; ``preservation``'s modes included), and a row per visual
+condition, the mean of the task means within it over the tasks outside ``preservation``
+(hierarchical CI, tasks in name order).
+Per-problem means over the thresholds are summed in eval.py's order, so they equal its values
+bit for bit.
 
 Known difference from eval.py: ``resize_cover`` must sample the pixels PIL's ``NEAREST`` does
 (see its documentation).
@@ -44,11 +50,11 @@ from pathlib import Path
 
 import numpy as np
 
+from medibench.benchmarks.medgen.protocols import as_rgb, read_rgb
 from medibench.datasets import SampleImages
 from medibench.metrics import resize_cover
 from medibench.metrics.paint_iou import paint_scores
 from medibench.protocols._base import Aggregation, ProtocolResult
-from medibench.benchmarks.medgen.protocols import as_rgb, read_rgb
 from medibench.samples import Sample
 
 __all__ = ["PaintBenchProtocol"]
@@ -75,9 +81,12 @@ class PaintBenchProtocol:
     aggregation: Aggregation = Aggregation(
         k_modes=(("@1", "first"),),
         missing="zero",
-        group_by=("metadata.category", "task"),
+        group_by=("metadata.category", "task", "metadata.task_mode", "metadata.visual_condition"),
         macro_over=("metadata.category", "task"),
+        macro_within=(("metadata.visual_condition", ("task",)),),
+        skip_empty=("metadata.task_mode", "metadata.visual_condition"),
         outside=(("task", "preservation"),),
+        outside_also=("metadata.task_mode",),
         ci_resamples=10_000,
         ci_seed=0,
         ci_order=("metadata.mode", "metadata.visual_condition", "metadata.problem_id"),
@@ -116,9 +125,11 @@ class PaintBenchProtocol:
             )
             out = resize_cover(out, (h, w))
         scores = paint_scores(out, answer, inp, self.thresholds, dtype=np.float32)
-        res.metrics["iou"] = float(scores.iou.mean())
-        res.metrics["edit_accuracy"] = float(scores.edit_accuracy.mean())
-        res.metrics["preservation_accuracy"] = float(scores.preservation_accuracy.mean())
+        # eval.py's cie76_mean: a left-to-right sum over the thresholds, then / their count.
+        n = len(self.thresholds)
+        res.metrics["iou"] = sum(scores.iou.tolist()) / n
+        res.metrics["edit_accuracy"] = sum(scores.edit_accuracy.tolist()) / n
+        res.metrics["preservation_accuracy"] = sum(scores.preservation_accuracy.tolist()) / n
         for t, value in zip(self.thresholds, scores.iou, strict=True):
             res.metrics[f"cie76_{t}"] = float(value)
         return res

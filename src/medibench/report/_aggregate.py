@@ -12,8 +12,10 @@ Three steps, each set by the protocol's :class:`~medibench.protocols.Aggregation
    ``all`` row (micro); and, with ``macro_over``, an overall macro row: the mean over groups of
    the first field of the means over groups of the next field, and so on. A group row of a
    ``macro_over`` field with fields below it is itself the macro mean over those (PaintBench: a
-   category is the mean of its task means). Samples named by ``outside`` appear only in their
-   own group rows.
+   category is the mean of its task means); so is a group row of a ``macro_within`` field (a
+   PaintBench visual condition: the mean of its task means). Samples named by ``outside`` appear
+   only in their own group rows (and in those of the ``outside_also`` fields); a ``skip_empty``
+   field gets no row for its empty value.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def summarize(
     a sample: only those count in its means and are zero-filled under ``missing="zero"``.
     Without it, a metric applies to a perspective when some scored sample of it has a value.
     """
-    for field in (*aggregation.group_by, *aggregation.macro_over):
+    within = dict(aggregation.macro_within)
+    fields = (*aggregation.group_by, *aggregation.macro_over, *within)
+    for field in (*fields, *(f for below in within.values() for f in below)):
         if not field.startswith("metadata.") and field not in Sample.model_fields:
             raise ValueError(
                 f"cannot group by {field!r}: use a sample field (perspective, task, region, "
@@ -76,10 +80,12 @@ def summarize(
             for by in aggregation.group_by:
                 groups: dict[str, list[str]] = defaultdict(list)
                 for sid in values:
-                    if _in_grouping(samples[sid], by, outside):
+                    if by in aggregation.outside_also or _in_grouping(samples[sid], by, outside):
                         groups[str(sample_field(samples[sid], by))].append(sid)
-                below = _below(aggregation.macro_over, by)
+                below = _below(aggregation.macro_over, by) or tuple(within.get(by, ()))
                 for group in sorted(groups):
+                    if group == "" and by in aggregation.skip_empty:
+                        continue
                     row = _row(model, label, by, group, groups[group], values, names)
                     for m in names if below else ():
                         row[m] = _macro(groups[group], values, samples, below, m)

@@ -16,9 +16,17 @@ __all__ = ["report"]
 def report(
     run: Annotated[Path, typer.Argument(metavar="RUN", help="run folder (holds run.sqlite)")],
     out: Annotated[Path | None, typer.Option(help="report folder (default: RUN/report)")] = None,
-    n_resamples: Annotated[int, typer.Option(min=1, help="bootstrap resamples")] = 1000,
-    seed: Annotated[int, typer.Option(help="seed of the bootstrap and permutation tests")] = 42,
-    level: Annotated[float, typer.Option(min=0.5, max=0.999, help="CI level")] = 0.95,
+    n_resamples: Annotated[
+        int | None,
+        typer.Option(min=1, help="bootstrap resamples (default: each protocol's; 1000 for most)"),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="seed of the bootstrap and permutation tests (default: the protocol's)"),
+    ] = None,
+    level: Annotated[
+        float | None, typer.Option(min=0.5, max=0.999, help="CI level (default: the protocol's)")
+    ] = None,
     thumb_size: Annotated[int, typer.Option(min=32, help="thumbnail size, pixels")] = 160,
     images: Annotated[
         str, typer.Option(help="copy the full images into the folder, or link them (relative)")

@@ -3,19 +3,22 @@
 Generated problems: tasks of unequal sizes in three categories plus the diagnostic
 ``preservation`` task, flat colours whose DeltaE76 lies within float32 rounding of an integer
 threshold, problem ids whose order is not PaintBench's value order (mode, visual condition, id),
-missing and resized outputs. What the re-implementation assumes of the official code:
+missing and resized outputs. What the re-implementation does is what PaintBench v1.0.0's code
+does (checked by reading it and by running it side by side on problems of its own generator):
 
 * eval.py: PIL ``convert("RGB")``; an output of another size resized (NEAREST) to cover the answer
   and centre-cropped; Lab in float32 (``/255``, sRGB linearisation, ``@ M.T / white``, ``f``);
   per threshold t = 0..10 ``correct = dE <= t``; IoU, edit and preservation accuracy per
-  threshold (1 for an empty denominator), their mean over the 11; a problem without an output
-  scores 0 everywhere; ``cie76_<t>`` is the IoU at threshold t.
+  threshold (1 for an empty denominator), their mean over the 11 (summed left to right); a
+  problem without an output scores 0 everywhere; ``cie76_<t>`` is the IoU at threshold t.
 * stats.py: a task is the mean of its problems, a category the mean of its task means, the
-  benchmark the mean of the category means; ``preservation`` is a task outside every category and
-  the benchmark. CIs: percentile (2.5, 97.5) bootstrap, 10,000 resamples, a fresh
-  ``default_rng(0)`` per CI, ``rng.integers(0, n, size=(10000, n))`` over the task's values in
-  (mode, visual_condition, problem id) order; for a category or the benchmark the same draw per
-  task, tasks in sorted (category, task) order, then the means up the hierarchy.
+  benchmark the mean of the category means; a task of more than one mode also has a row per
+  mode; a visual condition is the mean over tasks of the task's mean within that condition;
+  ``preservation`` (no category) has its task and mode rows only. CIs: percentile (2.5, 97.5)
+  bootstrap, 10,000 resamples, a fresh ``default_rng(0)`` per CI, ``rng.integers(0, n, size=
+  (10000, n))`` over the values in (mode, visual_condition, problem id) order; for a category, a
+  visual condition or the benchmark the same draw per task, tasks in sorted (category, task)
+  order, then the means up the hierarchy.
 """
 
 import json
@@ -47,6 +50,7 @@ TASKS = {  # task: (category, number of problems): unequal sizes within each cat
     "preservation": (None, 3),
 }
 MODES = ("default", "hard")
+SINGLE_MODE = {"counting"}  # stats.py gives these no mode rows
 CONDITIONS = ("baseline", "noisy_background", "textured")
 OUTPUTS = ("exact", "near_paint", "near_bg", "input", "noise", "resized", "missing")
 
@@ -74,7 +78,7 @@ def build(root):
             meta = {
                 "instruction": f"Do {task} {pid}.",
                 "task": task,
-                "mode": MODES[int(rng.integers(2))],
+                "mode": "default" if task in SINGLE_MODE else MODES[int(rng.integers(2))],
                 "visual_condition": CONDITIONS[int(rng.integers(3))],
                 "problem_id": pid,
             }
@@ -168,28 +172,42 @@ def _pct(boot):
 
 
 def official_stats(problems, metric):
-    """``{("task", t) | ("category", c) | ("benchmark",): (mean, (low, high))}``."""
-    by_task = {}
-    for p in sorted(problems, key=lambda p: (p["mode"], p["visual_condition"], p["problem_id"])):
-        by_task.setdefault(p["task"], []).append(p["scores"][metric])
+    """``{("task", t) | ("mode", "t/m") | ("category", c) | ("condition", v) | ("benchmark",):
+    (mean, (low, high))}``."""
+    ordered = sorted(problems, key=lambda p: (p["mode"], p["visual_condition"], p["problem_id"]))
+    by_task, by_mode, by_cond = {}, {}, {}
+    for p in ordered:
+        v = p["scores"][metric]
+        by_task.setdefault(p["task"], []).append(v)
+        by_mode.setdefault(p["task"], {}).setdefault(p["mode"], []).append(v)
+        if TASKS[p["task"]][0]:
+            by_cond.setdefault(p["visual_condition"], {}).setdefault(p["task"], []).append(v)
     cats = {}
     for task, (category, _) in TASKS.items():
         if category:
             cats.setdefault(category, []).append(task)
     out = {}
-    for task, vs in by_task.items():
-        out[("task", task)] = (float(np.mean(vs)), _pct(_boot_means(np.random.default_rng(0), vs)))
 
-    def hierarchy(categories):
+    def plain(vs):
+        return float(np.mean(vs)), _pct(_boot_means(np.random.default_rng(0), vs))
+
+    for task, vs in by_task.items():
+        out[("task", task)] = plain(vs)
+        if len(by_mode[task]) > 1:
+            for mode, mvs in by_mode[task].items():
+                out[("mode", f"{task}/{mode}")] = plain(mvs)
+
+    def hierarchy(tree):  # {category: {task: values}}: mean of category means of task means
         rng = np.random.default_rng(0)
-        boot = {c: {t: _boot_means(rng, by_task[t]) for t in sorted(cats[c])} for c in categories}
-        cat_boot = [np.mean(list(boot[c].values()), axis=0) for c in categories]
-        cat_mean = [np.mean([np.mean(by_task[t]) for t in cats[c]]) for c in categories]
-        return float(np.mean(cat_mean)), _pct(np.mean(cat_boot, axis=0))
+        boot = [[_boot_means(rng, tree[c][t]) for t in sorted(tree[c])] for c in sorted(tree)]
+        cat_mean = [np.mean([np.mean(vs) for vs in tree[c].values()]) for c in tree]
+        return float(np.mean(cat_mean)), _pct(np.mean([np.mean(b, axis=0) for b in boot], axis=0))
 
     for c in sorted(cats):
-        out[("category", c)] = hierarchy([c])
-    out[("benchmark",)] = hierarchy(sorted(cats))
+        out[("category", c)] = hierarchy({c: {t: by_task[t] for t in cats[c]}})
+    for cond, tasks in by_cond.items():
+        out[("condition", cond)] = hierarchy({cond: tasks})
+    out[("benchmark",)] = hierarchy({c: {t: by_task[t] for t in cats[c]} for c in cats})
     return out
 
 
@@ -232,7 +250,7 @@ def test_every_problem_equals_eval(case):
             for t in THRESHOLDS:
                 assert rec.metrics[f"cie76_{t}"] == want[f"cie76_{t}"], (p["sid"], t)
             for m in ("iou", "edit_accuracy", "preservation_accuracy"):
-                assert rec.metrics[m] == pytest.approx(want[m], abs=1e-15), (p["sid"], m)
+                assert rec.metrics[m] == want[m], (p["sid"], m)  # the same sum, bit for bit
         else:
             assert rec.status == "missing" and set(want.values()) == {0.0}
 
@@ -270,6 +288,10 @@ def test_aggregates_and_cis_equal_stats(case, metric):
             key = ("task", r["group"])
         elif r["by"] == "metadata.category":
             key = ("category", r["group"])
+        elif r["by"] == "metadata.task_mode":
+            key = ("mode", r["group"])
+        elif r["by"] == "metadata.visual_condition":
+            key = ("condition", r["group"])
         elif r["group"].startswith("macro over "):
             key = ("benchmark",)
         else:
@@ -302,6 +324,15 @@ def test_preservation_is_a_task_outside_categories_and_benchmark(case):
         "color_change", "geometric_transformation", "symbolic_reasoning"}  # fmt: skip
     overall = [r for r in rows if r["by"] == "all"]
     assert {r["n"] + r["n_missing"] for r in overall} == {20}  # 23 problems, 3 diagnostic
+    conditions = [r for r in rows if r["by"] == "metadata.visual_condition"]
+    assert sum(r["n"] + r["n_missing"] for r in conditions) == 20
+    modes = {r["group"] for r in rows if r["by"] == "metadata.task_mode"}
+    seen = {}
+    for q in case["problems"]:
+        seen.setdefault(q["task"], set()).add(q["mode"])
+    multi = {t for t, ms in seen.items() if len(ms) > 1}
+    assert "preservation" in multi and not multi & SINGLE_MODE
+    assert {m.split("/")[0] for m in modes} == multi
 
 
 def test_a_model_folder_without_outputs_is_a_warning(case, tmp_path):

@@ -243,7 +243,9 @@ def test_missing_output_and_declared_aggregation(scored):
     assert (p.name, p.version) == ("paintbench", "1")
     assert p.aggregation.missing == "zero"
     assert p.aggregation.macro_over == ("metadata.category", "task")
-    assert p.aggregation.group_by == ("metadata.category", "task")
+    assert p.aggregation.group_by == (
+        "metadata.category", "task", "metadata.task_mode", "metadata.visual_condition")  # fmt: skip
+    assert p.aggregation.macro_within == (("metadata.visual_condition", ("task",)),)
 
 
 def test_bad_images(ds, tmp_path):
