@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -107,31 +108,14 @@ def judge(
         policy = CachePolicy.only_failed() if only_failed else CachePolicy()
         if max_cost is not None and not dry_run:
             _print_budget_before(run, max_cost)
+        judge_all = partial(
+            judge_run, run, judges, config, passes=passes, policy=policy, max_cost=max_cost
+        )
         if dry_run:
-            _print_plan(
-                judge_run(
-                    run,
-                    judges,
-                    config,
-                    passes=passes,
-                    policy=policy,
-                    max_cost=max_cost,
-                    dry_run=True,
-                ),
-                config,
-            )
+            _print_plan(judge_all(dry_run=True), config)
             return
         with _Progress(err) as bar:
-            reports = judge_run(
-                run,
-                judges,
-                config,
-                passes=passes,
-                policy=policy,
-                max_cost=max_cost,
-                on_plan=bar.start,
-                on_progress=bar.advance,
-            )
+            reports = judge_all(on_plan=bar.start, on_progress=bar.advance)
     except (
         MissingApiKeyError,
         JudgeConfigError,

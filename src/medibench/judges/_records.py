@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from medibench._sql import where_equal
 from medibench.calls import redact, redact_value
 
 __all__ = ["CachePolicy", "Judgement", "JudgementStore", "cache_key", "FAILED"]
@@ -245,16 +246,8 @@ class JudgementStore:
             + ", ".join(f"j.{c}" for c in _COLUMNS)
             + " FROM judgement_links l JOIN judgements j ON j.key = l.key"
         )
-        where, args = [], []
-        if judge is not None:
-            where.append("l.judge = ?")
-            args.append(judge)
-        if judge_model is not None:
-            where.append("l.judge_model = ?")
-            args.append(judge_model)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY l.model, l.sample_id, l.k, l.pass_index"
+        where, args = where_equal({"l.judge": judge, "l.judge_model": judge_model})
+        sql += where + " ORDER BY l.model, l.sample_id, l.k, l.pass_index"
         return [(r[0], r[1], r[2], _decode(r[3:])) for r in self.db.execute(sql, args)]
 
     def usage(self, judge: str, judge_model: str) -> tuple[float, float, int] | None:

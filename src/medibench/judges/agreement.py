@@ -31,16 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from medibench.stats import (
-    Estimate,
-    bootstrap_ci,
-    icc_2_1,
-    icc_or_nan,
-    kendall,
-    paired_estimate,
-    pearson,
-    spearman,
-)
+from medibench import stats
+from medibench.stats import Estimate, icc_2_1, kendall, pearson, spearman  # also agreement's API
 
 __all__ = [
     "AgreementRow",
@@ -112,13 +104,13 @@ def agreement_table(
         y = np.array([b[key] for key in keys], dtype=np.float64)
 
         def paired(fn: Callable[[np.ndarray, np.ndarray], float], x=x, y=y) -> Estimate:
-            return paired_estimate(fn, x, y, n_resamples=n_resamples, seed=seed, level=level)
+            return stats.paired_estimate(fn, x, y, n_resamples=n_resamples, seed=seed, level=level)
 
         rhos = per_sample_rank_spearman(a, b, metric)
         rank = (
             Estimate(
                 float(np.mean(rhos)),
-                *bootstrap_ci(rhos, n_resamples=n_resamples, seed=seed, level=level),
+                *stats.bootstrap_ci(rhos, n_resamples=n_resamples, seed=seed, level=level),
             )
             if rhos
             else Estimate(math.nan, math.nan, math.nan)
@@ -130,7 +122,7 @@ def agreement_table(
                 pearson=paired(pearson),
                 spearman=paired(spearman),
                 kendall=paired(kendall),
-                icc=paired(icc_or_nan),
+                icc=paired(stats.icc_or_nan),
                 rank_spearman=rank,
                 n_rank_samples=len(rhos),
             )

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench._sql import where_equal
 from medibench.io._write import DiskFullError
 from medibench.runs import _tables
 from medibench.runs._tables import StageTable
@@ -216,20 +217,12 @@ class RunStore:
         return {(p.sample_id, p.k) for p in self._iter_predictions(model, status)}
 
     def _iter_predictions(self, model: str | None, status: str | None) -> Iterator[Prediction]:
-        sql, args = (
-            "SELECT model, sample_id, k, seed, path, status, error, elapsed_s FROM predictions",
-            [],
+        where, args = where_equal({"model": model, "status": status})
+        sql = (
+            "SELECT model, sample_id, k, seed, path, status, error, elapsed_s FROM predictions"
+            + where
+            + " ORDER BY model, rowid"
         )
-        where = []
-        if model is not None:
-            where.append("model = ?")
-            args.append(model)
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY model, rowid"
         for m, sid, k, seed, path, st, err, el in self._db.execute(sql, args):
             yield Prediction(
                 model=m,
