@@ -5,7 +5,6 @@ import shutil
 
 import pytest
 
-from medibench.datasets import DatasetError, load_dataset
 from medibench.benchmarks.medebench.dataset import (
     MedEBenchDataset,
     detect,
@@ -15,6 +14,7 @@ from medibench.benchmarks.medebench.dataset import (
     rephrasing_looks_truncated,
     task_perspective,
 )
+from medibench.datasets import DatasetError, load_dataset
 from medibench.protocols import load_protocol
 from medibench.runs import score_predictions
 from medibench.samples import Perspective

@@ -13,11 +13,15 @@ import pytest
 from PIL import Image
 from skimage.metrics import structural_similarity
 
+from medibench.benchmarks.medebench.dataset import read_medebench
+from medibench.benchmarks.medebench.protocols import (
+    FID_REASON,
+    MedEBenchPaperProtocol,
+    MedEBenchProtocol,
+)
 from medibench.datasets import SampleImages
 from medibench.datasets import load_images as default_load_images
-from medibench.benchmarks.medebench.dataset import read_medebench
 from medibench.protocols import NOT_JUDGED, PROTOCOLS, load_protocol
-from medibench.benchmarks.medebench.protocols import FID_REASON, MedEBenchPaperProtocol, MedEBenchProtocol
 from medibench.runs._runner import score_one
 from medibench.samples import Prediction, Sample
 

@@ -12,11 +12,11 @@ import pytest
 from PIL import Image
 from skimage.metrics import structural_similarity
 
-from medibench.datasets import DatasetError, load_dataset
 from medibench.benchmarks.medgen.dataset import PERSPECTIVES, detect, normalize_task, read_medgen
+from medibench.benchmarks.medgen.protocols import MedGenCodeProtocol
+from medibench.datasets import DatasetError, load_dataset
 from medibench.io import ImageReadError
 from medibench.protocols import load_protocol
-from medibench.benchmarks.medgen.protocols import MedGenCodeProtocol
 from medibench.runs import score_predictions
 from medibench.samples import Perspective
 

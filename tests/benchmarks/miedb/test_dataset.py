@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from medibench.datasets import DatasetError, load_dataset
 from medibench.benchmarks.miedb.dataset import MieDBDataset, detect, read_miedb
+from medibench.datasets import DatasetError, load_dataset
 from medibench.samples import Perspective
 
 from .conftest import MODEL

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from medibench.datasets import SampleImages
 from medibench.benchmarks.miedb.dataset import read_miedb
-from medibench.io import read_image
-from medibench.metrics import blend_overlay, overlay_to_mask
-from medibench.protocols import NOT_JUDGED, load_protocol
 from medibench.benchmarks.miedb.protocols import (
     MieDBPaperProtocol,
     MieDBProtocol,
 )
+from medibench.datasets import SampleImages
+from medibench.io import read_image
+from medibench.metrics import blend_overlay, overlay_to_mask
+from medibench.protocols import NOT_JUDGED, load_protocol
 from medibench.runs._runner import score_one
 from medibench.samples import Prediction, Sample
 

@@ -29,9 +29,9 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from medibench.datasets.paintbench import read_paintbench
+from medibench.benchmarks.paintbench.dataset import read_paintbench
+from medibench.benchmarks.paintbench.protocols import PaintBenchProtocol
 from medibench.metrics.paint_iou import paint_iou
-from medibench.protocols.paintbench import PaintBenchProtocol
 from medibench.report import summarize
 from medibench.runs import score_predictions
 

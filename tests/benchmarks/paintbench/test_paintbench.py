@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from medibench.benchmarks.paintbench.dataset import detect, read_paintbench
+from medibench.benchmarks.paintbench.protocols import PaintBenchProtocol
 from medibench.datasets import DatasetError, SampleImages, load_dataset
-from medibench.datasets.paintbench import detect, read_paintbench
 from medibench.protocols import load_protocol
-from medibench.protocols.paintbench import PaintBenchProtocol
 from medibench.runs import score_predictions
 from medibench.samples import Perspective
 

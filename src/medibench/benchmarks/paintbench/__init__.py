@@ -4,10 +4,10 @@ from medibench.benchmarks import Benchmark
 
 BENCHMARK = Benchmark(
     name="paintbench",
-    load="medibench.datasets.paintbench:read_paintbench",
-    detect="medibench.datasets.paintbench:detect",
+    load="medibench.benchmarks.paintbench.dataset:read_paintbench",
+    detect="medibench.benchmarks.paintbench.dataset:detect",
     layout="PaintBench <task>/NNN_input.png",
-    protocols=["medibench.protocols.paintbench:PaintBenchProtocol"],
+    protocols=["medibench.benchmarks.paintbench.protocols:PaintBenchProtocol"],
     default_protocols=["paintbench@1"],
     help="PaintBench layout (<task>/NNN_input.png, NNN_answer.png, NNN.json): paintbench:/path",
 )

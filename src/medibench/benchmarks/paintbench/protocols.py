@@ -50,11 +50,10 @@ from pathlib import Path
 
 import numpy as np
 
-from medibench.benchmarks.medgen.protocols import as_rgb, read_rgb
 from medibench.datasets import SampleImages
 from medibench.metrics import resize_cover
 from medibench.metrics.paint_iou import paint_scores
-from medibench.protocols._base import Aggregation, ProtocolResult
+from medibench.protocols._base import Aggregation, ProtocolResult, as_rgb, read_pil_rgb
 from medibench.samples import Sample
 
 __all__ = ["PaintBenchProtocol"]
@@ -95,14 +94,14 @@ class PaintBenchProtocol:
     def load_images(self, sample: Sample) -> SampleImages:
         """Input and answer decoded as eval.py does (PIL, ``convert("RGB")``); no mask."""
         return SampleImages(
-            input=read_rgb(sample.input),
-            target=None if sample.target is None else read_rgb(sample.target),
+            input=read_pil_rgb(sample.input),
+            target=None if sample.target is None else read_pil_rgb(sample.target),
             mask=None,
         )
 
     def read_prediction(self, path: str | Path) -> np.ndarray:
         """The output decoded as eval.py does (PIL, ``convert("RGB")``)."""
-        return read_rgb(path)
+        return read_pil_rgb(path)
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
         res = ProtocolResult()
@@ -116,7 +115,7 @@ class PaintBenchProtocol:
             for m in self.metric_names:
                 res.missing(m, problem)
             return res
-        out = as_rgb(prediction)
+        out = as_rgb(prediction, alpha="drop")  # convert("RGB"), as its evaluator reads
         if out.shape != answer.shape:
             h, w = answer.shape[:2]
             res.notes.append(
