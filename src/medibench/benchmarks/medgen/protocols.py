@@ -59,7 +59,7 @@ from medibench.protocols._base import (
 from medibench.protocols._base import as_rgb as _prepare_rgb
 from medibench.samples import Sample
 
-__all__ = ["MedGenCodeProtocol", "PSNR_PASS", "SSIM_PASS", "as_rgb", "read_rgb"]
+__all__ = ["MedGenCodeProtocol", "PSNR_PASS", "SSIM_PASS"]
 
 #: Pass thresholds of the code's METRIC_THRESHOLDS (LPIPS passes at or below its threshold).
 PSNR_PASS = 28.0
@@ -170,17 +170,3 @@ class MedGenCodeProtocol:
             res.metrics["ssim"] = s
             res.metrics["ssim_pass"] = 1.0 if s >= SSIM_PASS else 0.0
         return res
-
-
-def read_rgb(path: str | Path) -> np.ndarray:
-    """An image file decoded with PIL and ``convert("RGB")``: uint8 ``(H, W, 3)`` (alpha dropped
-    without compositing, palette expanded, no EXIF rotation), as MedGEN-Bench's and PaintBench's
-    code read images: :func:`medibench.protocols._base.read_pil_rgb`."""
-    return read_pil_rgb(path)
-
-
-def as_rgb(image: np.ndarray, what: str = "prediction") -> np.ndarray:
-    """``image`` as uint8 ``(H, W, 3)``: gray repeated, alpha dropped (as ``convert("RGB")``);
-    ``ValueError`` naming ``what`` for another dtype or shape. The shared step, with notes, is
-    :func:`medibench.protocols._base.as_rgb`."""
-    return _prepare_rgb(image, what, alpha="drop")
