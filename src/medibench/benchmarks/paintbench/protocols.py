@@ -111,9 +111,9 @@ class PaintBenchProtocol:
             problem = "the problem has no answer image"
         elif inp.shape != answer.shape:
             problem = f"input {inp.shape} and answer {answer.shape} differ in size"
-        if problem:
+        if problem or answer is None:
             for m in self.metric_names:
-                res.missing(m, problem)
+                res.missing(m, problem or "the problem has no answer image")
             return res
         out = as_rgb(prediction, alpha="drop")  # convert("RGB"), as its evaluator reads
         if out.shape != answer.shape:
