@@ -24,6 +24,15 @@ class UnknownNameError(KeyError):
     def __str__(self) -> str:  # KeyError quotes its message; we want it readable.
         return str(self.args[0])
 
+    @classmethod
+    def of(cls, kind: str, name: str, known: Iterable[str], *, note: str = "") -> UnknownNameError:
+        """``unknown KIND 'NAME'NOTE. Did you mean: ...? Known KINDs: ...`` (``known`` in the
+        order given; ``note`` says more about the name, e.g. why a plug-in failed)."""
+        known = list(known)
+        listed = ", ".join(known) or "(none)"
+        hint = close_matches(name, known)
+        return cls(f"unknown {kind} '{name}'{note}.{hint} Known {kind}s: {listed}")
+
 
 def import_object(target: str) -> Any:
     """The object named by ``"package.module:attr.sub"`` (the one ``module:attr`` importer).
@@ -92,11 +101,7 @@ class Registry(Generic[T]):
         try:
             entry = self._entries[name]
         except KeyError:
-            hint = close_matches(name, self._entries)
-            known = ", ".join(sorted(self._entries)) or "(none)"
-            raise UnknownNameError(
-                f"unknown {self.kind} '{name}'.{hint} Known {self.kind}s: {known}"
-            ) from None
+            raise UnknownNameError.of(self.kind, name, sorted(self._entries)) from None
         if isinstance(entry, str):
             self._entries[name] = entry = import_object(entry)
         return entry

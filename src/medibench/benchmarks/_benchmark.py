@@ -25,7 +25,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from medibench.registry import UnknownNameError, close_matches, import_object
+from medibench.registry import UnknownNameError, import_object
 
 __all__ = [
     "BENCHMARKS",
@@ -165,12 +165,9 @@ class BenchmarkRegistry:
         """The benchmark ``name``; ``UnknownNameError`` with the closest names otherwise."""
         self._load_plugins()
         if name not in self._entries:
-            hint = close_matches(name, self._entries)
-            known = ", ".join(self._entries)
-            broken = f" (plug-in '{name}' failed to load: {self._broken[name]})" if (
-                name in self._broken
-            ) else ""
-            raise UnknownNameError(f"unknown dataset kind '{name}'{broken}.{hint} Known: {known}")
+            failed = self._broken.get(name)
+            note = f" (plug-in '{name}' failed to load: {failed})" if failed is not None else ""
+            raise UnknownNameError.of("dataset kind", name, self._entries, note=note)
         entry = self._entries[name]
         if isinstance(entry, str):
             bench = import_object(entry)

@@ -218,22 +218,10 @@ class RunStore:
 
     def _iter_predictions(self, model: str | None, status: str | None) -> Iterator[Prediction]:
         where, args = where_equal({"model": model, "status": status})
-        sql = (
-            "SELECT model, sample_id, k, seed, path, status, error, elapsed_s FROM predictions"
-            + where
-            + " ORDER BY model, rowid"
-        )
-        for m, sid, k, seed, path, st, err, el in self._db.execute(sql, args):
-            yield Prediction(
-                model=m,
-                sample_id=sid,
-                k=k,
-                seed=seed,
-                path=path,
-                status=st,
-                error=err,
-                elapsed_s=el,
-            )
+        columns = ("model", "sample_id", "k", "seed", "path", "status", "error", "elapsed_s")
+        sql = f"SELECT {', '.join(columns)} FROM predictions{where} ORDER BY model, rowid"
+        for row in self._db.execute(sql, args):
+            yield Prediction(**dict(zip(columns, row, strict=True)))
 
     # -- scores -------------------------------------------------------------------------------
     def put_score(self, s: Score) -> None:
