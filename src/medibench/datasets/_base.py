@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from medibench.samples import Sample
 __all__ = [
     "DatasetError",
     "SampleImages",
+    "collect_samples",
     "load_images",
     "read_jsonl",
     "require_samples",
@@ -118,6 +119,37 @@ def size_mismatch(
         f"sample {sample.sample_id}: the {role} is {image.shape[1]}x{image.shape[0]} but the "
         f"{other_role} is {other.shape[1]}x{other.shape[0]}{where}"
     )
+
+
+def collect_samples(
+    entries: Iterable[tuple[str, str, Any]],
+    to_sample: Callable[[Any, str], Sample | None],
+    problems: list[str],
+    *,
+    source: str | os.PathLike,
+    duplicate: Callable[[Sample, str], str],
+) -> list[Sample]:
+    """The samples of a manifest's records, each id once, in order.
+
+    ``entries`` are ``(where, label, record)``: where the record is (for messages), how a later
+    duplicate names it, and the record; ``to_sample(record, where)`` gives its sample or ``None``
+    (having added the problem). A later record with an id already taken is skipped, with the
+    problem ``"{where}: {duplicate(sample, label of the first)}; skipped"``. Raises as
+    :func:`require_samples` (naming ``source``) when no sample is left.
+    """
+    samples: list[Sample] = []
+    first: dict[str, str] = {}
+    for where, label, record in entries:
+        sample = to_sample(record, where)
+        if sample is None:
+            continue
+        if sample.sample_id in first:
+            problems.append(f"{where}: {duplicate(sample, first[sample.sample_id])}; skipped")
+            continue
+        first[sample.sample_id] = label
+        samples.append(sample)
+    require_samples(samples, source, problems)
+    return samples
 
 
 def require_samples(

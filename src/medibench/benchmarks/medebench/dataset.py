@@ -63,7 +63,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import DatasetError, require_samples, resolve_inside
+from medibench.datasets._base import DatasetError, collect_samples, resolve_inside
 from medibench.datasets._dataset import Dataset, PredictionIndex
 from medibench.samples import Perspective, RecordError, Sample
 
@@ -148,23 +148,14 @@ def read_medebench(
         raise DatasetError("MedEBench needs its folder: use 'medebench:/path/to/MedEBench'")
     root, metadata = _locate(Path(path))
     records = _load_records(metadata)
-    samples: list[Sample] = []
     problems: list[str] = []
-    seen: dict[str, int] = {}
-    for number, record in enumerate(records):
-        where = f"{metadata} samples[{number}]"
-        sample = _to_sample(record, where, root, problems)
-        if sample is None:
-            continue
-        if sample.sample_id in seen:
-            problems.append(
-                f"{where}: duplicate id {sample.sample_id!r} (first at samples"
-                f"[{seen[sample.sample_id]}]); skipped"
-            )
-            continue
-        seen[sample.sample_id] = number
-        samples.append(sample)
-    require_samples(samples, metadata, problems)
+    samples = collect_samples(
+        ((f"{metadata} samples[{n}]", str(n), record) for n, record in enumerate(records)),
+        lambda record, where: _to_sample(record, where, root, problems),
+        problems,
+        source=metadata,
+        duplicate=lambda s, first: f"duplicate id {s.sample_id!r} (first at samples[{first}])",
+    )
     return MedEBenchDataset(name, root, samples, problems=problems)
 
 

@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import DatasetError, read_jsonl, require_samples
+from medibench.datasets._base import DatasetError, collect_samples, read_jsonl
 from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
 from medibench.samples import Perspective, Sample
 
@@ -240,24 +240,17 @@ def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") 
     if not (root / EDIT_FILE).is_file():
         raise DatasetError(f"{root} is not a MedGEN-Bench folder: it has no {EDIT_FILE}")
     root = root.absolute()
-    samples: list[Sample] = []
     problems: list[str] = []
-    first: dict[str, str] = {}
     edit = root / EDIT_FILE
-    for number, record in read_jsonl(edit):
-        where = f"{edit} line {number}"
-        sample = _to_sample(record, where, root, problems)
-        if sample is None:
-            continue
-        if sample.sample_id in first:
-            problems.append(
-                f"{where}: sample '{sample.metadata['medgen_sample_id']}' has the same id as "
-                f"{first[sample.sample_id]}; skipped"
-            )
-            continue
-        first[sample.sample_id] = f"line {number}"
-        samples.append(sample)
-    require_samples(samples, edit, problems)
+    samples = collect_samples(
+        ((f"{edit} line {n}", f"line {n}", record) for n, record in read_jsonl(edit)),
+        lambda record, where: _to_sample(record, where, root, problems),
+        problems,
+        source=edit,
+        duplicate=lambda s, first: (
+            f"sample '{s.metadata['medgen_sample_id']}' has the same id as {first}"
+        ),
+    )
     other = {
         key: [record for _, record in read_jsonl(root / file)]
         for key, file in _OTHER_FILES.items()
