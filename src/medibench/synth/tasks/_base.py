@@ -5,14 +5,14 @@ function ``make(ctx: TaskContext) -> TaskItem``. ``ctx.rng`` is the item's gener
 the suite from the item's identity); every random choice of the item comes from it, so the item
 is a pure function of ``(task, modality, difficulty, size, rng seed)``.
 
-Task types register in :data:`TASKS` with :func:`task`; :func:`get_task` looks one up with an
-error listing the valid names.
+Task types register in :data:`TASKS` with :func:`task`, or a family's table of rows with
+:func:`register_tasks`; :func:`get_task` looks one up with an error listing the valid names.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -164,6 +164,16 @@ def task(
         return make
 
     return deco
+
+
+#: One row of a task family: ``(name, modalities, description, make)``.
+TaskRow = tuple[str, tuple[str, ...], str, Callable[[TaskContext], TaskItem]]
+
+
+def register_tasks(perspective: str, rows: Iterable[TaskRow]) -> None:
+    """Register a family's task types in the order of ``rows`` (the order suites list them)."""
+    for name, modalities, description, make in rows:
+        task(name, perspective, modalities, description)(make)
 
 
 def get_task(name: str) -> TaskType:

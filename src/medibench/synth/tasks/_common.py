@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 from scipy import ndimage
 
@@ -24,13 +23,11 @@ from medibench.synth.scenes import (
     Lesion,
     Rendered,
     Scene,
-    SceneError,
     lesion_hosts,
     make_scene,
-    place_lesion,
     render,
 )
-from medibench.synth.tasks._base import TaskContext
+from medibench.synth.tasks._base import OverlayColour, TaskContext, TaskItem
 
 __all__ = [
     "ALL_MODALITIES",
@@ -39,10 +36,10 @@ __all__ = [
     "Place",
     "convention",
     "convention_note",
+    "described_lesion",
     "human",
     "lesion_dict",
     "scene_meta",
-    "lesion_elsewhere",
     "lesion_hosts_here",
     "lesion_noun",
     "lesion_spec",
@@ -50,11 +47,11 @@ __all__ = [
     "lesion_words",
     "locate",
     "modality_text",
-    "new_lesion",
     "new_scene",
     "plural",
     "region",
     "rgb",
+    "task_item",
 ]
 
 #: Hosts that are the whole imaged surface, not an organ to name.
@@ -159,6 +156,29 @@ def rgb(image: np.ndarray) -> np.ndarray:
     return np.repeat(image[:, :, None], 3, axis=2) if image.ndim == 2 else image
 
 
+def task_item(
+    ctx: TaskContext,
+    scene: Scene,
+    image: np.ndarray,
+    target: np.ndarray,
+    mask: np.ndarray | None,
+    texts: list[str],
+    description: str,
+    metadata: dict,
+    *,
+    overlay_color: tuple[OverlayColour, ...] = (),
+) -> TaskItem:
+    """The item: ``texts[0]`` is the instruction and the others its paraphrases (``{phrase}`` in
+    them becomes the modality's image phrase); the region is the scene's."""
+    _, phrase = modality_text(ctx.modality)
+    texts = [t.replace("{phrase}", phrase) for t in texts]
+    return TaskItem(
+        input=image, target=target, mask=mask, instruction=texts[0],
+        paraphrases=tuple(texts[1:]), description=description, region=region(scene),
+        overlay_color=overlay_color, metadata=metadata,
+    )  # fmt: skip
+
+
 def new_scene(ctx: TaskContext, *, noise: float | None = None) -> tuple[Scene, Rendered]:
     """A lesion-free scene for this item at the difficulty's clutter and noise, and its render."""
     scene = make_scene(
@@ -233,81 +253,6 @@ def lesion_hosts_here(modality: str, rendered: Rendered) -> list[str]:
     return [h for h in lesion_hosts(modality) if h in rendered.labels]
 
 
-def new_lesion(
-    ctx: TaskContext,
-    scene: Scene,
-    rendered: Rendered,
-    *,
-    avoid: tuple[Lesion, ...] = (),
-    radius_scale: float = 1.0,
-    radius: float | None = None,
-    hosts: list[str] | None = None,
-) -> Lesion:
-    """A lesion at the item's knobs (radius, contrast) in a host that can hold it.
-
-    Hosts (``hosts``, default every lesion host of the scene) are tried in a random order among
-    those whose depth (largest distance to their border) fits the radius; when none does the
-    error says so (a lesion larger than every organ is an impossible knob). ``radius`` (px)
-    overrides the drawn radius (the draw still happens, so the generator stream is the same).
-    """
-    d = ctx.difficulty
-    drawn = float(ctx.rng.uniform(*d.lesion_radius)) * ctx.size * radius_scale
-    radius = drawn if radius is None else float(radius)
-    strength = float(ctx.rng.uniform(*d.lesion_contrast))
-    hosts = list(hosts) if hosts else lesion_hosts_here(ctx.modality, rendered)
-    depth = {h: _depth(rendered.labels[h]) for h in hosts}
-    fits = [h for h in hosts if depth[h] >= radius + 2.0]
-    if not fits:
-        deepest = max(depth.values(), default=0.0)
-        raise SceneError(
-            f"a lesion of radius {radius:.1f} px ({radius / ctx.size:.3f} of the image) does not "
-            f"fit in any {ctx.modality} host ({', '.join(hosts)}; the deepest holds "
-            f"{deepest - 2:.1f} px): the lesion is larger than the organ; lower lesion_radius "
-            "or raise the image size"
-        )
-    error: SceneError | None = None
-    for i in ctx.rng.permutation(len(fits)):
-        host = fits[int(i)]
-        kind, _, contrast = lesion_spec(ctx.modality, host, scene.param("variant"))
-        contrast *= strength
-        if _prefix(ctx.modality) in COLOUR_PREFIXES:  # an opacity
-            contrast = float(np.clip(contrast, 0.05, 1.0))
-        try:
-            return place_lesion(
-                scene, rendered, host=host, radius=radius, contrast=contrast, kind=kind,
-                rng=ctx.rng, avoid=avoid,
-            )  # fmt: skip
-        except SceneError as exc:  # no room away from the other lesions: try another host
-            error = exc
-    assert error is not None
-    raise error
-
-
-def lesion_elsewhere(
-    ctx: TaskContext,
-    scene: Scene,
-    rendered: Rendered,
-    *,
-    avoid: tuple[Lesion, ...],
-    not_at: tuple[str, str, str],
-    tries: int = 6,
-    **kwargs,
-) -> Lesion:
-    """:func:`new_lesion` whose :func:`locate` key differs from ``not_at`` (a few tries)."""
-    for _ in range(tries):
-        lesion = new_lesion(ctx, scene, rendered, avoid=avoid, **kwargs)
-        if locate(lesion.center, lesion.host, rendered, scene).key != not_at:
-            return lesion
-    raise SceneError("no lesion place that can be told apart from the described one")
-
-
-def _depth(mask: np.ndarray) -> float:
-    """Largest distance (px) from a pixel of ``mask`` to its outside (the image edge counts)."""
-    padded = np.pad(mask, 1).astype(np.uint8)
-    # OpenCV's precise Euclidean transform: ~10x faster than scipy's at 256 px, same values
-    return float(cv2.distanceTransform(padded, cv2.DIST_L2, cv2.DIST_MASK_PRECISE).max())
-
-
 @dataclass(frozen=True)
 class Place:
     """Where a point is, in words: ``phrase`` for sentences, ``key`` to tell places apart."""
@@ -375,3 +320,11 @@ def convention_note(place: Place) -> str:
     if place.convention == "image":
         return ""
     return f" (shown on the image's {place.image_side}, {place.convention} convention)"
+
+
+def described_lesion(lesion: Lesion, rendered: Rendered, scene: Scene) -> tuple[str, str, str]:
+    """``(noun, "the <shade> <kind> in <place> (convention)", organ)``."""
+    noun = lesion_noun(lesion, scene.modality)
+    place = locate(lesion.center, lesion.host, rendered, scene)
+    what = f"the {lesion_words(lesion, scene.modality)} in {place.phrase}{convention_note(place)}"
+    return noun, what, human(lesion.host)

@@ -9,78 +9,65 @@ it holds every pixel that differs, and pixels outside it are identical in input 
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import numpy as np
 
 from medibench.synth.scenes import Lesion, Scene, SceneError, place_lesion, render
-from medibench.synth.tasks._base import TaskContext, TaskItem, task
+from medibench.synth.tasks import _draws as draws
+from medibench.synth.tasks._base import TaskContext, TaskItem, register_tasks
 from medibench.synth.tasks._common import (
     ALL_MODALITIES,
     COLOUR_PREFIXES,
     convention_note,
-    human,
+    described_lesion,
     lesion_dict,
-    lesion_elsewhere,
     lesion_hosts_here,
     lesion_noun,
     lesion_shade,
     lesion_spec,
     lesion_words,
     locate,
-    modality_text,
-    new_lesion,
     new_scene,
     plural,
-    region,
     scene_meta,
+    task_item,
 )
 
 
-@task("remove-lesion", "modification", ALL_MODALITIES,
-      "remove the single lesion; the target is the same scene without it")  # fmt: skip
 def remove_lesion(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    lesion = new_lesion(ctx, scene, plain)
-    noun, what, organ = _words(lesion, plain, scene)
+    lesion = draws.new_lesion(ctx, scene, plain)
+    noun, what, organ = described_lesion(lesion, plain, scene)
     return _pair(
         ctx, scene, [lesion], [],
         [f"Remove the {noun}.", f"Remove the {noun} from the {organ}.",
          f"Erase {what} and fill it with normal {organ} tissue.",
          f"Get rid of the {noun}; leave the rest of the {{phrase}} untouched."],
-        f"Remove {what}, about {2 * lesion.radii[0]:.0f} px across, centred near row "
-        f"{lesion.center[0]:.0f}, column {lesion.center[1]:.0f}; fill its area with the "
+        f"Remove {what}, {_across(lesion)}, {_centred(lesion)}; fill its area with the "
         f"surrounding normal {organ} so no trace remains.",
     )  # fmt: skip
 
 
-@task("remove-described-lesion", "modification", ALL_MODALITIES,
-      "remove the lesion at a described place and keep the others")  # fmt: skip
 def remove_described(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    n = max(1, _draw(ctx, ctx.difficulty.n_distractors))
-    first = new_lesion(ctx, scene, plain)
-    places = [locate(first.center, first.host, plain, scene)]
-    lesions = [first]
-    for _ in range(n):
-        lesions.append(lesion_elsewhere(ctx, scene, plain, avoid=tuple(lesions),
-                                        not_at=places[0].key))  # fmt: skip
+    lesions, place = draws.lesions_at_distinct_places(ctx, scene, plain)
+    n = len(lesions) - 1
     noun = lesion_noun(lesions[0], ctx.modality)
-    where = places[0].phrase
+    where = place.phrase
     return _pair(
         ctx, scene, lesions, lesions[1:],
         [f"Remove the {noun} in {where}.", f"Erase only the {noun} in {where}.",
          f"Delete the {noun} located in {where} and keep the other lesions as they are.",
          f"Take out the {noun} of {where}, nothing else."],
-        f"Remove the {noun} in {where}{convention_note(places[0])}; the "
+        f"Remove the {noun} in {where}{convention_note(place)}; the "
         f"{n} other lesion(s) must stay exactly as they are.",
     )  # fmt: skip
 
 
-@task("remove-all-lesions", "modification", ALL_MODALITIES,
-      "remove every lesion (two to four) of the image")  # fmt: skip
 def remove_all(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    lesions = _several(ctx, scene, plain, _draw(ctx, ctx.difficulty.n_lesions))
+    lesions = draws.new_lesions(ctx, scene, plain, draws.count(ctx, ctx.difficulty.n_lesions))
     nouns = {lesion_noun(x, ctx.modality) for x in lesions}
     noun = plural(nouns.pop() if len(nouns) == 1 else "lesion")
     return _pair(
@@ -92,17 +79,16 @@ def remove_all(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-@task("add-lesion", "modification", ALL_MODALITIES,
-      "add a lesion at a described place (the input has none there)")  # fmt: skip
 def add_lesion(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    existing = _several(ctx, scene, plain, _draw(ctx, (0, ctx.difficulty.n_distractors[0])))
-    lesion = new_lesion(ctx, scene, plain, avoid=tuple(existing))
-    noun, what, organ = _words(lesion, plain, scene)
+    n_existing = draws.count(ctx, (0, ctx.difficulty.n_distractors[0]))
+    existing = draws.new_lesions(ctx, scene, plain, n_existing)
+    lesion = draws.new_lesion(ctx, scene, plain, avoid=tuple(existing))
+    noun, what, organ = described_lesion(lesion, plain, scene)
     place = locate(lesion.center, lesion.host, plain, scene)
     article = "an" if noun[0] in "aeiou" else "a"
     shade = lesion_shade(lesion, ctx.modality)
-    size = f"about {2 * lesion.radii[0]:.0f} px across"
+    size = _across(lesion)
     return _pair(
         ctx, scene, existing, [*existing, lesion],
         [f"Add {article} {noun} in {place.phrase}.",
@@ -110,28 +96,13 @@ def add_lesion(ctx: TaskContext) -> TaskItem:
          f"Draw a new {noun}, {size}, in {place.phrase}.",
          f"Place {article} small {shade} {noun} in the {organ} ({place.phrase})."],
         f"Add {article} {lesion_words(lesion, ctx.modality)}, {size}, in {place.phrase}"
-        f"{convention_note(place)}, centred near row {lesion.center[0]:.0f}, "
-        f"column {lesion.center[1]:.0f}; the rest of the image stays unchanged.",
+        f"{convention_note(place)}, {_centred(lesion)}; the rest of the image stays unchanged.",
     )  # fmt: skip
 
 
-@task("enlarge-lesion", "modification", ALL_MODALITIES,
-      "grow the lesion about its centre by a stated factor")  # fmt: skip
-def enlarge(ctx: TaskContext) -> TaskItem:
-    return _resize(ctx, float(ctx.rng.uniform(1.5, 2.0)))
-
-
-@task("shrink-lesion", "modification", ALL_MODALITIES,
-      "shrink the lesion about its centre by a stated factor")  # fmt: skip
-def shrink(ctx: TaskContext) -> TaskItem:
-    return _resize(ctx, float(ctx.rng.uniform(0.4, 0.6)))
-
-
-@task("move-lesion", "modification", ALL_MODALITIES,
-      "move the lesion to a described place, unchanged in shape")  # fmt: skip
 def move(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    lesion = new_lesion(ctx, scene, plain)
+    lesion = draws.new_lesion(ctx, scene, plain)
     kind = lesion_spec(ctx.modality, lesion.host)[0]
     hosts = [h for h in lesion_hosts_here(ctx.modality, plain)
              if lesion_spec(ctx.modality, h)[0] == kind]  # fmt: skip
@@ -154,31 +125,20 @@ def move(ctx: TaskContext) -> TaskItem:
          f"Relocate the {noun} into {b.phrase}, keeping its size and shape.",
          f"Shift the {noun} so that it sits in {b.phrase} instead of {a.phrase}."],
         f"Move the {noun} from {a.phrase}{convention_note(a)} to {b.phrase}"
-        f"{convention_note(b)}, centred near row {moved.center[0]:.0f}, column "
-        f"{moved.center[1]:.0f}, same size, shape and contrast; its old place becomes normal "
-        "tissue.",
+        f"{convention_note(b)}, {_centred(moved)}, same size, shape and contrast; its old place "
+        "becomes normal tissue.",
     )  # fmt: skip
-
-
-@task("intensify-lesion", "modification", ALL_MODALITIES,
-      "make the lesion more conspicuous (brighter if bright, darker if dark)")  # fmt: skip
-def intensify(ctx: TaskContext) -> TaskItem:
-    return _restyle(ctx, float(ctx.rng.uniform(1.6, 2.0)))
-
-
-@task("fade-lesion", "modification", ALL_MODALITIES,
-      "make the lesion fainter (closer to the surrounding tissue) but still visible")  # fmt: skip
-def fade(ctx: TaskContext) -> TaskItem:
-    return _restyle(ctx, float(ctx.rng.uniform(0.4, 0.55)))
 
 
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def _resize(ctx: TaskContext, factor: float) -> TaskItem:
+def _resize(ctx: TaskContext, factors: tuple[float, float]) -> TaskItem:
+    """Grow or shrink the lesion by a factor drawn from ``factors`` (the item's first draw)."""
+    factor = float(ctx.rng.uniform(*factors))
     scene, plain = new_scene(ctx)
     # Place the larger of the two versions, so both fit in the host.
-    lesion = new_lesion(ctx, scene, plain, radius_scale=max(factor, 1.0))
+    lesion = draws.new_lesion(ctx, scene, plain, radius_scale=max(factor, 1.0))
     if factor > 1:
         before = dataclasses.replace(
             lesion, radii=(lesion.radii[0] / factor, lesion.radii[1] / factor)
@@ -191,7 +151,7 @@ def _resize(ctx: TaskContext, factor: float) -> TaskItem:
             lesion, radii=(lesion.radii[0] * factor, lesion.radii[1] * factor)
         )
         verb, words = "Shrink", ("Make", "smaller", "Shrink", "smaller")
-    noun, what, organ = _words(before, plain, scene)
+    noun, what, organ = described_lesion(before, plain, scene)
     pct = f"{factor:.0%}"
     return _pair(
         ctx, scene, [before], [after],
@@ -206,18 +166,20 @@ def _resize(ctx: TaskContext, factor: float) -> TaskItem:
     )  # fmt: skip
 
 
-def _restyle(ctx: TaskContext, factor: float) -> TaskItem:
+def _restyle(ctx: TaskContext, factors: tuple[float, float]) -> TaskItem:
+    """Scale the lesion's contrast by a factor drawn from ``factors`` (the item's first draw)."""
+    factor = float(ctx.rng.uniform(*factors))
     scene, plain = new_scene(ctx)
     # A lung nodule fainter than soft tissue falls below the CT display window: keep it visible.
     hosts = [h for h in lesion_hosts_here(ctx.modality, plain)
              if not (ctx.modality.startswith("ct") and h.startswith("lung"))]  # fmt: skip
     if not hosts:
         raise SceneError("no host whose lesion stays visible when restyled; drawing again")
-    drawn = new_lesion(ctx, scene, plain, hosts=hosts)
+    drawn = draws.new_lesion(ctx, scene, plain, hosts=hosts)
     # The stronger version has the drawn contrast (colour opacities stay <= 1).
     lesion = dataclasses.replace(drawn, contrast=drawn.contrast / max(factor, 1.0))
     after = dataclasses.replace(lesion, contrast=lesion.contrast * factor)
-    noun, what, organ = _words(lesion, plain, scene)
+    noun, what, organ = described_lesion(lesion, plain, scene)
     brighter = (lesion.contrast > 0) == (factor > 1)
     if ctx.modality.split("-")[0] in COLOUR_PREFIXES:
         look = "more pronounced" if factor > 1 else "paler"
@@ -236,6 +198,14 @@ def _restyle(ctx: TaskContext, factor: float) -> TaskItem:
     )  # fmt: skip
 
 
+def _across(lesion: Lesion) -> str:
+    return f"about {2 * lesion.radii[0]:.0f} px across"
+
+
+def _centred(lesion: Lesion) -> str:
+    return f"centred near row {lesion.center[0]:.0f}, column {lesion.center[1]:.0f}"
+
+
 def _pair(ctx, scene: Scene, before, after, texts, description, *, extra=None) -> TaskItem:
     """Render the two lesion lists; the mask is the support of every lesion that differs."""
     a = render(scene.with_lesions(before))
@@ -247,34 +217,35 @@ def _pair(ctx, scene: Scene, before, after, texts, description, *, extra=None) -
         mask |= a.labels[f"lesion:{i}"]
     for i in new:
         mask |= b.labels[f"lesion:{i}"]
-    _, phrase = modality_text(ctx.modality)
-    texts = [t.replace("{phrase}", phrase) for t in texts]
     meta = {
         "scene": scene_meta(scene.with_lesions(before)),
         "target_lesions": [lesion_dict(x) for x in after],
         **(extra or {}),
     }
-    return TaskItem(
-        input=a.image, target=b.image, mask=mask, instruction=texts[0],
-        paraphrases=tuple(texts[1:]), description=description, region=region(scene),
-        metadata=meta,
-    )  # fmt: skip
+    return task_item(ctx, scene, a.image, b.image, mask, texts, description, meta)
 
 
-def _words(lesion: Lesion, rendered, scene: Scene) -> tuple[str, str, str]:
-    """``(noun, "the <shade> <noun> in <place> (convention)", organ)``."""
-    noun = lesion_noun(lesion, scene.modality)
-    place = locate(lesion.center, lesion.host, rendered, scene)
-    what = f"the {lesion_words(lesion, scene.modality)} in {place.phrase}{convention_note(place)}"
-    return noun, what, human(lesion.host)
+# --- the family, in suite order ----------------------------------------------------------------
 
-
-def _several(ctx: TaskContext, scene, plain, n: int) -> list[Lesion]:
-    lesions: list[Lesion] = []
-    for _ in range(n):
-        lesions.append(new_lesion(ctx, scene, plain, avoid=tuple(lesions)))
-    return lesions
-
-
-def _draw(ctx: TaskContext, bounds: tuple[int, int]) -> int:
-    return int(ctx.rng.integers(bounds[0], bounds[1] + 1))
+register_tasks("modification", [
+    ("remove-lesion", ALL_MODALITIES,
+     "remove the single lesion; the target is the same scene without it", remove_lesion),
+    ("remove-described-lesion", ALL_MODALITIES,
+     "remove the lesion at a described place and keep the others", remove_described),
+    ("remove-all-lesions", ALL_MODALITIES,
+     "remove every lesion (two to four) of the image", remove_all),
+    ("add-lesion", ALL_MODALITIES,
+     "add a lesion at a described place (the input has none there)", add_lesion),
+    ("enlarge-lesion", ALL_MODALITIES,
+     "grow the lesion about its centre by a stated factor", partial(_resize, factors=(1.5, 2.0))),
+    ("shrink-lesion", ALL_MODALITIES,
+     "shrink the lesion about its centre by a stated factor", partial(_resize, factors=(0.4, 0.6))),
+    ("move-lesion", ALL_MODALITIES,
+     "move the lesion to a described place, unchanged in shape", move),
+    ("intensify-lesion", ALL_MODALITIES,
+     "make the lesion more conspicuous (brighter if bright, darker if dark)",
+     partial(_restyle, factors=(1.6, 2.0))),
+    ("fade-lesion", ALL_MODALITIES,
+     "make the lesion fainter (closer to the surrounding tissue) but still visible",
+     partial(_restyle, factors=(0.4, 0.55))),
+])  # fmt: skip

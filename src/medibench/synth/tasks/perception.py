@@ -7,27 +7,28 @@ mask is the union of the highlighted labels, exact by construction.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from medibench.metrics import blend_overlay
-from medibench.synth.scenes import Lesion, Rendered, SceneError, render
-from medibench.synth.tasks._base import OverlayColour, TaskContext, TaskItem, task
+from medibench.synth.scenes import Rendered, SceneError, render
+from medibench.synth.tasks import _draws as draws
+from medibench.synth.tasks._base import OverlayColour, TaskContext, TaskItem, register_tasks
 from medibench.synth.tasks._common import (
     ALL_MODALITIES,
     GENERIC_HOSTS,
     convention_note,
+    described_lesion,
     human,
-    lesion_elsewhere,
     lesion_hosts_here,
     lesion_noun,
     lesion_words,
-    locate,
     modality_text,
-    new_lesion,
     new_scene,
     plural,
-    region,
     scene_meta,
+    task_item,
 )
 
 ALPHA = 0.6
@@ -42,8 +43,6 @@ _THREE = tuple(m for m in _TWO if m != "endoscopy")
 _ORGAN_HOSTS = tuple(m for m in _THREE if m != "xray-real")
 
 
-@task("highlight-structure", "perception", _NAMED,
-      "overlay one named organ or structure in a pure colour")  # fmt: skip
 def highlight_structure(ctx: TaskContext) -> TaskItem:
     scene, rendered = new_scene(ctx)
     (name,) = _pick_structures(ctx, rendered, 1)
@@ -57,26 +56,12 @@ def highlight_structure(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-for _n, _count, _modalities, _what in (
-    (2, "two", _TWO, "each in its own colour"),
-    (3, "three", _THREE, "in red, green and blue"),
-):
-
-    def _highlight_n(ctx: TaskContext, n: int = _n) -> TaskItem:
-        return _multi(ctx, n)
-
-    task(f"highlight-{_count}-structures", "perception", _modalities,
-         f"overlay {_count} named structures, {_what} (multi-class)")(_highlight_n)  # fmt: skip
-
-
-@task("highlight-lesion", "perception", ALL_MODALITIES,
-      "overlay the single lesion of the image in a pure colour")  # fmt: skip
 def highlight_lesion(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    lesion = new_lesion(ctx, scene, plain)
+    lesion = draws.new_lesion(ctx, scene, plain)
     rendered = render(scene.with_lesions([lesion]))
     (colour,) = _colours(ctx, 1)
-    noun, what = _lesion_words(lesion, rendered, scene)
+    noun, what, _ = described_lesion(lesion, rendered, scene)
     return _overlay(
         ctx, rendered, [rendered.labels["lesion:0"]], [colour],
         [f"Highlight the {noun} in {colour}.", f"Outline the {noun} with a {colour} overlay.",
@@ -86,16 +71,9 @@ def highlight_lesion(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-@task("highlight-all-lesions", "perception", ALL_MODALITIES,
-      "overlay every lesion of the image (two to four) in one colour")  # fmt: skip
 def highlight_all(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    lesions = _lesions(
-        ctx,
-        scene,
-        plain,
-        int(ctx.rng.integers(ctx.difficulty.n_lesions[0], ctx.difficulty.n_lesions[1] + 1)),
-    )
+    lesions = draws.new_lesions(ctx, scene, plain, draws.count(ctx, ctx.difficulty.n_lesions))
     rendered = render(scene.with_lesions(lesions))
     (colour,) = _colours(ctx, 1)
     nouns = {lesion_noun(lesion, ctx.modality) for lesion in lesions}
@@ -112,11 +90,9 @@ def highlight_all(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-@task("highlight-described-lesion", "perception", ALL_MODALITIES,
-      "overlay the one lesion at a described place among several")  # fmt: skip
 def highlight_described(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    lesions, place = _distinct_places(ctx, scene, plain)
+    lesions, place = draws.lesions_at_distinct_places(ctx, scene, plain)
     rendered = render(scene.with_lesions(lesions))
     (colour,) = _colours(ctx, 1)
     noun = lesion_noun(lesions[0], ctx.modality)
@@ -133,17 +109,14 @@ def highlight_described(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-@task("highlight-largest-lesion", "perception", ALL_MODALITIES,
-      "overlay the largest of several lesions")  # fmt: skip
 def highlight_largest(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
-    big = new_lesion(ctx, scene, plain)
-    n = max(1, int(ctx.rng.integers(ctx.difficulty.n_distractors[0],
-                                    ctx.difficulty.n_distractors[1] + 1)))  # fmt: skip
+    big = draws.new_lesion(ctx, scene, plain)
+    n = max(1, draws.count(ctx, ctx.difficulty.n_distractors))
     lesions = [big]
     for _ in range(n):  # at most 60% of the big one's shorter semi-axis: clearly smaller
         small = max(1.5, min(big.radii) * float(ctx.rng.uniform(0.45, 0.6)))
-        lesions.append(new_lesion(ctx, scene, plain, avoid=tuple(lesions), radius=small))
+        lesions.append(draws.new_lesion(ctx, scene, plain, avoid=tuple(lesions), radius=small))
     rendered = render(scene.with_lesions(lesions))
     (colour,) = _colours(ctx, 1)
     noun = lesion_noun(big, ctx.modality)
@@ -159,14 +132,12 @@ def highlight_largest(ctx: TaskContext) -> TaskItem:
     )  # fmt: skip
 
 
-@task("highlight-lesion-and-host", "perception", _ORGAN_HOSTS,
-      "overlay a lesion and the organ that holds it in two colours (multi-class)")  # fmt: skip
 def highlight_lesion_and_host(ctx: TaskContext) -> TaskItem:
     scene, plain = new_scene(ctx)
     organs = [h for h in lesion_hosts_here(ctx.modality, plain) if h not in GENERIC_HOSTS]
     if not organs:
         raise SceneError("this scene has no lesion host with an organ name; drawing again")
-    lesion = new_lesion(ctx, scene, plain, hosts=organs)
+    lesion = draws.new_lesion(ctx, scene, plain, hosts=organs)
     rendered = render(scene.with_lesions([lesion]))
     c_host, c_lesion = _colours(ctx, 2)
     organ = human(lesion.host)
@@ -204,22 +175,20 @@ def _multi(ctx: TaskContext, n: int) -> TaskItem:
 
 
 def _overlay(ctx, rendered: Rendered, masks, colours, texts, what, meta, scene) -> TaskItem:
-    name, phrase = modality_text(ctx.modality)
+    _, phrase = modality_text(ctx.modality)
     image = rendered.image
     masks = [np.asarray(m, bool) for m in masks]
     target = blend_overlay(image, masks, list(colours), alpha=ALPHA)
-    texts = [t.replace("{phrase}", phrase) for t in texts]
     shades = " and ".join(f"pure {c}" for c in dict.fromkeys(colours))
     description = (
         f"Overlay {what} on this {phrase} in {shades} at {ALPHA:.0%} opacity "
         f"(B = {1 - ALPHA:.1f} A + {ALPHA:.1f} colour); every other pixel stays unchanged."
     )
-    return TaskItem(
-        input=image, target=target, mask=np.logical_or.reduce(masks), instruction=texts[0],
-        paraphrases=tuple(texts[1:]), description=description, region=region(scene),
+    metadata = {"alpha": ALPHA, "colours": list(colours), "scene": scene_meta(scene), **meta}
+    return task_item(
+        ctx, scene, image, target, np.logical_or.reduce(masks), texts, description, metadata,
         overlay_color=tuple(colours),
-        metadata={"alpha": ALPHA, "colours": list(colours), "scene": scene_meta(scene), **meta},
-    )  # fmt: skip
+    )
 
 
 def _pick_structures(ctx: TaskContext, rendered: Rendered, n: int) -> list[str]:
@@ -250,27 +219,25 @@ def _side_note(structure: str, modality: str) -> str:
     return ""
 
 
-def _lesion_words(lesion: Lesion, rendered: Rendered, scene) -> tuple[str, str]:
-    noun = lesion_noun(lesion, scene.modality)
-    place = locate(lesion.center, lesion.host, rendered, scene)
-    what = f"the {lesion_words(lesion, scene.modality)} in {place.phrase}{convention_note(place)}"
-    return noun, what
+# --- the family, in suite order ----------------------------------------------------------------
 
-
-def _lesions(ctx: TaskContext, scene, plain, n: int) -> list[Lesion]:
-    lesions: list[Lesion] = []
-    for _ in range(n):
-        lesions.append(new_lesion(ctx, scene, plain, avoid=tuple(lesions)))
-    return lesions
-
-
-def _distinct_places(ctx: TaskContext, scene, plain):
-    """One lesion plus at least one distractor, each at a place described differently."""
-    n = max(1, int(ctx.rng.integers(ctx.difficulty.n_distractors[0],
-                                    ctx.difficulty.n_distractors[1] + 1)))  # fmt: skip
-    first = new_lesion(ctx, scene, plain)
-    place = locate(first.center, first.host, plain, scene)
-    lesions = [first]
-    for _ in range(n):
-        lesions.append(lesion_elsewhere(ctx, scene, plain, avoid=tuple(lesions), not_at=place.key))
-    return lesions, place
+register_tasks("perception", [
+    ("highlight-structure", _NAMED,
+     "overlay one named organ or structure in a pure colour", highlight_structure),
+    ("highlight-two-structures", _TWO,
+     "overlay two named structures, each in its own colour (multi-class)", partial(_multi, n=2)),
+    ("highlight-three-structures", _THREE,
+     "overlay three named structures, in red, green and blue (multi-class)",
+     partial(_multi, n=3)),
+    ("highlight-lesion", ALL_MODALITIES,
+     "overlay the single lesion of the image in a pure colour", highlight_lesion),
+    ("highlight-all-lesions", ALL_MODALITIES,
+     "overlay every lesion of the image (two to four) in one colour", highlight_all),
+    ("highlight-described-lesion", ALL_MODALITIES,
+     "overlay the one lesion at a described place among several", highlight_described),
+    ("highlight-largest-lesion", ALL_MODALITIES,
+     "overlay the largest of several lesions", highlight_largest),
+    ("highlight-lesion-and-host", _ORGAN_HOSTS,
+     "overlay a lesion and the organ that holds it in two colours (multi-class)",
+     highlight_lesion_and_host),
+])  # fmt: skip
