@@ -1,11 +1,13 @@
-"""Reading medical images into arrays, atomic writes and content hashes.
+"""Reading medical images into arrays, encoding them, atomic writes and content hashes.
 
 Images: ``read_image`` (PNG/JPEG/TIFF/BMP, and DICOM by dispatch), ``read_mask``, ``read_dicom``,
 ``read_dicom_seg``, ``read_nifti_slice``; in-memory helpers ``to_uint8``, ``to_mask`` (and
 ``mask_with_note``: a mask with values other than 0 and its maximum is binarised at half its
-maximum, noted) and ``composite_alpha`` (RGBA to RGB on black, white, or dropped). Every
-file that cannot be read raises ``ImageReadError`` (a ``ValueError``) naming the file and the
-problem. pydicom and nibabel are imported only when a DICOM or NIfTI file is read.
+maximum, noted) and ``composite_alpha`` (RGBA to RGB on black, white, or dropped).
+``encode_image`` is the one encoder (PNG, JPEG, WebP bytes of an RGB array); ``write_image``
+writes its bytes atomically. Every file that cannot be read raises ``ImageReadError`` (a
+``ValueError``) naming the file and the problem. pydicom and nibabel are imported only when a
+DICOM or NIfTI file is read.
 """
 
 from medibench.io._arrays import (
@@ -22,6 +24,7 @@ from medibench.io._nifti import read_nifti_slice
 from medibench.io._write import (
     atomic_write_bytes,
     atomic_write_text,
+    encode_image,
     sha256_bytes,
     sha256_file,
     write_image,
@@ -33,6 +36,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "composite_alpha",
+    "encode_image",
     "mask_with_note",
     "may_have_alpha",
     "read_dicom",

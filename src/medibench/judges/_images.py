@@ -33,13 +33,11 @@ def png_data_url(
     Raises:
         ImageTooLargeError: the longer side exceeds ``max_side`` and ``oversize == "refuse"``.
     """
+    from medibench.io import encode_image
+
     image, note = fit(image, max_side=max_side, oversize=oversize, what=what)
-    if image.ndim == 3:
-        image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
-    ok, buf = cv2.imencode(".png", image, [cv2.IMWRITE_PNG_COMPRESSION, 1])
-    if not ok:  # pragma: no cover - OpenCV cannot fail on a uint8 array
-        raise ValueError(f"{what}: PNG encoding failed")
-    return "data:image/png;base64," + base64.b64encode(buf.tobytes()).decode("ascii"), note
+    png = encode_image(image, params=(cv2.IMWRITE_PNG_COMPRESSION, 1), where=what)
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii"), note
 
 
 def file_data_url(

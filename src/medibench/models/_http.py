@@ -202,13 +202,11 @@ def encode_image(image: np.ndarray, image_format: str = "png") -> tuple[bytes, s
     """Encode an RGB uint8 image; returns the bytes and their MIME type."""
     import cv2
 
-    bgr = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2BGR)
+    from medibench.io import encode_image as encode
+
     ext = {"png": ".png", "jpeg": ".jpg", "webp": ".webp"}[image_format]
-    params = [cv2.IMWRITE_JPEG_QUALITY, 95] if image_format == "jpeg" else []
-    ok, buf = cv2.imencode(ext, bgr, params)
-    if not ok:
-        raise ValueError(f"OpenCV could not encode the image as {image_format}")
-    return buf.tobytes(), _MIME[image_format]
+    params = (cv2.IMWRITE_JPEG_QUALITY, 95) if image_format == "jpeg" else ()
+    return encode(image, ext, params=params, where="the request's image"), _MIME[image_format]
 
 
 def decode_image(data: bytes, *, where: str = "answer") -> np.ndarray:

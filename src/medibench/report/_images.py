@@ -23,7 +23,7 @@ from typing import Any, Literal
 import cv2
 import numpy as np
 
-from medibench.io import read_image, read_mask
+from medibench.io import encode_image, read_image, read_mask, write_image
 
 __all__ = ["ImageJob", "process_pool", "render_all", "render_sample_images"]
 
@@ -142,8 +142,7 @@ def _full(src: Path, arr: np.ndarray, name: str, out_dir: Path, images: ImageMod
         return Path(os.path.relpath(src.resolve(), out_dir.resolve())).as_posix()
     (out_dir / "images").mkdir(exist_ok=True)
     if suffix not in _WEB:
-        dest = out_dir / "images" / f"{name}.png"
-        cv2.imwrite(str(dest), cv2.cvtColor(arr, cv2.COLOR_RGB2BGR))
+        dest = write_image(out_dir / "images" / f"{name}.png", arr)
     else:
         dest = out_dir / "images" / f"{name}{suffix}"
         dest.unlink(missing_ok=True)
@@ -168,12 +167,8 @@ def _thumb(arr: np.ndarray, size: int) -> np.ndarray:
 
 
 def _write_thumb(rgb: np.ndarray, out_dir: Path, name: str) -> str:
-    ok, buf = cv2.imencode(
-        ".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 88]
-    )
-    if not ok:
-        raise ValueError(f"could not encode the thumbnail {name}")
-    (out_dir / "thumbs" / f"{name}.jpg").write_bytes(buf.tobytes())
+    jpeg = encode_image(rgb, ".jpg", params=(cv2.IMWRITE_JPEG_QUALITY, 88), where=name)
+    (out_dir / "thumbs" / f"{name}.jpg").write_bytes(jpeg)
     return f"thumbs/{name}.jpg"
 
 

@@ -13,9 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from medibench.io import atomic_write_bytes
+from medibench.io import atomic_write_bytes, encode_image
 from medibench.runs._work import (
     Outcome,
     Task,
@@ -185,18 +183,11 @@ class _ModelWorker:
         return self.model.name, max(1, int(getattr(self.model, "batch_size", 1) or 1))
 
     def run(self, tasks: list[Task], images: list) -> list[tuple[bytes | None, str | None, float]]:
-        import cv2
-
         out: list[tuple[bytes | None, str | None, float]] = []
         for image, error, elapsed in edit_tasks(self.model, tasks, images):
             if error is None:
                 try:
-                    arr = check_output(image)
-                    if arr.ndim == 3:
-                        code = cv2.COLOR_RGB2BGR if arr.shape[2] == 3 else cv2.COLOR_RGBA2BGRA
-                        arr = cv2.cvtColor(arr, code)
-                    ok, buf = cv2.imencode(".png", np.ascontiguousarray(arr))
-                    out.append((buf.tobytes(), None, elapsed))
+                    out.append((encode_image(check_output(image)), None, elapsed))
                     continue
                 except Exception as exc:
                     error = describe(exc)
