@@ -35,6 +35,7 @@ __all__ = [
     "SKIMAGE_DEFAULT_SSIM",
     "ScoringProtocol",
     "as_rgb",
+    "read_pil_images",
     "read_pil_rgb",
     "read_rgba",
     "with_defaults",
@@ -319,6 +320,25 @@ def read_rgba(path: str | os.PathLike) -> np.ndarray:
     return read_image(path, mode="rgba")
 
 
+def read_pil_images(sample: Sample, *, mask_mode: str | None = None) -> SampleImages:
+    """A sample's files as the papers' code reads them (PIL): input and target through
+    :func:`read_pil_rgb` and :func:`as_rgb` (``convert("RGB")``; transparent pixels dropped,
+    noted), the mask as ``convert(mask_mode)`` raw levels (``"L"``: grey levels, not binarised),
+    or ``None`` without ``mask_mode``."""
+    notes: list[str] = []
+
+    def rgb(role: str, path: str) -> np.ndarray:
+        image = read_pil_rgb(path, keep_alpha=True)
+        return as_rgb(image, f"{role} {path}", alpha="drop", notes=notes)
+
+    inp = rgb("input", sample.input)
+    target = None if sample.target is None else rgb("target", sample.target)
+    mask = None
+    if sample.mask is not None and mask_mode is not None:
+        mask = _pil_read(sample.mask, mask_mode)
+    return SampleImages(input=inp, target=target, mask=mask, notes=tuple(notes))
+
+
 def read_pil_rgb(path: str | os.PathLike, *, keep_alpha: bool = False) -> np.ndarray:
     """An image file decoded with PIL and ``convert("RGB")``: uint8 ``(H, W, 3)``, as MedEBench's,
     MedGEN-Bench's and PaintBench's code read images (alpha dropped without compositing,
@@ -346,3 +366,10 @@ def read_pil_rgb(path: str | os.PathLike, *, keep_alpha: bool = False) -> np.nda
         raise ImageReadError(path, "file not found") from None
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise ImageReadError(path, f"PIL could not decode it ({exc})") from exc
+
+
+def _pil_read(path: str | os.PathLike, mode: str) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return np.asarray(im.convert(mode))

@@ -66,6 +66,7 @@ from medibench.protocols._base import (
     AlphaPolicy,
     ProtocolResult,
     as_rgb,
+    read_pil_images,
     read_pil_rgb,
     read_rgba,
 )
@@ -110,18 +111,7 @@ class MedEBenchPaperProtocol:
         raw grey levels (``convert("L")``), not a boolean. ``None`` for a file the sample has not.
         ``notes``: input or target pixels that were transparent (their alpha is dropped).
         """
-        notes: list[str] = []
-
-        def rgb(role: str, path: str) -> np.ndarray:
-            image = read_pil_rgb(path, keep_alpha=True)
-            return as_rgb(image, f"{role} {path}", alpha="drop", notes=notes)
-
-        return SampleImages(
-            input=rgb("input", sample.input),
-            target=None if sample.target is None else rgb("target", sample.target),
-            mask=None if sample.mask is None else _pil_read(sample.mask, "L"),
-            notes=tuple(notes),
-        )
+        return read_pil_images(sample, mask_mode="L")
 
     def read_prediction(self, path: str | Path) -> np.ndarray:
         """The prediction as the official script reads it: ``Image.open(path).convert("RGB")``."""
@@ -252,11 +242,6 @@ class MedEBenchProtocol:
 # --- helpers ---------------------------------------------------------------------------------
 
 _PIL_FILTERS = {"bicubic": Image.Resampling.BICUBIC, "nearest": Image.Resampling.NEAREST}
-
-
-def _pil_read(path: str | Path, mode: str) -> np.ndarray:
-    with Image.open(path) as im:
-        return np.asarray(im.convert(mode))
 
 
 def _resize(

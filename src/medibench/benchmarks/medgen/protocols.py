@@ -54,6 +54,7 @@ from medibench.protocols._base import (
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
     ProtocolResult,
+    read_pil_images,
     read_pil_rgb,
 )
 from medibench.protocols._base import as_rgb as _prepare_rgb
@@ -69,6 +70,15 @@ EMBEDDING_PASS = 0.7
 JUDGE_PASS = 8.0
 
 _NEEDS_EXTRACTOR = "needs a feature extractor: a later issue"
+#: The judge's scores (its rubric's fields), filled by the judge stage.
+_JUDGED = (
+    "anatomical_accuracy",
+    "clinical_finding_accuracy",
+    "instruction_compliance",
+    "cross_modal_consistency",
+    "hallucination_control",
+    "overall",
+)
 _SSIM = SKIMAGE_DEFAULT_SSIM.replace(channel_axis=None)
 
 
@@ -89,21 +99,9 @@ class MedGenCodeProtocol:
         "ssim_pass",
         "lpips",
         "embedding_similarity",
-        "anatomical_accuracy",
-        "clinical_finding_accuracy",
-        "instruction_compliance",
-        "cross_modal_consistency",
-        "hallucination_control",
-        "overall",
+        *_JUDGED,
     )
-    judged_metrics: tuple[str, ...] = (
-        "anatomical_accuracy",
-        "clinical_finding_accuracy",
-        "instruction_compliance",
-        "cross_modal_consistency",
-        "hallucination_control",
-        "overall",
-    )
+    judged_metrics: tuple[str, ...] = _JUDGED
     aggregation: Aggregation = Aggregation(
         k_modes=(("@1", "first"),),
         missing="skip",
@@ -121,18 +119,7 @@ class MedGenCodeProtocol:
     def load_images(self, sample: Sample) -> SampleImages:
         """Input and ground truth decoded as the code does (PIL, ``convert("RGB")``); no mask.
         Transparent pixels (whose alpha that drops) are noted."""
-        notes: list[str] = []
-
-        def read(role: str, path: str) -> np.ndarray:
-            image = read_pil_rgb(path, keep_alpha=True)
-            return _prepare_rgb(image, f"{role} {path}", alpha="drop", notes=notes)
-
-        return SampleImages(
-            input=read("input", sample.input),
-            target=None if sample.target is None else read("target", sample.target),
-            mask=None,
-            notes=tuple(notes),
-        )
+        return read_pil_images(sample)
 
     def read_prediction(self, path: str | Path) -> np.ndarray:
         """The output decoded as the code does (PIL, ``convert("RGB")``)."""
