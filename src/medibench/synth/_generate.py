@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medibench.io import write_image
+import numpy as np
+
+from medibench.io import encode_image
 from medibench.samples import Sample
 from medibench.synth._seed import item_rng
 from medibench.synth.scenes import SceneError
@@ -116,13 +118,13 @@ def _make_and_write(item: SuiteItem, job: dict) -> Sample:
     root: Path = job["root"]
     sid = item.sample_id
     paths = {"input": f"images/{sid}_input.png", "target": f"images/{sid}_target.png"}
-    # medibench.io's encoder (its per-file fsync is redundant inside the build folder, but the
-    # suite then has one PNG encoder, not two; bytes are the same)
-    write_image(root / paths["input"], made.input)
-    write_image(root / paths["target"], made.target)
+    # medibench.io's one encoder; plain writes: the build folder is renamed into place only
+    # once complete, so a per-file fsync and rename would buy nothing here
+    _write_png(root / paths["input"], made.input)
+    _write_png(root / paths["target"], made.target)
     if made.mask is not None:
         paths["mask"] = f"images/{sid}_mask.png"
-        write_image(root / paths["mask"], made.mask)
+        _write_png(root / paths["mask"], made.mask)
     task = TASKS[item.task]
     modality, _ = modality_text(item.modality)
     diff: Difficulty = job["difficulty"]
@@ -163,3 +165,8 @@ def _preset_key(diff: Difficulty) -> str:
         return diff.name
     digest = hashlib.sha256(json.dumps(diff.as_dict(), sort_keys=True).encode()).hexdigest()
     return f"custom-{digest[:12]}"
+
+
+def _write_png(path: Path, image: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(encode_image(image, ".png", where=f"suite image {path.name}"))
