@@ -38,6 +38,7 @@ __all__ = [
     "read_pil_images",
     "read_pil_rgb",
     "read_rgba",
+    "resize_noted",
     "with_defaults",
 ]
 
@@ -310,6 +311,45 @@ def as_rgb(
     if arr.ndim == 3 and arr.shape[2] == 3:
         return arr
     raise ValueError(f"{what} must be (H, W), (H, W, 3) or (H, W, 4), got shape {arr.shape}")
+
+
+#: How :func:`resize_noted` resizes: the library and its interpolation, as the papers' code does.
+ResizeMethod = Literal["cv2-bilinear", "pil-bicubic", "pil-nearest", "pil-lanczos"]
+
+
+def resize_noted(
+    image: np.ndarray,
+    size: tuple[int, int],
+    *,
+    method: ResizeMethod,
+    notes: list[str],
+    how: str,
+    what: str = "prediction",
+    to: str = "",
+) -> np.ndarray:
+    """``image`` at ``size`` = (width, height): the one resize step of the protocols, recorded.
+
+    Unchanged when it has that size; otherwise resized by ``method`` (OpenCV ``INTER_LINEAR``, or
+    PIL ``BICUBIC`` / ``NEAREST`` / ``LANCZOS``) and ``"{what} resized from WxH to {to}WxH {how}"``
+    appended to ``notes`` (``how`` says the method in the protocol's words, e.g. ``"(bilinear)"``).
+    """
+    h, w = image.shape[:2]
+    width, height = size
+    if (w, h) == (width, height):
+        return image
+    notes.append(f"{what} resized from {w}x{h} to {to}{width}x{height} {how}")
+    if method == "cv2-bilinear":
+        import cv2
+
+        return cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)
+    from PIL import Image
+
+    resample = {
+        "pil-bicubic": Image.Resampling.BICUBIC,
+        "pil-nearest": Image.Resampling.NEAREST,
+        "pil-lanczos": Image.Resampling.LANCZOS,
+    }[method]
+    return np.asarray(Image.fromarray(image).resize((width, height), resample))
 
 
 def read_rgba(path: str | os.PathLike) -> np.ndarray:

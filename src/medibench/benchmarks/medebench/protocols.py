@@ -53,7 +53,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from medibench.datasets import SampleImages, load_images
 from medibench.io import mask_with_note
@@ -65,10 +64,12 @@ from medibench.protocols._base import (
     Aggregation,
     AlphaPolicy,
     ProtocolResult,
+    ResizeMethod,
     as_rgb,
     read_pil_images,
     read_pil_rgb,
     read_rgba,
+    resize_noted,
 )
 from medibench.samples import Sample
 
@@ -241,18 +242,13 @@ class MedEBenchProtocol:
 
 # --- helpers ---------------------------------------------------------------------------------
 
-_PIL_FILTERS = {"bicubic": Image.Resampling.BICUBIC, "nearest": Image.Resampling.NEAREST}
-
 
 def _resize(
     image: np.ndarray, size: tuple[int, int], method: str, what: str, res: ProtocolResult
 ) -> np.ndarray:
     """``image`` resized to ``size`` = (width, height) with PIL, noted; unchanged if it fits."""
-    h, w = image.shape[:2]
-    if (w, h) == size:
-        return image
-    res.notes.append(f"{what} resized from {w}x{h} to {size[0]}x{size[1]} ({method}, PIL)")
-    return np.asarray(Image.fromarray(image).resize(size, _PIL_FILTERS[method]))
+    pil: ResizeMethod = "pil-bicubic" if method == "bicubic" else "pil-nearest"
+    return resize_noted(image, size, method=pil, notes=res.notes, how=f"({method}, PIL)", what=what)
 
 
 def _zero_fill(image: np.ndarray, keep: np.ndarray) -> np.ndarray:

@@ -56,6 +56,7 @@ from medibench.protocols._base import (
     ProtocolResult,
     read_pil_images,
     read_pil_rgb,
+    resize_noted,
 )
 from medibench.protocols._base import as_rgb as _prepare_rgb
 from medibench.samples import Sample
@@ -134,22 +135,19 @@ class MedGenCodeProtocol:
             for m in ("psnr", "ssim", "psnr_pass", "ssim_pass"):
                 res.missing(m, "the sample has no ground-truth image")
             return res
-        ref = Image.fromarray(_prepare_rgb(target, "ground truth", alpha="drop", notes=res.notes))
-        out = Image.fromarray(_prepare_rgb(prediction, "prediction", alpha="drop", notes=res.notes))
-        if out.size != ref.size:
-            res.notes.append(
-                f"prediction resized from {out.width}x{out.height} to {ref.width}x{ref.height} "
-                "(PIL LANCZOS), as the code does"
-            )
-            out = out.resize(ref.size, Image.Resampling.LANCZOS)
-        value = psnr(np.asarray(ref), np.asarray(out), data_range=255)
+        ref = _prepare_rgb(target, "ground truth", alpha="drop", notes=res.notes)
+        out = _prepare_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
+        size = (ref.shape[1], ref.shape[0])
+        how = "(PIL LANCZOS), as the code does"
+        out = resize_noted(out, size, method="pil-lanczos", notes=res.notes, how=how)
+        value = psnr(ref, out, data_range=255)
         if np.isinf(value):
             res.notes.append(f"MSE = 0: PSNR reported as {PSNR_CAP_DB:g}, the code's cap")
             value = PSNR_CAP_DB
         res.metrics["psnr"] = value
         res.metrics["psnr_pass"] = 1.0 if value >= PSNR_PASS else 0.0
         try:
-            s = ssim(np.asarray(ref.convert("L")), np.asarray(out.convert("L")), options=_SSIM)
+            s = ssim(_grey(ref), _grey(out), options=_SSIM)
         except ValueError as exc:  # an image smaller than the 7x7 window
             res.missing("ssim", str(exc))
             res.missing("ssim_pass", "no SSIM")
@@ -157,3 +155,8 @@ class MedGenCodeProtocol:
             res.metrics["ssim"] = s
             res.metrics["ssim_pass"] = 1.0 if s >= SSIM_PASS else 0.0
         return res
+
+
+def _grey(rgb: np.ndarray) -> np.ndarray:
+    """PIL ``convert("L")``, as the code turns images grey for SSIM."""
+    return np.asarray(Image.fromarray(rgb).convert("L"))

@@ -92,6 +92,7 @@ from medibench.protocols._base import (
     ProtocolResult,
     as_rgb,
     read_rgba,
+    resize_noted,
 )
 from medibench.samples import Perspective, Sample
 
@@ -430,11 +431,7 @@ def _usable_target(
 
 def _at_input_size(res: ProtocolResult, pred: np.ndarray, inp: np.ndarray) -> np.ndarray:
     h, w = inp.shape[:2]
-    if pred.shape[:2] == (h, w):
-        return pred
-    res.notes.append(
-        f"prediction resized from {pred.shape[1]}x{pred.shape[0]} to the input's {w}x{h} "
-        "(bilinear, cv2.INTER_LINEAR)"
+    how = "(bilinear, cv2.INTER_LINEAR)"
+    return resize_noted(
+        pred, (w, h), method="cv2-bilinear", notes=res.notes, how=how, to="the input's "
     )
-    return cv2.resize(pred, (w, h), interpolation=cv2.INTER_LINEAR)
-

@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from medibench.datasets import SampleImages, load_images, size_mismatch
@@ -51,6 +50,7 @@ from medibench.protocols._base import (
     ProtocolResult,
     as_rgb,
     read_rgba,
+    resize_noted,
 )
 from medibench.samples import Perspective, Sample
 
@@ -92,11 +92,7 @@ class NativeProtocol:
         pred = as_rgb(prediction, "prediction", alpha=self.alpha, notes=res.notes)
         inp = images.input
         h, w = inp.shape[:2]
-        if pred.shape[:2] != (h, w):
-            res.notes.append(
-                f"prediction resized from {pred.shape[1]}x{pred.shape[0]} to {w}x{h} (bilinear)"
-            )
-            pred = cv2.resize(pred, (w, h), interpolation=cv2.INTER_LINEAR)
+        pred = resize_noted(pred, (w, h), method="cv2-bilinear", notes=res.notes, how="(bilinear)")
 
         target, mask = images.target, images.mask
         target_off = (
