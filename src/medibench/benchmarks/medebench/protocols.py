@@ -90,8 +90,22 @@ _AGGREGATION = Aggregation(
 )
 
 
+class _PerImageScores:
+    """What both MedEBench protocols score the same way: ``_pixels`` fills the per-image
+    metrics; ``fid`` is set-level, so every record carries its reason."""
+
+    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
+        res = ProtocolResult.for_images(images)
+        self._pixels(images, prediction, res)
+        res.missing("fid", FID_REASON)
+        return res
+
+    def _pixels(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class MedEBenchPaperProtocol:
+class MedEBenchPaperProtocol(_PerImageScores):
     """CP exactly as the official MedEBench script computes it (module docstring)."""
 
     name: str = "medebench"
@@ -118,13 +132,7 @@ class MedEBenchPaperProtocol:
         """The prediction as the official script reads it: ``Image.open(path).convert("RGB")``."""
         return read_pil_rgb(path)
 
-    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
-        res = ProtocolResult.for_images(images)
-        self._cp(images, prediction, res)
-        res.missing("fid", FID_REASON)
-        return res
-
-    def _cp(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
+    def _pixels(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
         absent = [
             what
             for what, value in (("ground-truth image", images.target), ("mask", images.mask))
@@ -155,7 +163,7 @@ class MedEBenchPaperProtocol:
 
 
 @dataclass(frozen=True)
-class MedEBenchProtocol:
+class MedEBenchProtocol(_PerImageScores):
     """Corrected MedEBench metrics: CP outside the ROI vs input, ROI fidelity vs ground truth.
 
     Attributes:
@@ -193,12 +201,6 @@ class MedEBenchProtocol:
     def read_prediction(self, path: str | Path) -> np.ndarray:
         """The output as RGBA, so that :meth:`score` composites any alpha with a note."""
         return read_rgba(path)
-
-    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
-        res = ProtocolResult.for_images(images)
-        self._pixels(images, prediction, res)
-        res.missing("fid", FID_REASON)
-        return res
 
     def _pixels(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
         inp = as_rgb(images.input, "input", alpha=self.alpha, notes=res.notes)
