@@ -33,6 +33,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Benchmark",
     "BenchmarkRegistry",
+    "declared_entries",
 ]
 
 ENTRY_POINT_GROUP = "medibench.benchmarks"
@@ -114,10 +115,20 @@ def _resolve(obj: Any) -> Any:
 
 def _instance(obj: Any) -> Any:
     """A protocol object from an object, a class or factory, or a ``"module:attr"`` string."""
-    obj = _resolve(obj)
-    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "name")):
-        obj = obj()
-    return obj
+    return _made(_resolve(obj))[0]
+
+
+def declared_entries(declared: Sequence[Any]) -> Iterator[tuple[Any, Callable[[], Any]]]:
+    """``(object, factory)`` for each protocol or judge a benchmark declares (an object, a class
+    or factory, or a ``"module:attr"`` string naming either): what a registry entry needs."""
+    for item in declared:
+        yield _made(_resolve(item))
+
+
+def _made(target: Any) -> tuple[Any, Callable[[], Any]]:
+    if isinstance(target, type) or (callable(target) and not hasattr(target, "name")):
+        return target(), target
+    return target, lambda: target
 
 
 class BenchmarkRegistry:

@@ -134,9 +134,7 @@ def composite_alpha(
     if n_open == 0:
         return rgb, None
     how = "alpha dropped (colour kept as stored)" if alpha == "drop" else f"composited on {alpha}"
-    note = (
-        f"{name}: {n_open} of {a.size} pixels are not opaque (alpha < 255); {how}"
-    )
+    note = f"{name}: {n_open} of {a.size} pixels are not opaque (alpha < 255); {how}"
     return rgb, note
 
 
@@ -189,8 +187,10 @@ def _mask_plane(arr: np.ndarray) -> np.ndarray:
             )
         arr = arr[:, :, :3]
     if arr.ndim == 3 and arr.shape[2] == 3:
-        if not (np.array_equal(arr[:, :, 0], arr[:, :, 1])
-                and np.array_equal(arr[:, :, 0], arr[:, :, 2])):
+        if not (
+            np.array_equal(arr[:, :, 0], arr[:, :, 1])
+            and np.array_equal(arr[:, :, 0], arr[:, :, 2])
+        ):
             differ = int(np.count_nonzero((arr != arr[:, :, :1]).any(axis=2)))
             raise ValueError(
                 f"a 3-channel mask must have identical channels, but {differ} pixels "
@@ -201,8 +201,7 @@ def _mask_plane(arr: np.ndarray) -> np.ndarray:
         arr = arr[:, :, 0]
     if arr.ndim != 2:
         raise ValueError(
-            "expected a mask of shape (H, W), (H, W, 1), (H, W, 3) or (H, W, 4), "
-            f"got {arr.shape}"
+            f"expected a mask of shape (H, W), (H, W, 1), (H, W, 3) or (H, W, 4), got {arr.shape}"
         )
     return arr
 

@@ -301,8 +301,10 @@ def _functional_group(ds, index: int, sequence: str):
 
     Per-frame groups take precedence over shared ones, as the standard says.
     """
-    for groups, i in (("PerFrameFunctionalGroupsSequence", index),
-                      ("SharedFunctionalGroupsSequence", 0)):
+    for groups, i in (
+        ("PerFrameFunctionalGroupsSequence", index),
+        ("SharedFunctionalGroupsSequence", 0),
+    ):
         items = ds.get(groups)
         if items is not None and i < len(items) and sequence in items[i]:
             inner = items[i][sequence].value

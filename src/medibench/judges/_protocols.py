@@ -181,15 +181,10 @@ def needs_target(sample: Sample) -> str | None:
 def _from_benchmarks(registry: Registry[JudgeProtocol]) -> None:
     """Register the judge protocols every benchmark declares (:mod:`medibench.benchmarks`)."""
     from medibench.benchmarks import BENCHMARKS
-    from medibench.benchmarks._benchmark import _resolve
+    from medibench.benchmarks._benchmark import declared_entries
 
     for bench in BENCHMARKS:
-        for declared in bench.judges:
-            target = _resolve(declared)
-            judge = target() if callable(target) and not isinstance(target, JudgeProtocol) else (
-                target
-            )
-            factory = target if judge is not target else (lambda j=judge: j)
+        for judge, factory in declared_entries(bench.judges):
             registry.register(judge.spec, factory, help=judge.description)
 
 

@@ -39,29 +39,13 @@ __all__ = [
 def _from_benchmarks(registry: Registry[ScoringProtocol]) -> None:
     """Register every protocol the benchmarks declare (:mod:`medibench.benchmarks`)."""
     from medibench.benchmarks import BENCHMARKS
+    from medibench.benchmarks._benchmark import declared_entries
 
     for bench in BENCHMARKS:
-        for proto in bench.protocols:
-            obj = _protocol(proto)
+        for obj, factory in declared_entries(bench.protocols):
             spec = f"{obj.name}@{obj.version}"
-            registry.register(spec, _factory(proto, obj), help=obj.description)
+            registry.register(spec, factory, help=obj.description)
             _LATEST.setdefault(bench.name, {})[obj.name] = bench.latest.get(obj.name, spec)
-
-
-def _protocol(declared: object) -> ScoringProtocol:
-    from medibench.benchmarks._benchmark import _instance
-
-    return _instance(declared)
-
-
-def _factory(declared: object, obj: ScoringProtocol) -> object:
-    """What ``PROTOCOLS.create`` calls: the declared class or factory, or the object itself."""
-    from medibench.registry import import_object
-
-    target = import_object(declared) if isinstance(declared, str) else declared
-    if callable(target) and not hasattr(target, "name"):
-        return target
-    return lambda: obj
 
 
 _LATEST: dict[str, dict[str, str]] = {}
