@@ -13,8 +13,11 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from medibench.samples import Sample
+
+T = TypeVar("T")
 
 __all__ = ["Dataset", "PredictionIndex", "index_predictions"]
 
@@ -170,12 +173,18 @@ def _model_folders(folder: Path, models: Sequence[str] | None) -> dict[str, Path
     found = {
         p.name: p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")
     }
+    return select_models(found, models, f"no folder for model(s) {{}} in {folder}")
+
+
+def select_models(found: dict[str, T], models: Sequence[str] | None, missing: str) -> dict[str, T]:
+    """The entries of ``found`` (model -> its outputs) for ``models`` (all when ``None``), in
+    that order; ``FileNotFoundError`` with ``missing`` (``{}`` = the absent names) and what was
+    found, when a named model has none."""
     if models is None:
         return found
-    missing = [m for m in models if m not in found]
-    if missing:
+    absent = [m for m in models if m not in found]
+    if absent:
         raise FileNotFoundError(
-            f"no folder for model(s) {', '.join(missing)} in {folder}; "
-            f"found: {', '.join(found) or '(none)'}"
+            f"{missing.format(', '.join(absent))}; found: {', '.join(found) or '(none)'}"
         )
     return {m: found[m] for m in models}

@@ -49,7 +49,12 @@ from pathlib import Path
 from typing import Any
 
 from medibench.datasets._base import DatasetError, collect_samples, read_jsonl
-from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
+from medibench.datasets._dataset import (
+    Dataset,
+    PredictionIndex,
+    index_predictions,
+    select_models,
+)
 from medibench.samples import Perspective, Sample
 
 __all__ = [
@@ -192,15 +197,7 @@ class MedGenDataset(Dataset):
             for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
                 if not sub.name.startswith("."):
                     sources[sub.name] = (sub, sorted(p for p in sub.glob("*.jsonl") if p.is_file()))
-        if models is not None:
-            absent = [m for m in models if m not in sources]
-            if absent:
-                raise FileNotFoundError(
-                    f"no outputs for model(s) {', '.join(absent)} in {folder}; "
-                    f"found: {', '.join(sources) or '(none)'}"
-                )
-            sources = {m: sources[m] for m in models}
-        return sources
+        return select_models(sources, models, f"no outputs for model(s) {{}} in {folder}")
 
     def _index_jsonl(self, index: PredictionIndex, name: str, jsonl: Path) -> None:
         for _, record in read_jsonl(jsonl):

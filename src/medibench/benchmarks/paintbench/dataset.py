@@ -44,8 +44,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import DatasetError
-from medibench.datasets._dataset import Dataset, PredictionIndex
+from medibench.datasets._base import DatasetError, read_jsonl
+from medibench.datasets._dataset import Dataset, PredictionIndex, select_models
 from medibench.samples import Perspective, Sample
 
 __all__ = [
@@ -113,14 +113,9 @@ class PaintBenchDataset(Dataset):
         if not folder.is_dir():
             raise FileNotFoundError(f"predictions folder {folder} does not exist")
         bench_dirs = self._bench_dirs(folder, model)
-        if models is not None:
-            absent = [m for m in models if m not in bench_dirs]
-            if absent:
-                raise FileNotFoundError(
-                    f"no '{self.benchmark_name}' outputs for model(s) {', '.join(absent)} in "
-                    f"{folder}; found: {', '.join(bench_dirs) or '(none)'}"
-                )
-            bench_dirs = {m: bench_dirs[m] for m in models}
+        bench_dirs = select_models(
+            bench_dirs, models, f"no '{self.benchmark_name}' outputs for model(s) {{}} in {folder}"
+        )
         index = PredictionIndex()
         for name, bench in bench_dirs.items():
             index.files.setdefault(name, {})
@@ -226,20 +221,11 @@ def _problem_index(path: Path) -> dict[tuple[str, int], dict]:
     if not path.is_file():
         return {}
     found = {}
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path} line {number}: not valid JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise DatasetError(f"{path} line {number}: expected a JSON object")
-            try:
-                found[(str(record["task"]), int(record["problem_id"]))] = record
-            except (KeyError, TypeError, ValueError):
-                continue  # an index line we cannot key is only a lost fallback
+    for _number, record in read_jsonl(path):
+        try:
+            found[(str(record["task"]), int(record["problem_id"]))] = record
+        except (KeyError, TypeError, ValueError):
+            continue  # an index line we cannot key is only a lost fallback
     return found
 
 
