@@ -156,7 +156,9 @@ class MedEBenchPaperProtocol(_PerImageScores):
         keep = np.float32(1.0) - mask.astype(np.float32) / np.float32(255)
         try:
             res.metrics["cp"] = ssim(
-                _zero_fill(prev, keep), _zero_fill(edited, keep), options=SKIMAGE_DEFAULT_SSIM
+                zero_fill_roi(prev, keep),
+                zero_fill_roi(edited, keep),
+                options=SKIMAGE_DEFAULT_SSIM,
             )
         except ValueError as exc:  # an image under 7x7: skimage raises too
             res.missing("cp", str(exc))
@@ -253,8 +255,17 @@ def _resize(
     return resize_noted(image, size, method=pil, notes=res.notes, how=f"({method}, PIL)", what=what)
 
 
-def _zero_fill(image: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """``x/255 * keep`` in float32, then ``*255`` truncated to uint8 (ToTensor/ToPILImage)."""
+def zero_fill_roi(image: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The paper protocol's named quirk: the ROI blacked out before a whole-image SSIM.
+
+    The official CP script multiplies each image by ``1 - mask/255`` through torchvision's
+    ``ToTensor`` / ``ToPILImage`` round trip: ``x/255 * keep`` in float32, then ``*255`` cast to
+    uint8, which truncates toward zero (at grey mask levels some kept values drop by 1). SSIM of
+    two images that are both 0 inside the ROI scores those windows 1, so CP rises with ROI area;
+    ``medebench@1`` averages the SSIM map outside the ROI instead (docs/protocols.md).
+
+    ``image``: uint8 ``(H, W, 3)``; ``keep``: float32 ``(H, W)``, ``1 - mask/255``.
+    """
     scaled = image.astype(np.float32) / np.float32(255)
     scaled *= keep[:, :, None]
     scaled *= np.float32(255)

@@ -63,15 +63,20 @@ Aggregation as the paper's, but a sample without output is skipped (and counted)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-import cv2
 import numpy as np
 
-from medibench.datasets import SampleImages, load_images, size_mismatch
+from medibench.benchmarks.miedb._steps import (
+    at_input_size,
+    imread_color,
+    official_rows_bug,
+    perception_label,
+    usable_target,
+)
+from medibench.datasets import SampleImages, load_images
 from medibench.metrics import (
     dice,
     masked_psnr,
@@ -92,7 +97,6 @@ from medibench.protocols._base import (
     ProtocolResult,
     as_rgb,
     read_rgba,
-    resize_noted,
 )
 from medibench.samples import Perspective, Sample
 
@@ -170,7 +174,7 @@ class MieDBPaperProtocol(_MieDBBase):
         notes: list[str] = []
 
         def read(role: str, path: str) -> np.ndarray:
-            image = _imread_color(path, "OpenCV could not decode it", keep_alpha=True)
+            image = imread_color(path, "OpenCV could not decode it", keep_alpha=True)
             return as_rgb(image, f"{role} {path}", alpha="drop", notes=notes)
 
         inp = read("input", sample.input)
@@ -190,7 +194,7 @@ class MieDBPaperProtocol(_MieDBBase):
         """Decode like ``cv2.imread(path)`` (IMREAD_COLOR: 3 channels, 8 bits, alpha dropped),
         returned in RGB order. An undecodable file raises ``ImageReadError``; the official
         scripts count such an output as missing."""
-        return _imread_color(
+        return imread_color(
             path,
             "OpenCV could not decode it (cv2.imread returns None: the official scripts count "
             "this output as missing)",
@@ -202,11 +206,11 @@ class MieDBPaperProtocol(_MieDBBase):
         if sample.perspective is Perspective.modification:
             return res  # rubric: judged
         names = _PER_PERSPECTIVE[sample.perspective]
-        target = _usable_target(res, names, sample, inp, target, official=True)
+        target = usable_target(res, names, sample, inp, target, official=True)
         if target is None:
             return res
         pred = as_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
-        pred = _at_input_size(res, pred, inp)
+        pred = at_input_size(res, pred, inp)
         if sample.perspective is Perspective.transformation:
             res.metrics["psnr"] = psnr(target, pred, data_range=255)
             res.metrics["ssim"] = ssim(target, pred, options=SKIMAGE_DEFAULT_SSIM)
@@ -220,7 +224,7 @@ class MieDBPaperProtocol(_MieDBBase):
         if label is None:
             label = overlay_to_mask(target, inp, colours)
         res.metrics["dice"] = miedb_dice(overlay_to_mask(pred, inp, colours), label)
-        rows = _official_rows(label)
+        rows = official_rows_bug(label)
         if len(rows) < 2:
             res.notes.append(
                 f"the target label is {'empty' if not label.any() else 'the whole image'}: only "
@@ -275,7 +279,7 @@ class MieDBProtocol(_MieDBBase):
         if sample.perspective is Perspective.perception and sample.overlay_color:
             colours = list(sample.overlay_color)
             ill = overlay_ill_conditioned(base.input, colours)
-            label, source = _label(sample, base, colours)
+            label, source = perception_label(sample, base, colours)
         return MieDBImages(
             base.input,
             base.target,
@@ -297,10 +301,10 @@ class MieDBProtocol(_MieDBBase):
             return res  # rubric: judged
         pred = as_rgb(prediction, "prediction", alpha=self.alpha, notes=res.notes)
         if sample.perspective is Perspective.transformation:
-            target = _usable_target(res, ("psnr", "ssim"), sample, inp, target)
+            target = usable_target(res, ("psnr", "ssim"), sample, inp, target)
             if target is None:
                 return res
-            pred = _at_input_size(res, pred, inp)
+            pred = at_input_size(res, pred, inp)
             res.metrics["psnr"] = psnr(pred, target, data_range=255)
             res.metrics["ssim"] = ssim(pred, target, options=MEDIBENCH_SSIM)
             return res
@@ -313,13 +317,13 @@ class MieDBProtocol(_MieDBBase):
         label = getattr(images, "label", None)
         source = getattr(images, "label_source", "")
         if label is None:
-            label, source = _label(sample, images, colours)
+            label, source = perception_label(sample, images, colours)
         if label is None:
             for m in names:
                 res.missing(m, source)
             return res
         res.notes.append(f"label from the {source}")
-        pred = _at_input_size(res, pred, inp)
+        pred = at_input_size(res, pred, inp)
         predicted = overlay_to_mask(pred, inp, colours)
         res.metrics["dice"] = dice(predicted, label, empty=1.0)
         for name, compute in (
@@ -347,91 +351,3 @@ class MieDBProtocol(_MieDBBase):
                 "unreliable"
             )
         return res
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def _imread_color(path: str | Path, problem: str, *, keep_alpha: bool = False) -> np.ndarray:
-    """``cv2.imread(path)`` (IMREAD_COLOR) in RGB order; ``ImageReadError(path, problem)``
-    when OpenCV cannot decode the file.
-
-    ``keep_alpha``: when the file has transparent pixels, return ``(H, W, 4)``: the same colours
-    plus the alpha, so that ``as_rgb(..., alpha="drop")`` drops it with a note.
-    """
-    from medibench.io import ImageReadError, may_have_alpha
-
-    try:
-        data = np.fromfile(path, dtype=np.uint8)
-    except OSError as exc:
-        raise ImageReadError(path, f"could not be read ({exc.strerror or exc})") from exc
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
-    if image is None:
-        raise ImageReadError(path, problem)
-    rgb = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-    if keep_alpha and may_have_alpha(data.tobytes()):
-        full = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
-        if (
-            full is not None
-            and full.ndim == 3
-            and full.shape[2] == 4
-            and full.dtype == np.uint8
-            and full.shape[:2] == rgb.shape[:2]
-            and (full[:, :, 3] < 255).any()
-        ):
-            return np.dstack([rgb, full[:, :, 3]])
-    return rgb
-
-
-def _official_rows(label: np.ndarray) -> list[int]:
-    """Rows the shipped ``img[inverse_mask] = 255`` sets: integer indexing by the values of the
-    0/1 array ``1 - label`` (0 where labelled, 1 elsewhere) selects rows 0 and/or 1."""
-    return [r for r, present in ((0, bool(label.any())), (1, not bool(label.all()))) if present]
-
-
-def _label(
-    sample: Sample, images: SampleImages, colours: Sequence[str]
-) -> tuple[np.ndarray | None, str]:
-    """The perception label at the input's size and where it came from (or None and why)."""
-    inp = images.input
-    if images.mask is not None:
-        off = size_mismatch(sample, "mask", images.mask, "input", inp)
-        if off:
-            return None, f"{off}: the stored mask cannot be the label"
-        return images.mask, "stored mask"
-    if images.target is None:
-        return None, "the sample has neither a stored mask nor a target image"
-    off = size_mismatch(sample, "target", images.target, "input", inp)
-    if off:
-        return None, f"{off}: its overlay cannot be read"
-    return overlay_to_mask(images.target, inp, colours), "target overlay"
-
-
-def _usable_target(
-    res: ProtocolResult,
-    names: Sequence[str],
-    sample: Sample,
-    inp: np.ndarray,
-    target: np.ndarray | None,
-    *,
-    official: bool = False,
-) -> np.ndarray | None:
-    """The target when it is there at the input's size; else ``None``, and ``names`` are
-    missing with the reason."""
-    if target is None:
-        why = "the sample has no target image"
-    elif off := size_mismatch(sample, "target", target, "input", inp):
-        why = f"{off}{'; the official scripts assume equal sizes' if official else ''}"
-    else:
-        return target
-    for m in names:
-        res.missing(m, why)
-    return None
-
-
-def _at_input_size(res: ProtocolResult, pred: np.ndarray, inp: np.ndarray) -> np.ndarray:
-    h, w = inp.shape[:2]
-    how = "(bilinear, cv2.INTER_LINEAR)"
-    return resize_noted(
-        pred, (w, h), method="cv2-bilinear", notes=res.notes, how=how, to="the input's "
-    )
