@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medibench.judges import Fill, JudgeProtocol, ScoreField
 from medibench.judges._protocols import image_part, needs_target, target_path, text_part
@@ -44,7 +46,15 @@ class MedEBenchJudge(JudgeProtocol):
         shown = sample.description if self.shown == "description" else sample.instruction
         return {"change": shown or ""}
 
-    def messages(self, sample, paths, *, structured, max_side, oversize):
+    def messages(
+        self,
+        sample: Sample,
+        paths: Sequence[Path],
+        *,
+        structured: bool,
+        max_side: int,
+        oversize: str,
+    ) -> tuple[list[dict[str, Any]], list[str]]:
         notes: list[str] = []
         change = self.prompt.render(f"change_{self.shown}", **self.texts(sample))
         steps = self.prompt.render("steps", answer_format=self._answer_format(structured))

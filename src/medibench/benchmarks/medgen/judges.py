@@ -3,8 +3,10 @@ the ground truth, on its 1-10 scale or the paper's 1-5."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medibench.judges import Fill, JudgeProtocol, ScoreField
 from medibench.judges._protocols import image_part, needs_target, target_path, text_part
@@ -47,7 +49,15 @@ class MedGenChecklistJudge(JudgeProtocol):
             "modality": sample.modality or "not stated",
         }
 
-    def messages(self, sample, paths, *, structured, max_side, oversize):
+    def messages(
+        self,
+        sample: Sample,
+        paths: Sequence[Path],
+        *,
+        structured: bool,
+        max_side: int,
+        oversize: str,
+    ) -> tuple[list[dict[str, Any]], list[str]]:
         notes: list[str] = []
         roles = [r for r, _ in self.images(sample, Path())]
         parts = [
