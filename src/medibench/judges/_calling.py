@@ -62,8 +62,9 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
         estimate.observe(j.input_tokens, j.output_tokens)
         if j.cost_usd is not None:
             spent.append(j.cost_usd)
-        # Stored as it arrives, before anything else: never paid for twice.
-        jstore.put(j, call.links)
+        # Stored as it arrives, before this worker goes on: never paid for twice. The commit
+        # runs on the writer thread (group commits), so the other calls go on meanwhile.
+        await asyncio.wrap_future(filler.store_answer(j, call.links))
         filler.answered(j)
         report.counts[j.status] += 1
         if on_progress:

@@ -46,17 +46,38 @@ class _Filler:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medibench-judge-fill")
         self._local = threading.local()
         self._writes: list[Future] = []
+        self._answers: list[tuple[Judgement, list[tuple[str, str, int]]]] = []
+        self._answers_lock = threading.Lock()
+
+    def store_answer(self, j: Judgement, links: list[tuple[str, str, int]]) -> Future:
+        """Queue ``j`` for the writer thread; the future is done once it is committed. Answers
+        queued while a commit runs go into the next one together (a group commit: one fsync
+        for many answers, so storing each answer before going on does not cap the rate)."""
+        with self._answers_lock:
+            self._answers.append((j, links))
+        future = self._pool.submit(self._commit_answers)
+        self._writes.append(future)
+        return future
+
+    def _commit_answers(self) -> None:  # on the writer thread
+        with self._answers_lock:
+            batch, self._answers = self._answers, []
+        if batch:
+            self._writer().judgements.put_many(batch)
+
+    def _writer(self) -> _WriterStores:  # on the writer thread: its own connection
+        stores = getattr(self._local, "stores", None)
+        if stores is None:
+            stores = self._local.stores = _WriterStores(RunStore(self.store.run_dir))
+        return stores
 
     def _put(self, kwargs: dict) -> None:  # on the writer thread
-        st = getattr(self._local, "store", None)
-        if st is None:
-            st = self._local.store = RunStore(self.store.run_dir)
-        st.put_judged_metrics(**kwargs)
+        self._writer().store.put_judged_metrics(**kwargs)
 
     def _close(self) -> None:  # on the writer thread
-        st = getattr(self._local, "store", None)
-        if st is not None:
-            st.close()
+        stores = getattr(self._local, "stores", None)
+        if stores is not None:
+            stores.store.close()
 
     def answered(self, j: Judgement) -> None:
         self.known[j.key] = j
@@ -65,6 +86,12 @@ class _Filler:
             left.discard(j.key)
             if not left:
                 self.fill(item)
+
+    def abandon(self) -> None:
+        """The run stopped early (a setup error, an interrupt): let the queued writes finish
+        and close the writer's connection, filling nothing more."""
+        self._pool.submit(self._close).result()
+        self._pool.shutdown()
 
     def finish(self) -> None:
         try:
@@ -138,3 +165,11 @@ class _Filler:
 def _std(vals: list[float]) -> float:
     m = sum(vals) / len(vals)
     return math.sqrt(sum((v - m) ** 2 for v in vals) / len(vals))
+
+
+class _WriterStores:
+    """The writer thread's run store and its judgement tables."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self.judgements = JudgementStore(store)

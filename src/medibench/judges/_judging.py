@@ -100,7 +100,11 @@ async def judge_run_async(
                 if plan.calls and client is not None:
                     active = client
                     before = active.calls
-                    await _execute(plan, active, jstore, config, budget, on_progress, filler)
+                    try:
+                        await _execute(plan, active, jstore, config, budget, on_progress, filler)
+                    except BaseException:
+                        filler.abandon()
+                        raise
                     plan.report.requests = active.calls - before
                 filler.finish()
                 store.set_meta(f"judge:{plan.judge.spec}", _describe(plan.judge, config, passes))
