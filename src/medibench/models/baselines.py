@@ -10,7 +10,7 @@ with textbook image processing:
   multi-Otsu thresholds, morphology, largest components, salient-blob detection) and blend its
   overlay colour into the input with :func:`medibench.metrics.blend_overlay`;
 - modification (removal): detect the most significant compact blob (all of them for plurals) with
-  :func:`~medibench.models._segment.detect_anomalies` (a multi-scale Laplacian-of-Gaussian blob
+  :func:`~medibench.models._blobs.detect_anomalies` (a multi-scale Laplacian-of-Gaussian blob
   detector with a local annulus test), and fill it by Navier-Stokes inpainting.
   When nothing stands out the input comes back unchanged: a decision, not a failure;
 - transformation: non-local means denoising, unsharp-mask deblurring, CLAHE contrast
@@ -69,7 +69,7 @@ class ClassicalModel:
             the starter benchmark any further growth lowers PSNR and ROI SSIM, hence 0.
         min_significance: the anomaly detector reports no blob below this significance (mean
             contrast in local-noise units times the square root of the capped blob area; see
-            :func:`~medibench.models._segment.detect_anomalies`).
+            :func:`~medibench.models._blobs.detect_anomalies`).
         relative_significance: for plurals, blobs below this fraction of the best one's
             significance are not reported.
         h_per_sigma: non-local means strength per grey level of estimated noise sigma.

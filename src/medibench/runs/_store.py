@@ -14,7 +14,6 @@ back and every committed row stays.
 
 from __future__ import annotations
 
-import errno
 import json
 import sqlite3
 import time
@@ -23,45 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from medibench._sql import where_equal
-from medibench.io._write import DiskFullError
 from medibench.runs import _tables
+from medibench.runs._schema import (
+    CORE_TABLES,
+    SCHEMA_VERSION,
+    SCORE_COLUMNS,
+    Transaction,
+    declare_core,
+    decode_metric,
+    disk_full_names,
+    encode_metric,
+)
 from medibench.runs._tables import StageTable
-from medibench.samples import Prediction, Sample, Score, join_reasons, reasons_from_error
+from medibench.samples import Prediction, Sample, Score, join_reasons
 
 __all__ = ["CORE_TABLES", "RunStore", "RunStoreError", "StageTable"]
-
-SCHEMA_VERSION = "1"
-
-# The tables the store's own stages keep (generate: samples, predictions; score: scores).
-# A column added here later must be nullable or have a DEFAULT: older run.sqlite files gain it.
-_CORE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    ("meta", "key TEXT PRIMARY KEY, value TEXT NOT NULL", ("key",), "run"),
-    ("samples", "sample_id TEXT PRIMARY KEY, record TEXT NOT NULL", ("sample_id",), "run"),
-    (
-        "predictions",
-        "model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, seed INTEGER, "
-        "path TEXT, status TEXT NOT NULL, error TEXT, elapsed_s REAL, created_at REAL NOT NULL, "
-        "PRIMARY KEY (model, sample_id, k)",
-        ("model", "sample_id", "k"),
-        "generate",
-    ),
-    (
-        "scores",
-        "model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, "
-        "protocol TEXT NOT NULL, protocol_version TEXT NOT NULL, metrics TEXT NOT NULL, "
-        "status TEXT NOT NULL, error TEXT, notes TEXT NOT NULL, created_at REAL NOT NULL, "
-        "reasons TEXT, "
-        "PRIMARY KEY (model, sample_id, k, protocol, protocol_version)",
-        ("model", "sample_id", "k", "protocol", "protocol_version"),
-        "score",
-    ),
-)
-#: The tables whose rows :func:`medibench.runs.merge` reconciles itself.
-CORE_TABLES = frozenset(name for name, *_ in _CORE) | {"stage_tables"}
-_SCORE_COLUMNS = (
-    "model, sample_id, k, protocol, protocol_version, metrics, status, error, notes, "
-    "created_at, reasons"
-)
 
 
 class RunStoreError(RuntimeError):
@@ -78,10 +53,10 @@ class RunStore:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / self.FILENAME
         self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        with _disk_full_names(self.path):
+        with disk_full_names(self.path):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._declare_core()
+            declare_core(self._db, self.path)
         stored = self.get_meta("schema_version")
         if stored is None:
             self.set_meta("schema_version", SCHEMA_VERSION)
@@ -124,7 +99,7 @@ class RunStore:
         they belong to. ``merge`` and ``export`` cover every declared table
         (:mod:`medibench.runs._tables`).
         """
-        with _disk_full_names(self.path):
+        with disk_full_names(self.path):
             return _tables.declare(
                 self._db, name, columns, key_columns, stage=stage, per_output=per_output
             )
@@ -139,28 +114,9 @@ class RunStore:
             raise KeyError(f"{self.path}: no table {name!r}")
         return _tables.rows(self._db, name)
 
-    def _declare_core(self) -> None:
-        had = _tables.table_names(self._db)
-        old_scores = "scores" in had and "reasons" not in {
-            r[1] for r in self._db.execute("PRAGMA table_info(scores)")
-        }
-        for name, columns, key, stage in _CORE:
-            _tables.declare(self._db, name, columns, key, stage=stage, per_output=False)
-        if old_scores:  # an older run: its reasons were only in the joined error text
-            with self._tx():
-                rows = self._db.execute("SELECT rowid, status, error FROM scores").fetchall()
-                self._db.executemany(
-                    "UPDATE scores SET reasons = ? WHERE rowid = ?",
-                    [
-                        (json.dumps(reasons_from_error(err)), rowid)
-                        for rowid, status, err in rows
-                        if status == "ok" and reasons_from_error(err)
-                    ],
-                )
-
     # -- meta ---------------------------------------------------------------------------------
     def set_meta(self, key: str, value: Any) -> None:
-        with _disk_full_names(self.path):
+        with disk_full_names(self.path):
             self._db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
             )
@@ -230,7 +186,7 @@ class RunStore:
         reasons = dict(s.reasons)
         with self._tx():
             self._db.execute(
-                f"INSERT OR REPLACE INTO scores ({_SCORE_COLUMNS}) "
+                f"INSERT OR REPLACE INTO scores ({SCORE_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     s.model or "",
@@ -238,7 +194,7 @@ class RunStore:
                     s.k,
                     s.protocol,
                     s.protocol_version,
-                    json.dumps({k: _enc(v) for k, v in s.metrics.items()}),
+                    json.dumps({k: encode_metric(v) for k, v in s.metrics.items()}),
                     s.status,
                     s.error,
                     json.dumps(list(s.notes)),
@@ -280,7 +236,7 @@ class RunStore:
                     "score before judging"
                 )
             metrics = json.loads(row[0])
-            metrics.update({m: _enc(v) for m, v in values.items()})
+            metrics.update({m: encode_metric(v) for m, v in values.items()})
             had = json.loads(row[2]) if row[2] else {}
             kept = {m: why for m, why in had.items() if m not in values}
             kept.update({m: reasons[m] for m, v in values.items() if v is None})
@@ -344,7 +300,7 @@ class RunStore:
                     k=k,
                     protocol=proto,
                     protocol_version=ver,
-                    metrics={n: _dec(v) for n, v in json.loads(metrics).items()},
+                    metrics={n: decode_metric(v) for n, v in json.loads(metrics).items()},
                     status=st,
                     error=err,
                     notes=tuple(json.loads(notes)),
@@ -354,62 +310,4 @@ class RunStore:
         return out
 
     def _tx(self):
-        return _Transaction(self._db, self.path)
-
-
-class _Transaction:
-    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
-        self.db, self.path = db, path
-
-    def __enter__(self) -> None:
-        with _disk_full_names(self.path):
-            self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type, exc: BaseException | None, _tb: object) -> None:
-        if exc_type is None:
-            try:
-                self.db.execute("COMMIT")
-                return
-            except sqlite3.Error as failed:  # a full disk shows here too
-                exc = failed
-        if self.db.in_transaction:
-            self.db.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error) and _is_full(exc):
-            raise _full_error(self.path) from exc
-        if exc_type is None and exc is not None:
-            raise exc
-
-
-class _disk_full_names:
-    """Turn SQLite's "database or disk is full" into a DiskFullError naming the file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, exc_type, exc: BaseException | None, _tb: object) -> None:
-        if isinstance(exc, sqlite3.Error) and _is_full(exc):
-            raise _full_error(self.path) from exc
-
-
-def _is_full(exc: sqlite3.Error) -> bool:
-    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(
-        exc
-    )
-
-
-def _full_error(path: Path) -> DiskFullError:
-    return DiskFullError(errno.ENOSPC, "database or disk is full", str(path))
-
-
-def _enc(v: float | None) -> float | str | None:
-    # SQLite JSON text has no inf: store it as a string, like the score records do.
-    if v is not None and v in (float("inf"), float("-inf")):
-        return "inf" if v > 0 else "-inf"
-    return v
-
-
-def _dec(v: Any) -> float | None:
-    return float(v) if isinstance(v, str) else v
+        return Transaction(self._db, self.path)
