@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from medibench.judges import Fill, JudgeProtocol, ScoreField
 from medibench.judges._protocols import image_part, needs_target, target_path, text_part
@@ -46,16 +44,8 @@ class MedEBenchJudge(JudgeProtocol):
         shown = sample.description if self.shown == "description" else sample.instruction
         return {"change": shown or ""}
 
-    def messages(
-        self,
-        sample: Sample,
-        paths: Sequence[Path],
-        *,
-        structured: bool,
-        max_side: int,
-        oversize: str,
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        notes: list[str] = []
+    def messages(self, sample, paths, *, structured, max_side, oversize):  # as JudgeProtocol
+        notes = []  # resize notes
         change = self.prompt.render(f"change_{self.shown}", **self.texts(sample))
         steps = self.prompt.render("steps", answer_format=self._answer_format(structured))
         parts = [text_part(change)]

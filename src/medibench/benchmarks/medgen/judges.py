@@ -3,10 +3,8 @@ the ground truth, on its 1-10 scale or the paper's 1-5."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from medibench.judges import Fill, JudgeProtocol, ScoreField
 from medibench.judges._protocols import image_part, needs_target, target_path, text_part
@@ -49,16 +47,8 @@ class MedGenChecklistJudge(JudgeProtocol):
             "modality": sample.modality or "not stated",
         }
 
-    def messages(
-        self,
-        sample: Sample,
-        paths: Sequence[Path],
-        *,
-        structured: bool,
-        max_side: int,
-        oversize: str,
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        notes: list[str] = []
+    def messages(self, sample, paths, *, structured, max_side, oversize):  # as JudgeProtocol
+        notes = []  # resize notes
         roles = [r for r, _ in self.images(sample, Path())]
         parts = [
             image_part(p, r, max_side, oversize, notes)

@@ -3,10 +3,8 @@ unpublished: this one is not it), judged on an input|output|target collage."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from medibench.io import read_image
 from medibench.judges import Fill, JudgeProtocol, ScoreField
@@ -35,16 +33,8 @@ class MieDBRubricJudge(JudgeProtocol):
     def texts(self, sample: Sample) -> dict[str, str]:
         return {"instruction": sample.instruction}
 
-    def messages(
-        self,
-        sample: Sample,
-        paths: Sequence[Path],
-        *,
-        structured: bool,
-        max_side: int,
-        oversize: str,
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        notes: list[str] = []
+    def messages(self, sample, paths, *, structured, max_side, oversize):  # as JudgeProtocol
+        notes = []  # resize notes
         images = [read_image(p, mode="rgb") for p in paths]
         board = collage(images, ["INPUT", "OUTPUT", "TARGET"])
         task = self.prompt.render(
