@@ -22,7 +22,7 @@ $(VENV)/.demo-installed: $(PY) pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.dev-installed: $(PY) pyproject.toml constraints.txt
-	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,demo-data,torch,ray]"
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,demo-data,torch,ray,hf]"
 	touch $@
 
 demo: $(VENV)/.demo-installed
