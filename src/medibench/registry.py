@@ -72,6 +72,7 @@ class Registry(Generic[T]):
         self._help: dict[str, str] = {}
         self._entry_points_loaded = False
         self._populate = populate
+        self._populated: set[str] = set()
 
     def register(
         self, name: str, factory: Callable[..., T] | str | None = None, *, help: str = ""
@@ -125,6 +126,15 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
+    def refresh(self) -> None:
+        """Forget what ``populate`` registered, so that the next lookup fills it again (after a
+        benchmark was registered or removed in this process)."""
+        for name in self._populated:
+            self._entries.pop(name, None)
+            self._help.pop(name, None)
+        self._populated = set()
+        self._entry_points_loaded = False
+
     def _load_entry_points(self) -> None:
         if self._entry_points_loaded:
             return
@@ -140,6 +150,7 @@ class Registry(Generic[T]):
                     self._help.pop(name, None)
                 self._entry_points_loaded = False
                 raise
+            self._populated = set(self._entries) - before
         for ep in entry_points(group=f"medibench.{self.kind}s"):
             if ep.name not in self._entries:
                 self._entries[ep.name] = ep.value

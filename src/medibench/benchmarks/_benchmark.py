@@ -18,6 +18,7 @@ crash of ``medibench``. See docs/benchmarks.md for a worked example.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -152,10 +153,13 @@ class BenchmarkRegistry:
         if benchmark.name in self._entries and not replace:
             raise ValueError(f"benchmark '{benchmark.name}' is already registered")
         self._entries[benchmark.name] = benchmark
+        _refresh_registries()
         return benchmark
 
     def unregister(self, name: str) -> None:
+        """Remove ``name`` (a benchmark registered in this process, for instance)."""
         self._entries.pop(name, None)
+        _refresh_registries()
 
     def names(self) -> list[str]:
         """Every registered name, built-ins first (detection order), then plug-ins."""
@@ -219,6 +223,19 @@ class BenchmarkRegistry:
             f"skipped: {type(exc).__name__}: {exc}",
             stacklevel=3,
         )
+
+
+def _refresh_registries() -> None:
+    """The dataset, protocol and judge registries are filled from the benchmarks once; after a
+    change in this process, those already filled are filled again on their next lookup."""
+    for module, name in (
+        ("medibench.datasets", "DATASETS"),
+        ("medibench.protocols", "PROTOCOLS"),
+        ("medibench.judges._protocols", "JUDGES"),
+    ):
+        loaded = sys.modules.get(module)
+        if loaded is not None and hasattr(loaded, name):
+            getattr(loaded, name).refresh()
 
 
 #: Every benchmark medibench knows in this process.
