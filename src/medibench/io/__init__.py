@@ -1,6 +1,7 @@
 """Reading medical images into arrays, encoding them, atomic writes and content hashes.
 
-Images: ``read_image`` (PNG/JPEG/TIFF/BMP, and DICOM by dispatch), ``read_mask``, ``read_dicom``,
+Images: ``read_image`` (PNG/JPEG/TIFF/BMP, and DICOM by dispatch) and ``decode_image`` (the same
+decode from bytes: a Parquet cell gives the pixels its file would), ``read_mask``, ``read_dicom``,
 ``read_dicom_seg``, ``read_nifti_slice``; in-memory helpers ``to_uint8``, ``to_mask`` (and
 ``mask_with_note``: a mask with values other than 0 and its maximum is binarised at half its
 maximum, noted) and ``composite_alpha`` (RGBA to RGB on black, white, or dropped).
@@ -19,7 +20,7 @@ from medibench.io._arrays import (
 )
 from medibench.io._dicom import read_dicom, read_dicom_seg
 from medibench.io._errors import ImageReadError
-from medibench.io._images import may_have_alpha, read_image, read_mask
+from medibench.io._images import decode_image, may_have_alpha, read_image, read_mask
 from medibench.io._nifti import read_nifti_slice
 from medibench.io._write import (
     atomic_write_bytes,
@@ -36,6 +37,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "composite_alpha",
+    "decode_image",
     "encode_image",
     "mask_with_note",
     "may_have_alpha",

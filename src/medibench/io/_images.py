@@ -11,6 +11,7 @@ mask with values other than 0 and its maximum is binarised at half its maximum; 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +22,7 @@ from medibench.io._arrays import AlphaPolicy, composite_alpha, mask_with_note
 from medibench.io._dicom import read_dicom
 from medibench.io._errors import ImageReadError
 
-__all__ = ["may_have_alpha", "read_image", "read_mask"]
+__all__ = ["decode_image", "may_have_alpha", "read_image", "read_mask"]
 
 ImageMode = Literal["rgb", "rgba", "gray", "unchanged"]
 
@@ -76,38 +77,36 @@ def read_image(
             a truncated or corrupt file, a 16-bit source in ``"rgb"``/``"rgba"``/``"gray"`` mode.
         ValueError: an unknown ``mode``.
     """
-    if mode not in ("rgb", "rgba", "gray", "unchanged"):
-        raise ValueError(
-            f"read_image: mode must be 'rgb', 'rgba', 'gray' or 'unchanged', got {mode!r}"
-        )
+    _check_mode(mode)
     path = Path(path)
-    data = _read_bytes(path)
-    kind = _sniff(path, data)
-    if kind == "dicom":
-        return _dicom_as_mode(path, mode)
-    if kind == "nifti":
-        raise ImageReadError(
-            path,
-            "is a NIfTI volume; a volume needs an axis and a slice index: "
-            "use medibench.io.read_nifti_slice(path, axis=..., index=...)",
-        )
-    _check_complete(path, data, kind)
-    # IMREAD_UNCHANGED keeps alpha and depth (but ignores EXIF rotation): used for "unchanged"
-    # and for files that can carry alpha; the other decodes apply the rotation.
-    unchanged = mode == "unchanged" or _may_have_alpha(data, kind)
-    image = _decode(path, data, kind, unchanged)
-    if mode == "unchanged":
-        return image
-    if unchanged and not (image.ndim == 3 and image.shape[2] == 4):
-        image = _decode(path, data, kind, False)  # no alpha after all: decode as before
-    if image.dtype != np.uint8:
-        raise ImageReadError(
-            path,
-            f"holds {image.dtype} pixels but mode={mode!r} gives uint8 and medibench does not "
-            "guess a data range; use read_image(path, mode='unchanged') and then "
-            "to_uint8(array, data_range=(lo, hi))",
-        )
-    return _to_mode(image, mode, alpha, path, notes)
+    return _decode_bytes(path, _read_bytes(path), mode, alpha, notes, on_disk=True)
+
+
+def decode_image(
+    data: bytes,
+    *,
+    name: str,
+    mode: ImageMode = "rgb",
+    alpha: AlphaPolicy = "black",
+    notes: list[str] | None = None,
+) -> np.ndarray:
+    """Decode an image file's bytes exactly as :func:`read_image` decodes the file.
+
+    For images that arrive as bytes (a Parquet cell, an archive member): the same format
+    sniffing, completeness checks, decoders and modes, so the same bytes give the same pixels
+    as a file holding them. ``name`` stands for the file in errors and notes (a path or a
+    description such as ``"shard.parquet row 3, column 'image'"``); its suffix decides only
+    for DICOM (``.dcm``) and NIfTI, as a file's name does.
+
+    Raises:
+        ImageReadError: empty bytes, not an image, a truncated or corrupt image, a 16-bit
+            source in a uint8 mode (as :func:`read_image`), naming ``name``.
+        ValueError: an unknown ``mode``.
+    """
+    _check_mode(mode)
+    if not data:
+        raise ImageReadError(name, "empty image (0 bytes)")
+    return _decode_bytes(Path(name), bytes(data), mode, alpha, notes, on_disk=False)
 
 
 def read_mask(path: str | os.PathLike, *, notes: list[str] | None = None) -> np.ndarray:
@@ -139,6 +138,52 @@ def may_have_alpha(data: bytes) -> bool:
     if data.startswith(_TIFF_MAGICS):
         return True
     return data.startswith(b"BM")
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in ("rgb", "rgba", "gray", "unchanged"):
+        raise ValueError(
+            f"read_image: mode must be 'rgb', 'rgba', 'gray' or 'unchanged', got {mode!r}"
+        )
+
+
+def _decode_bytes(
+    path: Path,
+    data: bytes,
+    mode: ImageMode,
+    alpha: AlphaPolicy,
+    notes: list[str] | None,
+    *,
+    on_disk: bool,
+) -> np.ndarray:
+    """The one decode path of read_image and decode_image; ``path`` names the source
+    (``on_disk``: it is the file ``data`` was read from)."""
+    kind = _sniff(path, data)
+    if kind == "dicom":
+        return _dicom_as_mode(path, data, mode, on_disk=on_disk)
+    if kind == "nifti":
+        raise ImageReadError(
+            path,
+            "is a NIfTI volume; a volume needs an axis and a slice index: "
+            "use medibench.io.read_nifti_slice(path, axis=..., index=...)",
+        )
+    _check_complete(path, data, kind)
+    # IMREAD_UNCHANGED keeps alpha and depth (but ignores EXIF rotation): used for "unchanged"
+    # and for files that can carry alpha; the other decodes apply the rotation.
+    unchanged = mode == "unchanged" or _may_have_alpha(data, kind)
+    image = _decode(path, data, kind, unchanged)
+    if mode == "unchanged":
+        return image
+    if unchanged and not (image.ndim == 3 and image.shape[2] == 4):
+        image = _decode(path, data, kind, False)  # no alpha after all: decode as before
+    if image.dtype != np.uint8:
+        raise ImageReadError(
+            path,
+            f"holds {image.dtype} pixels but mode={mode!r} gives uint8 and medibench does not "
+            "guess a data range; use read_image(path, mode='unchanged') and then "
+            "to_uint8(array, data_range=(lo, hi))",
+        )
+    return _to_mode(image, mode, alpha, path, notes)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -263,7 +308,17 @@ def _to_mode(
     return image
 
 
-def _dicom_as_mode(path: Path, mode: ImageMode) -> np.ndarray:
-    """A DICOM file through read_dicom's defaults, then shaped for ``mode``."""
-    image = read_dicom(path)
+def _dicom_as_mode(path: Path, data: bytes, mode: ImageMode, *, on_disk: bool) -> np.ndarray:
+    """A DICOM file through read_dicom's defaults, then shaped for ``mode``; bytes that are not
+    on disk go through a temporary file (read_dicom reads files)."""
+    if on_disk:
+        image = read_dicom(path)
+    else:
+        with tempfile.TemporaryDirectory(prefix="medibench-dicom-") as tmp:
+            copy = Path(tmp) / "image.dcm"
+            copy.write_bytes(data)
+            try:
+                image = read_dicom(copy)
+            except ImageReadError as exc:
+                raise ImageReadError(path, exc.problem) from exc.__cause__
     return image if mode == "unchanged" else _to_mode(image, mode, path=path)
