@@ -1,0 +1,36 @@
+"""Where a benchmark's files come from, before an adapter parses them (docs/sources.md).
+
+``resolve_source`` turns a dataset spec's path into a folder (or a Parquet file): a folder as
+is, a ``.tar``/``.tar.gz``/``.tgz``/``.zip`` archive extracted once, safely, into a cache folder
+next to it. ``parquet_files``, ``iter_parquet_rows`` and ``check_columns`` read Parquet shards
+row group by row group; ``decode_image_cell`` decodes an image cell in the Hugging Face
+``datasets`` encodings through the same decoders as files (:mod:`medibench.io`). Every failure
+is a :class:`SourceError` (a ``DatasetError``) naming the file; an image cell that does not
+decode is an :class:`ImageCellError` (an ``ImageReadError``) naming the file, row and column,
+that sample's problem only.
+"""
+
+from medibench.sources._archive import ARCHIVE_SUFFIXES, CACHE_SUFFIX, is_archive, resolve_source
+from medibench.sources._cells import ImageCellError, decode_image_cell, image_cell_bytes
+from medibench.sources._errors import SourceError
+from medibench.sources._parquet import (
+    ParquetRow,
+    check_columns,
+    iter_parquet_rows,
+    parquet_files,
+)
+
+__all__ = [
+    "ARCHIVE_SUFFIXES",
+    "CACHE_SUFFIX",
+    "ImageCellError",
+    "ParquetRow",
+    "SourceError",
+    "check_columns",
+    "decode_image_cell",
+    "image_cell_bytes",
+    "is_archive",
+    "iter_parquet_rows",
+    "parquet_files",
+    "resolve_source",
+]

@@ -1,0 +1,222 @@
+"""A dataset path that is an archive: extracted once, safely, into a cache folder beside it.
+
+``dataBenchmark_00.tar`` becomes ``dataBenchmark_00.tar.medibench/``. Extraction goes to a
+temporary sibling folder that is renamed into place only when complete, so an interrupted
+extraction never looks finished; a marker file inside records the archive's size and mtime, so
+a changed archive is extracted again. Every member is checked before anything is written:
+absolute names, ``..`` parts, links that point outside the folder, and device or FIFO members
+are refused with an error naming the archive and the member (tar extraction also runs through
+``tarfile``'s ``data`` filter where Python has it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from pathlib import Path, PurePosixPath
+
+from medibench.sources._errors import SourceError
+
+__all__ = ["ARCHIVE_SUFFIXES", "CACHE_SUFFIX", "is_archive", "resolve_source"]
+
+#: Archive names resolve_source extracts (compared case-insensitively).
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
+#: The cache folder of ``X.tar`` is ``X.tar.medibench``.
+CACHE_SUFFIX = ".medibench"
+_MARKER = ".medibench-archive.json"
+_MARKER_VERSION = 1
+_READ_ERRORS = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, OSError)
+
+
+def resolve_source(
+    path: str | os.PathLike, *, what: str = "dataset", notes: list[str] | None = None
+) -> Path:
+    """The folder (or file) a dataset spec's ``path`` stands for.
+
+    * a folder: returned as is;
+    * an archive (``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz``, ``.zip``): the
+      cache folder ``<archive>.medibench/`` next to it, extracted on first use and again when
+      the archive's size or mtime changed; ``notes`` (when a list) gets a line on extraction;
+    * any other existing file (a ``.parquet`` shard, say): returned as is, for the caller to
+      read.
+
+    ``what`` starts the error messages (``"MieDB-100k dataset"``).
+
+    Raises:
+        SourceError: the path does not exist; the archive is truncated or corrupt (naming the
+            archive); a member would land outside the folder (naming the archive and the
+            member); the cache folder cannot be written.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if not path.exists():
+        raise SourceError(f"{what} {path} does not exist")
+    if not is_archive(path):
+        return path
+    cache = path.with_name(path.name + CACHE_SUFFIX)
+    if _is_current(cache, path):
+        return cache
+    count = _extract_into_place(path, cache)
+    if notes is not None:
+        notes.append(f"{what}: extracted {count} member(s) of {path} into {cache}")
+    return cache
+
+
+def is_archive(path: str | os.PathLike) -> bool:
+    """Whether ``path``'s name ends in one of :data:`ARCHIVE_SUFFIXES`."""
+    return Path(path).name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _stamp(archive: Path) -> dict[str, object]:
+    st = archive.stat()
+    return {
+        "version": _MARKER_VERSION,
+        "archive": archive.name,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+    }
+
+
+def _is_current(cache: Path, archive: Path) -> bool:
+    try:
+        return json.loads((cache / _MARKER).read_text(encoding="utf-8")) == _stamp(archive)
+    except (OSError, ValueError):
+        return False
+
+
+def _extract_into_place(archive: Path, cache: Path) -> int:
+    """Extract into a temporary sibling, then rename it to ``cache``; the member count."""
+    stamp = _stamp(archive)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{archive.name}.", dir=archive.parent))
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary folder
+    except OSError as exc:
+        raise SourceError(
+            f"cannot extract {archive}: its folder is not writable for the cache folder "
+            f"{cache.name} ({exc.strerror or exc}); extract it by hand and give the folder"
+        ) from None
+    try:
+        count = _extract(archive, tmp)
+        (tmp / _MARKER).write_text(json.dumps(stamp), encoding="utf-8")
+        _swap_in(tmp, cache, archive)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return count
+
+
+def _swap_in(tmp: Path, cache: Path, archive: Path) -> None:
+    """Rename ``tmp`` to ``cache``, replacing an outdated cache; a concurrent winner stands."""
+    if cache.exists():
+        if _is_current(cache, archive):
+            return  # another process finished the same extraction first
+        old = cache.with_name(f".{cache.name}.old-{os.getpid()}")
+        os.replace(cache, old)
+        shutil.rmtree(old, ignore_errors=True)
+    try:
+        os.replace(tmp, cache)
+    except OSError:
+        if not _is_current(cache, archive):
+            raise
+
+
+def _extract(archive: Path, dest: Path) -> int:
+    try:
+        if archive.name.lower().endswith(".zip"):
+            return _extract_zip(archive, dest)
+        return _extract_tar(archive, dest)
+    except SourceError:
+        raise
+    except _READ_ERRORS as exc:
+        raise SourceError(
+            f"archive {archive} is truncated or corrupt ({type(exc).__name__}: {exc}); "
+            "download it again"
+        ) from None
+
+
+def _extract_tar(archive: Path, dest: Path) -> int:
+    with tarfile.open(archive, "r:*") as tar:
+        members = tar.getmembers()  # reads every header: a cut-off archive fails here or below
+        for member in members:
+            _check_tar_member(archive, member)
+        for member in members:
+            if hasattr(tarfile, "data_filter"):
+                try:
+                    tar.extract(member, dest, filter="data")
+                except tarfile.FilterError as exc:
+                    raise SourceError(
+                        f"archive {archive}: member '{member.name}' is refused ({exc})"
+                    ) from None
+            else:  # pragma: no cover - Python without extraction filters; members are checked
+                tar.extract(member, dest)
+    return len(members)
+
+
+def _check_tar_member(archive: Path, member: tarfile.TarInfo) -> None:
+    _check_name(archive, member.name)
+    if member.issym() or member.islnk():
+        # a symlink's target is relative to its folder, a hard link's to the archive's root
+        base = PurePosixPath(member.name).parent if member.issym() else PurePosixPath()
+        _check_link(archive, member.name, member.linkname, base)
+    elif not (member.isfile() or member.isdir()):
+        raise SourceError(f"archive {archive}: member '{member.name}' is a device or FIFO; refused")
+
+
+def _extract_zip(archive: Path, dest: Path) -> int:
+    with zipfile.ZipFile(archive) as zf:
+        infos = zf.infolist()
+        for info in infos:
+            _check_name(archive, info.filename)
+        for info in infos:
+            mode = info.external_attr >> 16
+            if stat.S_ISLNK(mode):
+                target = zf.read(info).decode("utf-8")
+                _check_link(archive, info.filename, target, PurePosixPath(info.filename).parent)
+                link = dest / info.filename
+                link.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(target, link)
+            else:
+                zf.extract(info, dest)  # reads and CRC-checks the member's data
+    return len(infos)
+
+
+def _check_name(archive: Path, name: str) -> None:
+    """Refuse a member name that is absolute or climbs out of the folder."""
+    posix = name.replace("\\", "/")
+    if posix.startswith("/") or (len(posix) > 1 and posix[1] == ":"):
+        raise SourceError(
+            f"archive {archive}: member '{name}' has an absolute path; refused (it would be "
+            "written outside the extraction folder)"
+        )
+    if ".." in PurePosixPath(posix).parts:
+        raise SourceError(
+            f"archive {archive}: member '{name}' climbs out with '..'; refused (it would be "
+            "written outside the extraction folder)"
+        )
+
+
+def _check_link(archive: Path, name: str, target: str, base: PurePosixPath) -> None:
+    """Refuse a link whose target is absolute or resolves outside the folder."""
+    posix = target.replace("\\", "/")
+    depth = 0
+    for part in (base / posix).parts if not posix.startswith("/") else ("/",):
+        if part == "/":
+            depth = -1
+            break
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            break
+    if depth < 0:
+        raise SourceError(
+            f"archive {archive}: member '{name}' is a link to '{target}', outside the "
+            "extraction folder; refused"
+        )

@@ -1,0 +1,155 @@
+"""Image cells in the Hugging Face ``datasets`` encodings, decoded as files are.
+
+An ``Image()`` feature is stored as a struct ``{"bytes": binary, "path": string}``: the bytes
+when the image is embedded, else a path (relative to the dataset's folder); a
+``Sequence(Image())`` is a list of such structs; some exports store a bare path string. The
+bytes go through :func:`medibench.io.decode_image`, a path through
+:func:`medibench.io.read_image`: the same decoders, so the same image gives the same pixels.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from medibench.datasets._base import DatasetError, resolve_inside
+from medibench.io import ImageReadError, decode_image, read_image
+from medibench.io._images import ImageMode
+
+__all__ = ["ImageCellError", "decode_image_cell", "decode_image_cells", "image_cell_bytes"]
+
+
+class ImageCellError(ImageReadError):
+    """An image cell that cannot be decoded: that sample's problem, not the whole load's.
+
+    An :class:`~medibench.io.ImageReadError`, so the per-sample failure paths that catch it for
+    files catch it for cells. The message reads ``"<file>: row <row>, column '<column>':
+    <problem>"``.
+
+    Attributes (besides ``path``, the Parquet file, and ``problem``):
+        file, row, column: where the cell is.
+    """
+
+    def __init__(self, file: str | os.PathLike, row: int, column: str, problem: str) -> None:
+        self.file = os.fspath(file)
+        self.row = row
+        self.column = column
+        self.cell_problem = problem
+        super().__init__(file, f"row {row}, column '{column}': {problem}")
+
+    def __reduce__(self):
+        return (type(self), (self.file, self.row, self.column, self.cell_problem))
+
+
+def decode_image_cell(
+    cell: Any,
+    *,
+    file: str | os.PathLike,
+    row: int,
+    column: str,
+    base: str | os.PathLike | None = None,
+    mode: ImageMode = "rgb",
+    notes: list[str] | None = None,
+) -> np.ndarray:
+    """Decode one image cell (``{"bytes", "path"}`` struct or path string) to an array.
+
+    ``file``, ``row``, ``column`` say where the cell is (for errors); ``base`` is the folder a
+    path is relative to (a path that leaves it is refused); ``mode`` as
+    :func:`medibench.io.read_image`.
+
+    Raises:
+        ImageCellError: a null or malformed cell, a path without ``base`` or outside it, bytes
+            or a file that do not decode (the decoder's problem, quoted).
+    """
+    data, name = image_cell_bytes(cell, file=file, row=row, column=column, base=base)
+    try:
+        if data is not None:
+            return decode_image(data, name=name, mode=mode, notes=notes)
+        return read_image(name, mode=mode, notes=notes)
+    except ImageReadError as exc:
+        stored = "" if name == _place(file, row, column) else f"'{name}': "
+        raise ImageCellError(file, row, column, stored + exc.problem) from exc
+
+
+def decode_image_cells(
+    cell: Any,
+    *,
+    file: str | os.PathLike,
+    row: int,
+    column: str,
+    base: str | os.PathLike | None = None,
+    mode: ImageMode = "rgb",
+    notes: list[str] | None = None,
+) -> list[np.ndarray]:
+    """Decode a list-of-images cell; a single image cell gives a list of one, null none."""
+    if cell is None:
+        return []
+    cells = cell if isinstance(cell, list) else [cell]
+    out = []
+    for i, item in enumerate(cells):
+        where = column if len(cells) == 1 and not isinstance(cell, list) else f"{column}[{i}]"
+        out.append(
+            decode_image_cell(
+                item, file=file, row=row, column=where, base=base, mode=mode, notes=notes
+            )
+        )
+    return out
+
+
+def image_cell_bytes(
+    cell: Any,
+    *,
+    file: str | os.PathLike,
+    row: int,
+    column: str,
+    base: str | os.PathLike | None = None,
+) -> tuple[bytes | None, str]:
+    """What an image cell holds, undecoded: ``(bytes, name)`` for embedded bytes (``name`` is
+    the stored path, or the cell's place), or ``(None, resolved file path)`` for a path.
+
+    For callers that store or hash the image's original bytes (a content-addressed copy) rather
+    than decode it. Raises :class:`ImageCellError` as :func:`decode_image_cell` does.
+    """
+    place = _place(file, row, column)
+    if isinstance(cell, dict):
+        data, stored = cell.get("bytes"), cell.get("path")
+        if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ImageCellError(
+                file, row, column, f"'bytes' holds a {type(data).__name__}, not binary data"
+            )
+        if data is not None:
+            return bytes(data), (stored if isinstance(stored, str) and stored else place)
+        if isinstance(stored, str) and stored:
+            return None, _resolve(stored, file, row, column, base)
+        raise ImageCellError(file, row, column, "the image struct has neither bytes nor a path")
+    if isinstance(cell, str) and cell:
+        return None, _resolve(cell, file, row, column, base)
+    if cell is None:
+        raise ImageCellError(file, row, column, "the cell is empty (null)")
+    raise ImageCellError(
+        file,
+        row,
+        column,
+        f"expected an image ({{'bytes', 'path'}} struct or path string), got a "
+        f"{type(cell).__name__}",
+    )
+
+
+def _resolve(
+    relative: str, file: str | os.PathLike, row: int, column: str, base: str | os.PathLike | None
+) -> str:
+    if base is None:
+        raise ImageCellError(
+            file, row, column, f"holds the path '{relative}' but no folder to resolve it in"
+        )
+    try:
+        return str(resolve_inside(Path(base).resolve(), relative, what="image path"))
+    except DatasetError as exc:
+        raise ImageCellError(file, row, column, str(exc).removeprefix("image path: ")) from None
+
+
+def _place(file: str | os.PathLike, row: int, column: str) -> str:
+    return f"{os.fspath(file)} row {row}, column '{column}'"
