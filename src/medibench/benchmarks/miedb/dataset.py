@@ -6,6 +6,10 @@ Layout (code Raiiyf/MieDB-100k, data HF ``Laiyf/MieDB-100k``)::
       metadata.json      a JSON list of {idx, category, input_image, output_image, prompt, note}
       ...                images; paths in metadata.json are relative to dataBenchmark/
 
+The path may be that folder, the folder above it, the download itself (``dataBenchmark_00.tar``,
+extracted once into ``dataBenchmark_00.tar.medibench/`` beside it, see
+:func:`medibench.sources.resolve_source`), or a folder holding only that download.
+
 How a record becomes a :class:`~medibench.samples.Sample`:
 
 * ``perspective`` from ``category`` (Perception | Modification | Transformation, compared
@@ -38,7 +42,7 @@ Example:
     >>> ds = read_miedb("/data/MieDB-100k")                        # doctest: +SKIP
     >>> ds.get("0").perspective, ds.get("0").overlay_color         # doctest: +SKIP
     (<Perspective.perception: 'perception'>, ('red',))
-    >>> index = ds.find_predictions("/data/MieDB-100k/eval_results")   # doctest: +SKIP
+    >>> index = ds.find_predictions("/data/MieDB-100k")  # inference/eval_results # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -52,12 +56,15 @@ from typing import Any, Literal, cast
 from medibench.datasets._base import DatasetError, require_samples, resolve_inside
 from medibench.datasets._dataset import Dataset, PredictionIndex, _model_folders, index_predictions
 from medibench.samples import Perspective, RecordError, Sample
+from medibench.sources import is_archive, resolve_source
 
 __all__ = ["MieDBDataset", "read_miedb", "detect", "BENCHMARK_FOLDER", "METADATA", "MULTICLASS"]
 
 #: The benchmark folder inside a MieDB-100k checkout, and its manifest.
 BENCHMARK_FOLDER = "dataBenchmark"
 METADATA = "metadata.json"
+#: Where the official inference scripts write model outputs, from the repository root.
+EVAL_FOLDER = Path("inference") / "eval_results"
 #: The ``note`` value that marks a multi-class perception sample (all three overlay colours).
 MULTICLASS = "Multiclasses"
 
@@ -101,17 +108,17 @@ class MieDBDataset(Dataset):
         """Index official outputs: ``folder/<model>/<stem(output_image)>_<k>.png``.
 
         ``folder`` is the evaluation folder holding one sub-folder per model (the official
-        ``eval_results/``); a folder that holds PNG files directly is one model, named ``model``
-        (default: the folder's name). Files named ``<sample_id>_<k>.png`` (medibench's own run
+        ``inference/eval_results/``), or a folder above it: the repository root (which has
+        ``inference/eval_results/``) or ``inference/`` (which has ``eval_results/``). A folder
+        that holds PNG files directly is one model, named ``model`` (default: the folder's
+        name). Files named ``<sample_id>_<k>.png`` (medibench's own run
         layout) are accepted too when no output stem has that name.
 
         Reported in ``.unknown`` and ignored: files whose stem is no sample's, and outputs with
         ``k >= 3`` (the official scripts read k = 0, 1, 2 only). When two records share an
         output file name, the official scripts score the same file for both: so does the index.
         """
-        folder = Path(folder)
-        if not folder.is_dir():
-            raise FileNotFoundError(f"predictions folder {folder} does not exist")
+        folder = _eval_folder(Path(folder))
         if any(p.suffix.lower() == ".png" for p in folder.iterdir() if p.is_file()):
             model_folders = {model or folder.name: folder}
         else:
@@ -138,20 +145,22 @@ def read_miedb(path: str | os.PathLike | None = None, *, name: str | None = None
     """Read the MieDB-100k benchmark split at ``path``.
 
     ``path`` is the folder that holds ``dataBenchmark/`` or ``dataBenchmark/`` itself (any folder
-    with ``metadata.json``).
+    with ``metadata.json``), an archive of either (``dataBenchmark_00.tar``, extracted once next
+    to it), or a folder whose only MieDB content is such an archive.
 
     Raises:
-        DatasetError: no such folder, no ``metadata.json``, a file that is not JSON or not a list
-            of objects (naming the file and the first offending entry), an image path that is
-            absolute or leaves the benchmark folder, no sample left (an empty list, or every
-            record skipped: the first problems are named).
+        DatasetError: no such folder, a truncated or unsafe archive (a
+            :class:`~medibench.sources.SourceError`), no ``metadata.json``, a file that is not
+            JSON or not a list of objects (naming the file and the first offending entry), an
+            image path that is absolute or leaves the benchmark folder, no sample left (an
+            empty list, or every record skipped: the first problems are named).
 
     Records that cannot become samples (unknown category, missing field or file, perception
     target without a colour) are reported in ``problems`` and skipped.
     """
     if path is None or str(path) == "":
         raise DatasetError("the MieDB-100k dataset needs a folder: use 'miedb:/path/to/MieDB-100k'")
-    bench = _benchmark_folder(Path(path))
+    bench = _benchmark_folder(resolve_source(path, what="MieDB-100k dataset"), given=Path(path))
     manifest = bench / METADATA
     records = _load_metadata(manifest)
     bench = bench.resolve()
@@ -204,17 +213,45 @@ def detect(root: Path) -> bool:
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def _benchmark_folder(root: Path) -> Path:
+def _benchmark_folder(root: Path, *, given: Path) -> Path:
+    """The folder with ``metadata.json`` under ``root`` (``given`` resolved by the source layer).
+
+    Looked for at ``root``, ``root/dataBenchmark``, and, in an extracted archive, one level down
+    (an archive of the folder above ``dataBenchmark/``). A folder with none but a
+    ``dataBenchmark*.tar`` download in it is read through that archive.
+    """
     if not root.is_dir():
         raise DatasetError(f"MieDB-100k folder {root} does not exist or is not a folder")
-    if (root / BENCHMARK_FOLDER / METADATA).is_file():
-        return root / BENCHMARK_FOLDER
-    if (root / METADATA).is_file():
-        return root
+    candidates = [root / BENCHMARK_FOLDER, root]
+    if root != given:  # an extracted archive: its single top folder too
+        tops = [p for p in root.iterdir() if p.is_dir()]
+        if len(tops) == 1:
+            candidates += [tops[0] / BENCHMARK_FOLDER, tops[0]]
+    for bench in candidates:
+        if (bench / METADATA).is_file():
+            return bench
+    if root == given:
+        downloads = sorted(
+            p for p in root.glob(f"{BENCHMARK_FOLDER}*") if p.is_file() and is_archive(p)
+        )
+        if len(downloads) == 1:
+            return _benchmark_folder(resolve_source(downloads[0]), given=downloads[0])
+    where = f"{given} (extracted to {root})" if root != given else str(root)
     raise DatasetError(
-        f"{root} is not a MieDB-100k folder: neither {root / BENCHMARK_FOLDER / METADATA} nor "
-        f"{root / METADATA} exists"
+        f"{where} is not a MieDB-100k folder: neither {BENCHMARK_FOLDER}/{METADATA} nor "
+        f"{METADATA} exists in it"
     )
+
+
+def _eval_folder(folder: Path) -> Path:
+    """The folder of model sub-folders that ``folder`` (repository root, ``inference/`` or
+    ``eval_results/`` itself) stands for."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"predictions folder {folder} does not exist")
+    for below in (EVAL_FOLDER, Path(EVAL_FOLDER.name)):
+        if (folder / below).is_dir():
+            return folder / below
+    return folder
 
 
 def _load_metadata(manifest: Path) -> list[dict[str, Any]]:
