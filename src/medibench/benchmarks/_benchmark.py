@@ -24,9 +24,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medibench.registry import UnknownNameError, import_object
+
+if TYPE_CHECKING:
+    from medibench.sources._hub import HubSource
 
 __all__ = [
     "BENCHMARKS",
@@ -72,6 +75,9 @@ class Benchmark:
         judges: its judge protocols (objects, factories or ``"module:attr"`` strings).
         default_judge: the judge protocol used for its judged metrics when none is named.
         help: one line for ``medibench datasets``.
+        hub: where its official files are on the Hugging Face Hub
+            (:class:`medibench.sources.HubSource`: repo, pinned revision, file patterns,
+            licence), for ``medibench download``; ``None``: not on the Hub.
     """
 
     name: str
@@ -84,6 +90,7 @@ class Benchmark:
     judges: Sequence[Any] = ()
     default_judge: str | None = None
     help: str = ""
+    hub: HubSource | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "_-" for c in self.name):

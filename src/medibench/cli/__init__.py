@@ -1,12 +1,13 @@
 """The ``medibench`` command line: thin Typer commands over the library, one module per
 command group (``run``: demo, run; ``score``: score, export; ``listing``: models, datasets,
-protocols); the commands that drive one library part live beside it (``merge`` in
-:mod:`medibench.runs._cli`, ``judge`` and ``agreement`` in :mod:`medibench.judges._cli`,
-``report`` in :mod:`medibench.report._cli`, ``suite`` in :mod:`medibench.synth._cli`)."""
+protocols; ``download``: download); the commands that drive one library part live beside it
+(``merge`` in :mod:`medibench.runs._cli`, ``judge`` and ``agreement`` in
+:mod:`medibench.judges._cli`, ``report`` in :mod:`medibench.report._cli`, ``suite`` in
+:mod:`medibench.synth._cli`)."""
 
 from __future__ import annotations
 
-from medibench.cli import listing, run, score
+from medibench.cli import download, listing, run, score
 from medibench.cli._app import app
 
 __all__ = ["app", "main"]
@@ -21,6 +22,7 @@ def _mount_commands() -> None:
         listing.models,
         listing.datasets,
         listing.protocols,
+        download.download,
     ):
         app.command()(command)
     from medibench.judges._cli import agreement, judge

@@ -7,12 +7,23 @@ row group by row group; ``decode_image_cell`` decodes an image cell in the Huggi
 ``datasets`` encodings through the same decoders as files (:mod:`medibench.io`). Every failure
 is a :class:`SourceError` (a ``DatasetError``) naming the file; an image cell that does not
 decode is an :class:`ImageCellError` (an ``ImageReadError``) naming the file, row and column,
-that sample's problem only.
+that sample's problem only. ``download_source`` fetches a benchmark's :class:`HubSource` at its
+pinned revision and records the files' sha256 in ``medibench-source.json``; ``verify_source``
+re-checks them (``load_dataset`` does, for any folder that has one).
 """
 
 from medibench.sources._archive import ARCHIVE_SUFFIXES, CACHE_SUFFIX, is_archive, resolve_source
 from medibench.sources._cells import ImageCellError, decode_image_cell, image_cell_bytes
 from medibench.sources._errors import SourceError
+from medibench.sources._hub import (
+    SOURCE_MANIFEST,
+    HubDownloadError,
+    HubSource,
+    SourceManifest,
+    SourceMismatchError,
+    download_source,
+    verify_source,
+)
 from medibench.sources._parquet import (
     ParquetRow,
     check_columns,
@@ -23,14 +34,21 @@ from medibench.sources._parquet import (
 __all__ = [
     "ARCHIVE_SUFFIXES",
     "CACHE_SUFFIX",
+    "SOURCE_MANIFEST",
+    "HubDownloadError",
+    "HubSource",
     "ImageCellError",
     "ParquetRow",
     "SourceError",
+    "SourceManifest",
+    "SourceMismatchError",
     "check_columns",
     "decode_image_cell",
+    "download_source",
     "image_cell_bytes",
     "is_archive",
     "iter_parquet_rows",
     "parquet_files",
     "resolve_source",
+    "verify_source",
 ]

@@ -1,6 +1,7 @@
 """MedEBench (arXiv 2506.01921): the GitHub ``editing/`` tree, CP by the paper and corrected."""
 
 from medibench.benchmarks import Benchmark
+from medibench.sources import HubSource
 
 BENCHMARK = Benchmark(
     name="medebench",
@@ -18,4 +19,7 @@ BENCHMARK = Benchmark(
     ],
     default_judge="medebench-judge@paper-structure",
     help="MedEBench (repo root or its editing/ folder): medebench:/path",
+    # Unpinned: no published commit sha was found; `medibench download` warns and records the
+    # commit it resolved `main` to in medibench-source.json.
+    hub=HubSource(repo_id="LIUMinghao/MedEBench", revision="main"),
 )

@@ -1,6 +1,7 @@
 """MedGEN-Bench (arXiv 2511.13135): the image-editing tier as its evaluation code computes it."""
 
 from medibench.benchmarks import Benchmark
+from medibench.sources import HubSource
 
 BENCHMARK = Benchmark(
     name="medgen",
@@ -17,4 +18,10 @@ BENCHMARK = Benchmark(
     ],
     default_judge="medgen-checklist@1",
     help="MedGEN-Bench (edit.jsonl, vqa.jsonl, gen.jsonl and images): medgen:/path",
+    hub=HubSource(
+        repo_id="Jack04810/MedGEN-Bench",
+        revision="cee5e7ae410f7c5be12d5fa55464afb094c099b7",
+        allow_patterns=("parquet/**",),
+        revision_from="MedGEN-Bench-eval download script (MEDGEN_DATASET_REVISION default)",
+    ),
 )

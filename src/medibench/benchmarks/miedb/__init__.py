@@ -2,6 +2,7 @@
 corrected."""
 
 from medibench.benchmarks import Benchmark
+from medibench.sources import HubSource
 
 BENCHMARK = Benchmark(
     name="miedb",
@@ -16,4 +17,12 @@ BENCHMARK = Benchmark(
     judges=["medibench.benchmarks.miedb.judges:rubric"],
     default_judge="miedb-rubric@1",
     help="MieDB-100k benchmark split (dataBenchmark/ with metadata.json): miedb:/path",
+    # Unpinned: the official dataset_download.py fetches the tar from `main`; `medibench
+    # download` warns and records the commit it resolved to in medibench-source.json.
+    hub=HubSource(
+        repo_id="Laiyf/MieDB-100k",
+        revision="main",
+        allow_patterns=("dataBenchmark_00.tar",),
+        dataset="dataBenchmark_00.tar",
+    ),
 )

@@ -1,6 +1,7 @@
 """PaintBench (arXiv 2606.00188): its generated tree, scored as its evaluator does."""
 
 from medibench.benchmarks import Benchmark
+from medibench.sources import HubSource
 
 BENCHMARK = Benchmark(
     name="paintbench",
@@ -10,4 +11,7 @@ BENCHMARK = Benchmark(
     protocols=["medibench.benchmarks.paintbench.protocols:PaintBenchProtocol"],
     default_protocols=["paintbench@1"],
     help="PaintBench layout (<task>/NNN_input.png, NNN_answer.png, NNN.json): paintbench:/path",
+    # Unpinned: no published commit sha was found; `medibench download` warns and records the
+    # commit it resolved `main` to in medibench-source.json.
+    hub=HubSource(repo_id="PaintBench/PaintBench", revision="main"),
 )

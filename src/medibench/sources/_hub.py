@@ -1,0 +1,320 @@
+"""Pinned Hugging Face Hub downloads of a benchmark's official files, and their manifest.
+
+A benchmark on the Hub declares a :class:`HubSource` (``Benchmark.hub``). :func:`download_source`
+fetches it with ``huggingface_hub.snapshot_download`` into a folder and writes
+``medibench-source.json`` there: the repository, the revision asked for and the commit actually
+downloaded, and each file's relative path, size and sha256. :func:`verify_source` re-checks those
+hashes; ``load_dataset`` calls it for any folder that has the manifest, so a file changed after
+the download is an error naming it, never a silently different benchmark.
+
+``huggingface_hub`` (extra ``hf``) is imported only when a download runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from medibench.io import atomic_write_text, sha256_file
+from medibench.sources._errors import SourceError
+
+__all__ = [
+    "SOURCE_MANIFEST",
+    "HubDownloadError",
+    "HubSource",
+    "SourceManifest",
+    "SourceMismatchError",
+    "download_source",
+    "verify_source",
+]
+
+#: The manifest a download writes at the top of its folder.
+SOURCE_MANIFEST = "medibench-source.json"
+_FORMAT = "medibench-source/1"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where a benchmark's official files are on the Hugging Face Hub.
+
+    Attributes:
+        repo_id: ``OWNER/NAME`` on the Hub.
+        revision: the commit sha to download. A branch or tag (``main``) is *unpinned*: what it
+            gives changes when the owners push; ``medibench download`` says so and records the
+            commit it resolved to.
+        repo_type: ``dataset`` (the benchmarks), ``model`` or ``space``.
+        allow_patterns: the globs of the files to fetch (``("parquet/**",)``); ``None``: all.
+        licence: the licence as the owners state it, or ``""`` when medibench does not know it
+            (the dataset card's licence is then read at download time).
+        dataset: the path under the download folder that ``--dataset KIND:...`` takes
+            (``dataBenchmark_00.tar``); ``""``: the folder itself.
+        revision_from: where the pinned sha was taken from, for the reader who checks it.
+    """
+
+    repo_id: str
+    revision: str
+    repo_type: str = "dataset"
+    allow_patterns: tuple[str, ...] | None = None
+    licence: str = ""
+    dataset: str = ""
+    revision_from: str = ""
+
+    def __post_init__(self) -> None:
+        if self.repo_id.count("/") != 1 or not all(self.repo_id.split("/")):
+            raise ValueError(f"hub repo_id {self.repo_id!r} must be 'OWNER/NAME'")
+        if self.allow_patterns is not None:
+            object.__setattr__(self, "allow_patterns", tuple(self.allow_patterns))
+
+    @property
+    def pinned(self) -> bool:
+        """Whether ``revision`` is a commit sha (immutable), not a branch or tag."""
+        return bool(_COMMIT.fullmatch(self.revision))
+
+    @property
+    def url(self) -> str:
+        """The repository's page on huggingface.co."""
+        prefix = {"dataset": "datasets/", "space": "spaces/"}.get(self.repo_type, "")
+        return f"https://huggingface.co/{prefix}{self.repo_id}"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One downloaded file: its path relative to the folder, size in bytes and hex sha256."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class SourceManifest:
+    """What ``medibench-source.json`` records about one download."""
+
+    repo_id: str
+    repo_type: str
+    requested_revision: str
+    resolved_revision: str
+    files: tuple[SourceFile, ...]
+    benchmark: str = ""
+    pinned: bool = False
+    allow_patterns: tuple[str, ...] | None = None
+    licence: str = ""
+    downloaded_at: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "benchmark": self.benchmark,
+            "repo_id": self.repo_id,
+            "repo_type": self.repo_type,
+            "requested_revision": self.requested_revision,
+            "resolved_revision": self.resolved_revision,
+            "pinned": self.pinned,
+            "allow_patterns": None if self.allow_patterns is None else list(self.allow_patterns),
+            "licence": self.licence,
+            "downloaded_at": self.downloaded_at,
+            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in self.files],
+        }
+
+    @classmethod
+    def read(cls, folder: str | os.PathLike) -> SourceManifest:
+        """The manifest in ``folder``; a malformed one is a :class:`SourceMismatchError`."""
+        path = Path(folder) / SOURCE_MANIFEST
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            patterns = data.get("allow_patterns")
+            return cls(
+                repo_id=data["repo_id"],
+                repo_type=data.get("repo_type", "dataset"),
+                requested_revision=data["requested_revision"],
+                resolved_revision=data["resolved_revision"],
+                files=tuple(
+                    SourceFile(str(f["path"]), int(f["size"]), str(f["sha256"]))
+                    for f in data["files"]
+                ),
+                benchmark=data.get("benchmark", ""),
+                pinned=bool(data.get("pinned", False)),
+                allow_patterns=None if patterns is None else tuple(patterns),
+                licence=data.get("licence", ""),
+                downloaded_at=data.get("downloaded_at", ""),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SourceMismatchError(f"{path}: malformed source manifest ({exc})") from exc
+
+
+class SourceMismatchError(SourceError):
+    """A downloaded file no longer matches ``medibench-source.json`` (the message names it)."""
+
+
+class HubDownloadError(SourceError):
+    """A hub download cannot run (offline without the files, unknown repo or revision)."""
+
+
+def download_source(
+    source: HubSource,
+    out: str | os.PathLike,
+    *,
+    benchmark: str = "",
+) -> SourceManifest:
+    """Download ``source`` into the folder ``out`` and write ``out/medibench-source.json``.
+
+    Online, the revision is resolved to its commit first (one API call that also reads the
+    dataset card's licence) and exactly that commit is downloaded, so the manifest names what
+    is on disk. Offline (``HF_HUB_OFFLINE=1``), a folder already downloaded at that revision is
+    re-verified and returned; anything else is a :class:`HubDownloadError` saying how to
+    download. Files already in ``out`` at the right commit are not fetched again.
+    """
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.errors import (
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    folder = Path(out)
+    settings = _hub_settings()
+    if settings["offline"]:
+        return _offline(source, folder, benchmark)
+    api = HfApi(endpoint=settings["endpoint"])
+    try:
+        info = api.repo_info(source.repo_id, repo_type=source.repo_type, revision=source.revision)
+        if not info.sha:
+            raise HubDownloadError(
+                f"{source.repo_id}: the hub returned no commit for {source.revision!r}"
+            )
+        snapshot_download(
+            source.repo_id,
+            repo_type=source.repo_type,
+            revision=info.sha,
+            allow_patterns=list(source.allow_patterns) if source.allow_patterns else None,
+            local_dir=folder,
+            cache_dir=settings["cache_dir"],
+            endpoint=settings["endpoint"],
+        )
+    except RevisionNotFoundError as exc:
+        raise HubDownloadError(
+            f"{source.repo_id} has no revision {source.revision!r} on {api.endpoint}"
+        ) from exc
+    except RepositoryNotFoundError as exc:
+        raise HubDownloadError(
+            f"{source.repo_type} repository {source.repo_id} not found on {api.endpoint} "
+            "(private or gated repositories need HF_TOKEN)"
+        ) from exc
+    except LocalEntryNotFoundError as exc:  # the hub could not be reached
+        raise HubDownloadError(
+            f"cannot reach {api.endpoint} to download {source.repo_id}: {exc}"
+        ) from exc
+    manifest = SourceManifest(
+        repo_id=source.repo_id,
+        repo_type=source.repo_type,
+        requested_revision=source.revision,
+        resolved_revision=info.sha,
+        files=_hashed(folder, source.allow_patterns),
+        benchmark=benchmark,
+        pinned=source.pinned,
+        allow_patterns=source.allow_patterns,
+        licence=source.licence or _card_licence(info),
+        downloaded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    atomic_write_text(folder / SOURCE_MANIFEST, json.dumps(manifest.to_json(), indent=1) + "\n")
+    return manifest
+
+
+def verify_source(folder: str | os.PathLike) -> SourceManifest | None:
+    """Re-check every file ``folder/medibench-source.json`` lists; ``None`` without a manifest.
+
+    ``folder`` may also be a file in a downloaded folder (``DIR/dataBenchmark_00.tar``): the
+    folder holding it is checked. A missing file, or one whose sha256 differs, is a
+    :class:`SourceMismatchError` naming the file and both hashes.
+    """
+    path = Path(folder)
+    root = path.parent if path.is_file() else path
+    if not (root / SOURCE_MANIFEST).is_file():
+        return None
+    manifest = SourceManifest.read(root)
+    for entry in manifest.files:
+        path = root / entry.path
+        if not path.is_file():
+            raise SourceMismatchError(
+                f"{path}: listed in {root / SOURCE_MANIFEST} (sha256 {entry.sha256}) but "
+                f"missing; download it again: medibench download "
+                f"{manifest.benchmark or 'BENCHMARK'} --out {root}"
+            )
+        actual = sha256_file(path)
+        if actual != entry.sha256:
+            raise SourceMismatchError(
+                f"{path}: sha256 {actual} does not match {entry.sha256} recorded in "
+                f"{root / SOURCE_MANIFEST} ({manifest.repo_id}@{manifest.resolved_revision}); "
+                "the file changed after the download"
+            )
+    return manifest
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _hub_settings() -> dict[str, Any]:
+    # huggingface_hub reads these at import; a process that sets them later (a test, a
+    # notebook) must still be honoured, so they are read again at each call.
+    from huggingface_hub import constants
+
+    env = os.environ
+    offline = constants.HF_HUB_OFFLINE or env.get("HF_HUB_OFFLINE", "").upper() in _TRUE
+    cache = env.get("HF_HUB_CACHE") or (
+        os.path.join(env["HF_HOME"], "hub") if env.get("HF_HOME") else constants.HF_HUB_CACHE
+    )
+    return {"offline": offline, "endpoint": env.get("HF_ENDPOINT") or None, "cache_dir": cache}
+
+
+def _offline(source: HubSource, folder: Path, benchmark: str) -> SourceManifest:
+    how = (
+        f"unset HF_HUB_OFFLINE and run `medibench download {benchmark or 'BENCHMARK'} --out "
+        f"{folder}` where huggingface.co (or an HF_ENDPOINT mirror) can be reached, then copy "
+        "the folder here"
+    )
+    if not (folder / SOURCE_MANIFEST).is_file():
+        raise HubDownloadError(
+            f"HF_HUB_OFFLINE is set and {source.repo_id}@{source.revision} is not downloaded in "
+            f"{folder}: {how}"
+        )
+    manifest = SourceManifest.read(folder)
+    if manifest.repo_id != source.repo_id or source.revision not in {
+        manifest.requested_revision,
+        manifest.resolved_revision,
+    }:
+        raise HubDownloadError(
+            f"HF_HUB_OFFLINE is set and {folder} holds {manifest.repo_id}@"
+            f"{manifest.resolved_revision}, not {source.repo_id}@{source.revision}: {how}"
+        )
+    verify_source(folder)
+    return manifest
+
+
+def _hashed(folder: Path, patterns: Sequence[str] | None) -> tuple[SourceFile, ...]:
+    """Every file the download put in ``folder`` (huggingface_hub's ``.cache/`` and the
+    manifest left out), sorted by path."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    paths = sorted(
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and not p.relative_to(folder).parts[0] == ".cache"
+    )
+    paths = [p for p in paths if p != SOURCE_MANIFEST]
+    kept = filter_repo_objects(paths, allow_patterns=list(patterns) if patterns else None)
+    return tuple(SourceFile(p, (folder / p).stat().st_size, sha256_file(folder / p)) for p in kept)
+
+
+def _card_licence(info: Any) -> str:
+    card = getattr(info, "card_data", None)
+    licence = card.get("license") if card is not None else None
+    if isinstance(licence, list):
+        licence = ", ".join(str(x) for x in licence)
+    return str(licence) if licence else ""
