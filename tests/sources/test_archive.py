@@ -3,6 +3,7 @@ refused with the archive (and member) named."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import tarfile
@@ -155,3 +156,23 @@ def test_a_device_member_is_refused(tmp_path):
         tar.addfile(fifo)
     with pytest.raises(SourceError, match="member 'bench/pipe' is a device or FIFO"):
         resolve_source(archive)
+
+
+@pytest.mark.parametrize("mode", ["w", "w:gz"])
+def test_a_tar_cut_between_two_members_is_truncated_too(tmp_path, mode):
+    whole = _tar(tmp_path / "whole.tar", {"a": b"x" * 600, "b": b"y" * 600})
+    cut = whole.read_bytes()[:1536]  # the first member's header and data, nothing after
+    archive = tmp_path / ("cut.tar.gz" if mode == "w:gz" else "cut.tar")
+    archive.write_bytes(gzip.compress(cut) if mode == "w:gz" else cut)
+    with pytest.raises(SourceError, match=r"truncated or corrupt \(it ends after member 'a'"):
+        resolve_source(archive)
+
+
+def test_a_folder_not_made_by_medibench_is_never_replaced(tmp_path):
+    archive = _tar(tmp_path / "d.tar")
+    mine = tmp_path / f"d.tar{CACHE_SUFFIX}"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine")
+    with pytest.raises(SourceError, match="exists and was not made by medibench"):
+        resolve_source(archive)
+    assert (mine / "keep.txt").read_text() == "mine"

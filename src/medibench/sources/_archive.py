@@ -12,6 +12,7 @@ are refused with an error naming the archive and the member (tar extraction also
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import shutil
 import stat
@@ -31,7 +32,7 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
 CACHE_SUFFIX = ".medibench"
 _MARKER = ".medibench-archive.json"
 _MARKER_VERSION = 1
-_READ_ERRORS = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, OSError)
+_READ_ERRORS = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError)
 
 
 def resolve_source(
@@ -119,6 +120,11 @@ def _swap_in(tmp: Path, cache: Path, archive: Path) -> None:
     if cache.exists():
         if _is_current(cache, archive):
             return  # another process finished the same extraction first
+        if not (cache / _MARKER).is_file():
+            raise SourceError(
+                f"cannot extract {archive}: {cache} exists and was not made by medibench (it "
+                f"has no {_MARKER}); move it away or give that folder instead"
+            )
         old = cache.with_name(f".{cache.name}.old-{os.getpid()}")
         os.replace(cache, old)
         shutil.rmtree(old, ignore_errors=True)
@@ -136,11 +142,21 @@ def _extract(archive: Path, dest: Path) -> int:
         return _extract_tar(archive, dest)
     except SourceError:
         raise
-    except _READ_ERRORS as exc:
+    except OSError as exc:
+        if exc.errno is None:  # gzip.BadGzipFile and friends: the data, not the disk
+            raise _corrupt(archive, exc) from None
         raise SourceError(
-            f"archive {archive} is truncated or corrupt ({type(exc).__name__}: {exc}); "
-            "download it again"
+            f"cannot extract {archive} next to it: {exc.strerror or exc} ({exc.filename or dest})"
         ) from None
+    except _READ_ERRORS as exc:
+        raise _corrupt(archive, exc) from None
+
+
+def _corrupt(archive: Path, exc: BaseException) -> SourceError:
+    return SourceError(
+        f"archive {archive} is truncated or corrupt ({type(exc).__name__}: {exc}); "
+        "download it again"
+    )
 
 
 def _extract_tar(archive: Path, dest: Path) -> int:
@@ -158,7 +174,22 @@ def _extract_tar(archive: Path, dest: Path) -> int:
                     ) from None
             else:  # pragma: no cover - Python without extraction filters; members are checked
                 tar.extract(member, dest)
+        _check_tar_end(archive, tar, members)  # after the data: a forward seek, even in a .gz
     return len(members)
+
+
+def _check_tar_end(archive: Path, tar: tarfile.TarFile, members: list[tarfile.TarInfo]) -> None:
+    """Refuse a tar without its end-of-archive block: tarfile reads one cut between two
+    members (or inside a header) as complete, without a word."""
+    assert tar.fileobj is not None
+    tar.fileobj.seek(tar.offset)
+    block = tar.fileobj.read(tarfile.BLOCKSIZE)
+    if len(block) < tarfile.BLOCKSIZE or block.count(0) != tarfile.BLOCKSIZE:
+        last = f" after member '{members[-1].name}'" if members else ""
+        raise SourceError(
+            f"archive {archive} is truncated or corrupt (it ends{last} without the tar "
+            "end-of-archive block); download it again"
+        )
 
 
 def _check_tar_member(archive: Path, member: tarfile.TarInfo) -> None:
