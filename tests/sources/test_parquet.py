@@ -17,6 +17,7 @@ from medibench.sources import (
     check_columns,
     iter_parquet_rows,
     parquet_files,
+    store_image_cell,
 )
 
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -134,3 +135,22 @@ def test_shards_of_a_folder_in_name_order(tmp_path):
         parquet_files(tmp_path / "empty")
     with pytest.raises(SourceError, match="is not a Parquet file"):
         parquet_files(_write(tmp_path / "x.csv", {"x": [1]}))
+
+
+def test_stored_cells_are_the_unchanged_bytes_by_content(tmp_path):
+    image = _images(1)[0]
+    data = encode_image(image, ".png")
+    where = dict(file=tmp_path / "s.parquet", row=0, column="image")
+    assets = tmp_path / "assets"
+    named = store_image_cell({"bytes": data, "path": "x/a.PNG"}, assets, **where)
+    digest = named.stem
+    assert named == assets / digest[:2] / f"{digest}.png" and named.read_bytes() == data
+    unnamed = store_image_cell({"bytes": data, "path": None}, assets, **where)
+    assert unnamed == named  # sniffed as PNG; written once
+    np.testing.assert_array_equal(read_image(named), image)
+    write_image(tmp_path / "b.png", image)
+    assert (
+        store_image_cell("b.png", assets, base=tmp_path, **where) == (tmp_path / "b.png").resolve()
+    )
+    with pytest.raises(ImageCellError, match="the cell is empty"):
+        store_image_cell(None, assets, **where)

@@ -4,16 +4,23 @@
 is, a ``.tar``/``.tar.gz``/``.tgz``/``.zip`` archive extracted once, safely, into a cache folder
 next to it. ``parquet_files``, ``iter_parquet_rows`` and ``check_columns`` read Parquet shards
 row group by row group; ``decode_image_cell`` decodes an image cell in the Hugging Face
-``datasets`` encodings through the same decoders as files (:mod:`medibench.io`). Every failure
-is a :class:`SourceError` (a ``DatasetError``) naming the file; an image cell that does not
-decode is an :class:`ImageCellError` (an ``ImageReadError``) naming the file, row and column,
-that sample's problem only. ``download_source`` fetches a benchmark's :class:`HubSource` at its
-pinned revision and records the files' sha256 in ``medibench-source.json``; ``verify_source``
-re-checks them (``load_dataset`` does, for any folder that has one).
+``datasets`` encodings through the same decoders as files (:mod:`medibench.io`), and
+``store_image_cell`` writes its bytes, unchanged, to a content-addressed file for samples that
+point at files. Every failure is a :class:`SourceError` (a ``DatasetError``) naming the file; an
+image cell that does not decode is an :class:`ImageCellError` (an ``ImageReadError``) naming the
+file, row and column, that sample's problem only. ``download_source`` fetches a benchmark's
+:class:`HubSource` at its pinned revision and records the files' sha256 in
+``medibench-source.json``; ``verify_source`` re-checks them (``load_dataset`` does, for any
+folder that has one).
 """
 
 from medibench.sources._archive import ARCHIVE_SUFFIXES, CACHE_SUFFIX, is_archive, resolve_source
-from medibench.sources._cells import ImageCellError, decode_image_cell, image_cell_bytes
+from medibench.sources._cells import (
+    ImageCellError,
+    decode_image_cell,
+    image_cell_bytes,
+    store_image_cell,
+)
 from medibench.sources._errors import SourceError
 from medibench.sources._hub import (
     SOURCE_MANIFEST,
@@ -50,5 +57,6 @@ __all__ = [
     "iter_parquet_rows",
     "parquet_files",
     "resolve_source",
+    "store_image_cell",
     "verify_source",
 ]

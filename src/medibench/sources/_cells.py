@@ -16,10 +16,16 @@ from typing import Any
 import numpy as np
 
 from medibench.datasets._base import DatasetError, resolve_inside
-from medibench.io import ImageReadError, decode_image, read_image
+from medibench.io import ImageReadError, atomic_write_bytes, decode_image, read_image, sha256_bytes
 from medibench.io._images import ImageMode
 
-__all__ = ["ImageCellError", "decode_image_cell", "decode_image_cells", "image_cell_bytes"]
+__all__ = [
+    "ImageCellError",
+    "decode_image_cell",
+    "decode_image_cells",
+    "image_cell_bytes",
+    "store_image_cell",
+]
 
 
 class ImageCellError(ImageReadError):
@@ -136,6 +142,59 @@ def image_cell_bytes(
         f"expected an image ({{'bytes', 'path'}} struct or path string), got a "
         f"{type(cell).__name__}",
     )
+
+
+def store_image_cell(
+    cell: Any,
+    folder: str | os.PathLike,
+    *,
+    file: str | os.PathLike,
+    row: int,
+    column: str,
+    base: str | os.PathLike | None = None,
+) -> Path:
+    """The file holding the cell's image: embedded bytes are written once, unchanged, to
+    ``folder/<sha256[:2]>/<sha256><suffix>`` (the layout MedGEN-Bench's prepare script uses);
+    a path cell is the resolved file itself.
+
+    For adapters whose samples point at image files: the bytes are not re-encoded, so the file
+    decodes to the cell's pixels. ``suffix`` is the stored name's (lower-cased), else sniffed
+    from the bytes (``.png``, ``.jpg``, ``.tif``, ``.bmp``, ``.dcm``; ``.img`` otherwise). An
+    existing file of that name is kept (same content, by its name). Nothing is decoded here:
+    a cell that does not decode fails when the sample is read, naming the stored file.
+
+    Raises:
+        ImageCellError: as :func:`image_cell_bytes`.
+    """
+    data, name = image_cell_bytes(cell, file=file, row=row, column=column, base=base)
+    if data is None:
+        return Path(name)
+    digest = sha256_bytes(data)
+    stored = "" if name == _place(file, row, column) else name
+    target = Path(folder) / digest[:2] / f"{digest}{_suffix(stored, data)}"
+    if not target.is_file():
+        atomic_write_bytes(target, data)
+    return target
+
+
+def _suffix(stored: str, data: bytes) -> str:
+    """The stored name's suffix, else one sniffed from the bytes."""
+    suffix = Path(stored).suffix.lower()
+    if suffix and len(suffix) <= 6 and suffix[1:].isalnum():
+        return suffix
+    for magic, sniffed in _MAGIC:
+        if data.startswith(magic):
+            return sniffed
+    return ".dcm" if data[128:132] == b"DICM" else ".img"
+
+
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", ".png"),
+    (b"\xff\xd8\xff", ".jpg"),
+    (b"II*\x00", ".tif"),
+    (b"MM\x00*", ".tif"),
+    (b"BM", ".bmp"),
+)
 
 
 def _resolve(
