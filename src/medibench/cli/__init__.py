@@ -7,7 +7,7 @@ protocols; ``download``: download); the commands that drive one library part liv
 
 from __future__ import annotations
 
-from medibench.cli import download, listing, run, score
+from medibench.cli import download, export_dataset, listing, run, score
 from medibench.cli._app import app
 
 __all__ = ["app", "main"]
@@ -25,6 +25,7 @@ def _mount_commands() -> None:
         download.download,
     ):
         app.command()(command)
+    app.command("export-dataset")(export_dataset.export_dataset)
     from medibench.judges._cli import agreement, judge
     from medibench.report._cli import report
     from medibench.runs._cli import merge
