@@ -7,7 +7,7 @@ BENCHMARK = Benchmark(
     name="medgen",
     load="medibench.benchmarks.medgen.dataset:read_medgen",
     detect="medibench.benchmarks.medgen.dataset:detect",
-    layout="MedGEN edit.jsonl",
+    layout="MedGEN edit.jsonl or parquet/image_editing/*.parquet",
     protocols=["medibench.benchmarks.medgen.protocols:MedGenCodeProtocol"],
     default_protocols=["medgen@code"],
     judges=[
@@ -17,7 +17,7 @@ BENCHMARK = Benchmark(
         "medibench.benchmarks.medgen.judges:checklist_scale5_nogt",
     ],
     default_judge="medgen-checklist@1",
-    help="MedGEN-Bench (edit.jsonl, vqa.jsonl, gen.jsonl and images): medgen:/path",
+    help="MedGEN-Bench (its parquet/ release, or edit.jsonl and images): medgen:/path",
     hub=HubSource(
         repo_id="Jack04810/MedGEN-Bench",
         revision="cee5e7ae410f7c5be12d5fa55464afb094c099b7",

@@ -219,7 +219,8 @@ class MedGenDataset(Dataset):
 
 
 def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") -> MedGenDataset:
-    """Read MedGEN-Bench's evaluation folder (the one holding ``edit.jsonl``).
+    """Read MedGEN-Bench's evaluation folder (the one holding ``edit.jsonl``) or its Parquet
+    release (``parquet/image_editing/*.parquet``, read by :mod:`.parquet`).
 
     Returns:
         A :class:`MedGenDataset`; skipped or questionable records are listed in ``problems``.
@@ -235,7 +236,15 @@ def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") 
     if not root.is_dir():
         raise DatasetError(f"MedGEN-Bench folder {root} does not exist or is not a folder")
     if not (root / EDIT_FILE).is_file():
-        raise DatasetError(f"{root} is not a MedGEN-Bench folder: it has no {EDIT_FILE}")
+        from medibench.benchmarks.medgen.parquet import read_release, release_root
+
+        release = release_root(root.absolute())
+        if release is None:
+            raise DatasetError(
+                f"{root} is not a MedGEN-Bench folder: it has no {EDIT_FILE} and no "
+                "parquet/image_editing/*.parquet"
+            )
+        return read_release(release, name)
     root = root.absolute()
     problems: list[str] = []
     edit = root / EDIT_FILE
@@ -257,8 +266,10 @@ def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") 
 
 
 def detect(root: Path) -> bool:
-    """Whether ``root`` is a MedGEN-Bench evaluation folder (it holds ``edit.jsonl``)."""
-    return (Path(root) / EDIT_FILE).is_file()
+    """Whether ``root`` is a MedGEN-Bench folder: ``edit.jsonl`` or the Parquet release."""
+    from medibench.benchmarks.medgen.parquet import release_root
+
+    return (Path(root) / EDIT_FILE).is_file() or release_root(Path(root).absolute()) is not None
 
 
 def normalize_task(paper_task: object, sub_category: object = None) -> str:

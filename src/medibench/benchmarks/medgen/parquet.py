@@ -1,0 +1,206 @@
+"""MedGEN-Bench's current release: Parquet shards, read as the official preparation reads them.
+
+``hf download Jack04810/MedGEN-Bench --include "parquet/**"`` gives::
+
+    root/parquet/image_editing/*.parquet           the editing records (3,872)
+    root/parquet/multimodal_generation/*.parquet   optional: kept in ``other_records["gen"]``
+    root/parquet/vqa/*.parquet                     optional: kept in ``other_records["vqa"]``
+
+with columns ``input_images`` / ``output_images`` (lists of ``{bytes, path}``, the ``datasets``
+``Sequence(Image())`` encoding), ``instruction``, ``task``, ``subtask``, ``modality`` and
+``answer`` (absent or empty for editing rows). The path may also be ``root/parquet``.
+
+The official eval repository's ``prepare_medgen_data.py`` turns this into the prepared folder
+that :func:`~medibench.benchmarks.medgen.dataset.read_medgen` reads; this module makes the same
+records without that step, so the two loads give the same samples:
+
+* ``sample_id`` is ``medgen:<config>:<shard file stem>:<row, 0-based within the shard, 6
+  digits>``, shards of a config in name order (``medgen:image_editing:train-00000-of-00002:
+  000003``); official outputs keyed by those ids are found;
+* each image's bytes are written, unchanged, to ``root/parquet.medibench/images/assets/<first 2
+  hex digits>/<sha256><ext>`` (the official ``images/assets`` layout, under a cache folder beside
+  ``parquet/``), ``<ext>`` being the stored name's (``.jpeg`` as ``.jpg``) when it is an image
+  suffix the official script knows, else the format the bytes are in. An existing file is kept;
+* the record fields are the official ones (``category`` ``ImageEdit``, ``paper_task`` = ``task``,
+  ``paper_subtask``, ``sub-category``, ``modality``, ``instruction``, the image lists and the first
+  of each as the singular field); as in the official script, editing records carry no ``answer``.
+
+A shard whose columns do not include ``input_images``, ``output_images``, ``instruction``,
+``task`` and ``modality`` is a :class:`~medibench.sources.SourceError` naming the missing and the
+found columns. A row whose image cell is null, malformed or not an image is that sample's problem
+(skipped, reported in ``problems``); the rest loads. The other two configs are read without their
+image columns (not materialised): their records have the official ids and text fields.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from PIL import Image, UnidentifiedImageError
+
+from medibench.benchmarks.medgen.dataset import MedGenDataset, _to_sample
+from medibench.datasets._base import DatasetError, collect_samples
+from medibench.sources import (
+    ImageCellError,
+    check_columns,
+    image_cell_bytes,
+    iter_parquet_rows,
+    store_image_cell,
+)
+
+__all__ = ["CACHE", "EDIT_COLUMNS", "read_release", "release_root"]
+
+#: The cache folder, beside ``parquet/``, that the images are written to.
+CACHE = "parquet.medibench"
+#: The columns an ``image_editing`` shard must have.
+EDIT_COLUMNS = ("input_images", "output_images", "instruction", "task", "modality")
+_TEXT_COLUMNS = ("instruction", "task", "subtask", "modality", "answer")
+# config -> (category, paper_format, key in other_records)
+_CONFIGS = {
+    "image_editing": ("ImageEdit", "ImageEditing", ""),
+    "multimodal_generation": ("MMGeneration", "MultimodalGeneration", "gen"),
+    "vqa": ("VQA", "VQA", "vqa"),
+}
+# Suffixes the official script keeps from the stored name; other names: the bytes' format.
+_KNOWN_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"})
+_FORMAT_SUFFIX = {"jpeg": ".jpg", "tiff": ".tiff"}
+
+
+def release_root(root: Path) -> Path | None:
+    """The folder holding ``parquet/image_editing/*.parquet`` (``root`` or, for ``root/parquet``,
+    its parent), or ``None``."""
+    for candidate in (root, root.parent) if root.name == "parquet" else (root,):
+        if _shards(candidate, "image_editing"):
+            return candidate
+    return None
+
+
+def read_release(root: Path, name: str = "medgen") -> MedGenDataset:
+    """Read the Parquet release at ``root`` (see :func:`release_root`) as a MedGEN dataset.
+
+    Raises:
+        DatasetError: a shard that is not Parquet, lacks a column (the missing and the found are
+            named), or is cut off; a cache folder that cannot be written; no editing sample.
+    """
+    root = root.absolute()
+    problems: list[str] = []
+    files = _shards(root, "image_editing")
+    samples = collect_samples(
+        _edit_records(root, files, problems),
+        lambda record, where: _to_sample(record, where, root, problems),
+        problems,
+        source=root / "parquet" / "image_editing",
+        duplicate=lambda s, first: (
+            f"sample '{s.metadata['medgen_sample_id']}' has the same id as {first}"
+        ),
+    )
+    other = {
+        key: _text_records(root, config)
+        for config, (_, _, key) in _CONFIGS.items()
+        if key and _shards(root, config)
+    }
+    return MedGenDataset(name, root, samples, problems=problems, other_records=other)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _shards(root: Path, config: str) -> list[Path]:
+    folder = root / "parquet" / config
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.parquet") if p.is_file())
+
+
+def _record(config: str, file: Path, index: int, values: dict[str, Any]) -> dict[str, Any]:
+    category, paper_format, _ = _CONFIGS[config]
+    task = _clean(values.get("task"))
+    record: dict[str, Any] = {
+        "sample_id": f"medgen:{config}:{file.stem}:{index:06d}",
+        "category": category,
+        "paper_format": paper_format,
+        "paper_task": task,
+        "paper_subtask": _clean(values.get("subtask")),
+        "sub-category": task,
+        "modality": _clean(values.get("modality")),
+        "instruction": _clean(values.get("instruction")),
+        "dataset_source": {"config": config, "shard": file.name, "row_index": index},
+    }
+    return record
+
+
+def _edit_records(
+    root: Path, files: list[Path], problems: list[str]
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    assets = root / CACHE / "images" / "assets"
+    for file in files:
+        found = check_columns(file, EDIT_COLUMNS)
+        columns = list(EDIT_COLUMNS) + [c for c in ("subtask",) if c in found]
+        for row in iter_parquet_rows(file, columns):
+            record = _record("image_editing", file, row.index, row.values)
+            try:
+                for column, fields in (
+                    ("input_images", ("input_images", "input_image")),
+                    ("output_images", ("ground_truth_images", "ground_truth_image")),
+                ):
+                    refs = _store_all(row.values.get(column), assets, root, file, row.index, column)
+                    if refs:
+                        record[fields[0]], record[fields[1]] = refs, refs[0]
+            except ImageCellError as exc:
+                problems.append(f"{row.where()} (sample '{record['sample_id']}'): {exc}; skipped")
+                continue
+            yield row.where(), f"{file.name} row {row.index}", record
+
+
+def _store_all(cell: Any, assets: Path, root: Path, file: Path, row: int, column: str) -> list[str]:
+    """The cell's images stored in ``assets``, as paths relative to ``root``."""
+    cells = cell if isinstance(cell, list) else [] if cell is None else [cell]
+    refs = []
+    for i, item in enumerate(cells):
+        where = f"{column}[{i}]"
+        data, name = image_cell_bytes(item, file=file, row=row, column=where, base=root)
+        if data is not None:
+            stored = item.get("path") if isinstance(item, dict) else None
+            suffix = _official_suffix(data, stored, file, row, where)
+            item = {"bytes": data, "path": f"image{suffix}"}
+        try:
+            path = store_image_cell(item, assets, file=file, row=row, column=where, base=root)
+        except OSError as exc:
+            raise DatasetError(
+                f"cannot write MedGEN-Bench's images to {assets} ({exc}); the folder beside "
+                "parquet/ must be writable"
+            ) from None
+        refs.append(PurePosixPath(Path(os.path.relpath(path, root))).as_posix())
+    return refs
+
+
+def _official_suffix(data: bytes, stored: object, file: Path, row: int, column: str) -> str:
+    """The extension prepare_medgen_data.py gives the image; the bytes must be an image."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            detected = (image.format or "PNG").lower()
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageCellError(file, row, column, f"the bytes are not an image ({exc})") from None
+    suffix = PurePosixPath(stored).suffix.lower() if isinstance(stored, str) else ""
+    if suffix in _KNOWN_SUFFIXES:
+        return ".jpg" if suffix == ".jpeg" else suffix
+    return _FORMAT_SUFFIX.get(detected, f".{detected}")
+
+
+def _text_records(root: Path, config: str) -> list[dict[str, Any]]:
+    records = []
+    for file in _shards(root, config):
+        found = check_columns(file, ("instruction", "task"))
+        for row in iter_parquet_rows(file, [c for c in _TEXT_COLUMNS if c in found]):
+            record = _record(config, file, row.index, row.values)
+            record["answer"] = _clean(row.values.get("answer"))
+            records.append(record)
+    return records
+
+
+def _clean(value: object) -> str | None:
+    return (value.strip() or None) if isinstance(value, str) else None
