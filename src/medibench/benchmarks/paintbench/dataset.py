@@ -44,6 +44,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench.benchmarks.paintbench.parquet import (
+    find_shards,
+    has_parquet,
+    read_rows,
+    shard_files,
+)
 from medibench.datasets._base import DatasetError, read_jsonl
 from medibench.datasets._dataset import Dataset, PredictionIndex, select_models
 from medibench.samples import Perspective, Sample
@@ -86,6 +92,8 @@ class PaintBenchDataset(Dataset):
 
     default_protocols = ("paintbench@1",)
     expected_k = 1
+    #: The benchmark name outputs are filed under when it is not the folder's (a Hub config).
+    bench_name: str | None = None
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -93,8 +101,8 @@ class PaintBenchDataset(Dataset):
 
     @property
     def benchmark_name(self) -> str:
-        """The folder name outputs are filed under (``PaintBench``)."""
-        return self.root.name
+        """The name outputs are filed under: the folder's (``PaintBench``), or the Hub config's."""
+        return self.bench_name or self.root.name
 
     def find_predictions(
         self, folder: str | Path, *, models: Sequence[str] | None = None, model: str | None = None
@@ -159,28 +167,30 @@ def read_paintbench(
     *,
     name: str | None = None,
     include_diagnostic: bool = True,
+    config: str | None = None,
+    split: str | None = None,
 ) -> PaintBenchDataset:
-    """Read a PaintBench-layout benchmark folder (module docstring).
+    """Read a PaintBench-layout benchmark folder (module docstring), or its Hub Parquet
+    (:mod:`medibench.benchmarks.paintbench.parquet`): a snapshot folder, a config folder in it,
+    ``<config folder>/<split>`` (a split by name) or one ``.parquet`` shard; ``config`` and
+    ``split`` select one there (default ``PaintBench``, ``test``).
 
     Returns:
         A :class:`PaintBenchDataset` named ``name`` (default: the folder's name); skipped or
         questionable problems are listed in ``problems``.
 
     Raises:
-        DatasetError: no path, no folder, no task folder with ``NNN_input.png`` files, a
-            ``problems.jsonl`` line that is not a JSON object.
+        DatasetError: no path, no folder, no task folder with ``NNN_input.png`` files and no
+            Parquet, a ``problems.jsonl`` line that is not a JSON object, Parquet without
+            PaintBench's columns, a config or split not there.
     """
     if path is None or str(path) == "":
         raise DatasetError("PaintBench needs its folder: use 'paintbench:/path/to/PaintBench'")
     root = Path(path)
-    if not root.is_dir():
-        raise DatasetError(f"PaintBench folder {root} does not exist or is not a folder")
-    if not detect(root) and detect(root / "PaintBench"):
+    if config is not None or split is not None or not _is_tree(root):
+        return _read_parquet(root, name, include_diagnostic, config, split)
+    if not _holds_inputs(root):
         root = root / "PaintBench"
-    if not detect(root):
-        raise DatasetError(
-            f"{root} is not a PaintBench folder: no <task>/NNN_input.png files in its sub-folders"
-        )
     root = root.resolve()
     index = _problem_index(root / "problems.jsonl")
     samples: list[Sample] = []
@@ -205,13 +215,57 @@ def read_paintbench(
 
 
 def detect(root: Path) -> bool:
-    """Whether ``root`` holds PaintBench task folders (``<task>/NNN_input.png``)."""
+    """Whether ``root`` holds PaintBench task folders (``<task>/NNN_input.png``) or PaintBench's
+    Hub Parquet shards."""
     root = Path(root)
+    return _is_tree(root) or (root.is_dir() and has_parquet(root))
+
+
+def _is_tree(root: Path) -> bool:
+    """Whether ``root`` (or its ``PaintBench`` sub-folder) holds generated task folders."""
+    return _holds_inputs(root) or _holds_inputs(root / "PaintBench")
+
+
+def _holds_inputs(root: Path) -> bool:
     if not root.is_dir():
         return False
     return any(
         p.is_dir() and any(_INPUT.match(f.name) for f in p.iterdir()) for p in root.iterdir()
     )
+
+
+def _read_parquet(
+    root: Path, name: str | None, include_diagnostic: bool, config: str | None, split: str | None
+) -> PaintBenchDataset:
+    if not root.exists() and split is None and root.parent.is_dir() and shard_files(root.parent):
+        root, split = root.parent, root.name  # <config folder>/<split>: a split by name
+    if not root.is_dir() and not (root.is_file() and root.suffix.lower() == ".parquet"):
+        raise DatasetError(f"PaintBench folder {root} does not exist or is not a folder")
+    if not shard_files(root):
+        raise DatasetError(
+            f"{root} is not a PaintBench folder: no <task>/NNN_input.png files in its "
+            "sub-folders and no Parquet shards"
+        )
+    root = root.resolve()
+    config, split, files = find_shards(root, config=config, split=split)
+    snapshot = root.parent if root.is_file() else root
+    problems: list[str] = []
+    samples = []
+    for where, task, num, meta, input_file, answer_file in read_rows(
+        files, snapshot=snapshot, include_diagnostic=include_diagnostic,
+        problems=problems,
+    ):  # fmt: skip
+        sample = make_sample(
+            task, num, meta, fallback={}, input=input_file, target=answer_file,
+            where=(f"{where}, column 'metadata'", where), problems=problems, split=split,
+        )  # fmt: skip
+        if sample is not None:
+            samples.append(sample)
+    _label_modes(samples)
+    default = config if split == "test" else f"{config}-{split}"
+    dataset = PaintBenchDataset(name or default, snapshot, samples, problems=problems)
+    dataset.bench_name = config
+    return dataset
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -256,32 +310,65 @@ def _to_sample(
                 f"problem '{sid}' skipped"
             )
             return None
+    listed = index.get((task, int(num)), {})
+    return make_sample(
+        task,
+        num,
+        meta,
+        fallback=listed,
+        input=str(input_path),
+        target=str(answer),
+        where=(str(meta_path), str(task_dir)),
+        problems=problems,
+    )
+
+
+def make_sample(
+    task: str,
+    num: str,
+    meta: dict[str, Any],
+    *,
+    fallback: dict[str, Any],
+    input: str,
+    target: str,
+    where: tuple[str, str],
+    problems: list[str],
+    split: str = "test",
+) -> Sample | None:
+    """The sample of problem ``num`` of ``task`` from its metadata (``NNN.json``'s object, or a
+    Parquet row's ``metadata``), or ``None`` (reported) when it cannot be one.
+
+    ``fallback`` supplies an instruction or category ``meta`` lacks; ``where`` names the
+    metadata and the task in messages. Shared by the folder and the Parquet readers, so both
+    give the same samples for the same problems.
+    """
+    sid = f"{task}-{num}"
+    where_meta, where_task = where
     bad = [k for k in ("instruction", "category", "mode") if k in meta and not _is_text(meta[k])]
     if bad:
         problems.append(
-            f"{meta_path}: field(s) {', '.join(bad)} must be strings; problem '{sid}' skipped"
+            f"{where_meta}: field(s) {', '.join(bad)} must be strings; problem '{sid}' skipped"
         )
         return None
-    listed = index.get((task, int(num)), {})
-    instruction = (meta.get("instruction") or listed.get("instruction") or "").strip()
+    instruction = (meta.get("instruction") or fallback.get("instruction") or "").strip()
     if not instruction:
         problems.append(
-            f"{task_dir}: problem {num} has no instruction (no {meta_path.name} with one, "
-            "no problems.jsonl entry); skipped"
+            f"{where_task}: problem {num} has no instruction (no {Path(where_meta).name} with "
+            "one, no problems.jsonl entry); skipped"
         )
         return None
-    category = meta.get("category") or listed.get("category") or TASK_CATEGORIES.get(task)
+    category = meta.get("category") or fallback.get("category") or TASK_CATEGORIES.get(task)
     if task == _DIAGNOSTIC:
         category = category or "diagnostic"
     if not category:
         problems.append(
-            f"{task_dir}: task '{task}' has no category (not in {meta_path.name}, not a "
+            f"{where_task}: task '{task}' has no category (not in {Path(where_meta).name}, not a "
             "PaintBench task); problem skipped, it cannot enter the category macro average"
         )
         return None
     if category not in CATEGORIES:
         problems.append(
-            f"{meta_path}: unknown category '{category}' (PaintBench's: "
+            f"{where_meta}: unknown category '{category}' (PaintBench's: "
             f"{', '.join(sorted(set(TASK_CATEGORIES.values())))}); problem '{sid}' kept"
         )
     metadata = {k: v for k, v in meta.items() if k != "instruction"}
@@ -289,9 +376,10 @@ def _to_sample(
     return Sample(
         sample_id=sid,
         benchmark="paintbench",
-        input=str(input_path),
+        input=input,
         instruction=instruction,
-        target=str(answer),
+        target=target,
+        split=split,
         task=task,
         perspective=Perspective.modification,
         source={"benchmark": "PaintBench", "problem": f"{task}/{num}"},
