@@ -1,4 +1,4 @@
-"""PaintBench (arXiv 2606.00188): its generated tree, scored as its evaluator does."""
+"""PaintBench (arXiv 2606.00188): its tree or Hub Parquet, scored as its evaluator does."""
 
 from medibench.benchmarks import Benchmark
 from medibench.sources import HubSource
@@ -10,7 +10,8 @@ BENCHMARK = Benchmark(
     layout="PaintBench <task>/NNN_input.png",
     protocols=["medibench.benchmarks.paintbench.protocols:PaintBenchProtocol"],
     default_protocols=["paintbench@1"],
-    help="PaintBench layout (<task>/NNN_input.png, NNN_answer.png, NNN.json): paintbench:/path",
+    help="PaintBench tree (<task>/NNN_input.png, NNN_answer.png, NNN.json) or its Hub Parquet "
+    "snapshot (<config>/<split>-*.parquet): paintbench:/path",
     # Unpinned: no published commit sha was found; `medibench download` warns and records the
     # commit it resolved `main` to in medibench-source.json.
     hub=HubSource(repo_id="PaintBench/PaintBench", revision="main"),

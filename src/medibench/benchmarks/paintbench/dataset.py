@@ -11,6 +11,9 @@ holding a ``PaintBench`` sub-folder::
                               "problem_id", "seed", "n", "W", "H", ...task parameters}
       problems.jsonl         optional index ({"task", "problem_id", "instruction", ...})
 
+or its Hub Parquet snapshot (:mod:`medibench.benchmarks.paintbench.parquet`), read to the same
+samples.
+
 Samples: ``sample_id = f"{task}-{NNN}"`` (file-name safe), ``task`` the folder name,
 ``perspective`` ``modification`` (every PaintBench task asks for a specific change of the
 picture), ``instruction`` from the JSON (else from ``problems.jsonl``), ``target`` the answer,
