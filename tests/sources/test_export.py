@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -156,3 +159,32 @@ def test_library_refuses_a_bad_format_and_a_full_folder(native, tmp_path):
         export_dataset(native, tmp_path / "x", format="zip")
     with pytest.raises(ValueError, match="is not empty"):
         export_dataset(native, native.root, format="hf-parquet")
+
+
+def test_a_second_read_of_unchanged_shards_reads_no_parquet(native, tmp_path, monkeypatch):
+    from medibench import sources
+
+    out = tmp_path / "hf"
+    _export(f"native:{native.root}", out, "hf-parquet")
+    first = load_dataset(f"native:{out}")
+    assert (out / ".medibench-images" / "index.json").is_file()
+
+    def no_parquet(*a, **k):
+        raise AssertionError("the shards were read again")
+
+    monkeypatch.setattr(sources, "iter_parquet_rows", no_parquet)
+    again = load_dataset(f"native:{out}")
+    assert [s.model_dump() for s in again] == [s.model_dump() for s in first]
+    # A changed shard (another size or time) or a removed asset means reading the shards again.
+    monkeypatch.undo()
+    shard = next((out / "data").glob("test-*.parquet"))
+    os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
+    monkeypatch.setattr(sources, "iter_parquet_rows", no_parquet)
+    with pytest.raises(AssertionError, match="read again"):
+        load_dataset(f"native:{out}")
+    monkeypatch.undo()
+    assert load_dataset(f"native:{out}").sample_ids() == first.sample_ids()
+    Path(first.get(first.sample_ids()[0]).input).unlink()
+    monkeypatch.setattr(sources, "iter_parquet_rows", no_parquet)
+    with pytest.raises(AssertionError, match="read again"):
+        load_dataset(f"native:{out}")

@@ -66,10 +66,15 @@ def read_hf_export(path: str | os.PathLike, *, name: str | None = None) -> Nativ
     root = (given if given.is_dir() else given.parent).resolve()
     shards = _shards(given)
     assets = root / ASSETS
+    files = sources.parquet_files(shards, what="hf-parquet export")
+    key = _shards_key(files)
+    cached = _read_index(assets, key)
+    if cached is not None:  # the same shards read before: their samples, no Parquet to read
+        known = [Sample.parse(d, where=f"{assets / _INDEX}") for d in cached["samples"]]
+        return NativeDataset(name or root.name, root, known, problems=cached["problems"])
     samples: list[Sample] = []
     problems: list[str] = []
     seen: dict[str, str] = {}
-    files = sources.parquet_files(shards, what="hf-parquet export")
     for file in files:
         sources.check_columns(file, HF_COLUMNS)
     for row in sources.iter_parquet_rows(files, HF_COLUMNS):
@@ -95,7 +100,49 @@ def read_hf_export(path: str | os.PathLike, *, name: str | None = None) -> Nativ
         values["overlay_color"] = values["overlay_color"] or ()
         samples.append(Sample.parse(values, where=row.where()))
     require_samples(samples, shards, problems)
+    _write_index(assets, key, samples, problems)
     return NativeDataset(name or root.name, root, samples, problems=problems)
+
+
+#: The samples of the last read, keyed by the shards' names, sizes and modification times: a
+#: second read of unchanged shards costs what reading a native folder costs.
+_INDEX = "index.json"
+
+
+def _shards_key(files: list[Path]) -> list[list]:
+    return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+
+
+def _read_index(assets: Path, key: list[list]) -> dict | None:
+    try:
+        index = json.loads((assets / _INDEX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(index, dict) or index.get("shards") != key:
+        return None
+    if not all(Path(p).is_file() for d in index["samples"] for p in _image_paths(d)):
+        return None  # an asset was removed: read the shards again
+    return index
+
+
+def _write_index(
+    assets: Path, key: list[list], samples: list[Sample], problems: list[str]
+) -> None:
+    from medibench.io import atomic_write_text
+
+    index = {
+        "shards": key,
+        "samples": [s.model_dump(mode="json") for s in samples],
+        "problems": problems,
+    }
+    try:
+        atomic_write_text(assets / _INDEX, json.dumps(index))
+    except OSError:
+        pass  # a read-only export still loads, only without the shortcut next time
+
+
+def _image_paths(sample: dict) -> list[str]:
+    return [sample[f] for f in _IMAGES if sample.get(f)]
 
 
 def _shards(root: Path) -> Path:
