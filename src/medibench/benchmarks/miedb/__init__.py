@@ -16,7 +16,8 @@ BENCHMARK = Benchmark(
     default_protocols=["miedb@paper", "miedb@1"],
     judges=["medibench.benchmarks.miedb.judges:rubric"],
     default_judge="miedb-rubric@1",
-    help="MieDB-100k benchmark split (dataBenchmark/ with metadata.json): miedb:/path",
+    help="MieDB-100k benchmark split (dataBenchmark_00.tar, or dataBenchmark/ with "
+    "metadata.json): miedb:/path",
     # Unpinned: the official dataset_download.py fetches the tar from `main`; `medibench
     # download` warns and records the commit it resolved to in medibench-source.json.
     hub=HubSource(
