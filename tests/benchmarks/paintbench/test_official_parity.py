@@ -35,6 +35,8 @@ from medibench.metrics.paint_iou import paint_iou
 from medibench.report import summarize
 from medibench.runs import score_predictions
 
+from .test_paintbench import lab32  # the float32 Lab reference (eval.py's conversion)
+
 H, W = 8, 10
 THRESHOLDS = range(11)
 BG = (168, 206, 225)  # float32 dE to NEAR_BG is 5.00004 (> 5), float64 4.99999 (<= 5)
@@ -106,24 +108,6 @@ def build(root):
 
 
 # --- the re-implementation of eval.py ---------------------------------------------------------
-
-
-def lab32(img):
-    rgb = img.astype(np.float32) / 255.0
-    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    m = np.array(
-        [
-            [0.4124564, 0.3575761, 0.1804375],
-            [0.2126729, 0.7151522, 0.0721750],
-            [0.0193339, 0.1191920, 0.9503041],
-        ],
-        dtype=np.float32,
-    )
-    xyz = lin @ m.T / np.array([0.95047, 1.0, 1.08883], dtype=np.float32)
-    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), (29 / 6) ** 2 / 3 * xyz + 4 / 29)
-    return np.stack(
-        [116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], -1
-    ).astype(np.float32)
 
 
 def eval_problem(input_path, answer_path, output_path):
