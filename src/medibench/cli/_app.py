@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -13,12 +13,14 @@ from rich.table import Table
 
 __all__ = [
     "app",
+    "DownloadOption",
     "check_not_empty",
     "console",
     "err",
     "fail",
     "list_registry",
     "load",
+    "print_dataset_notes",
     "print_leaderboards",
     "print_summary",
 ]
@@ -48,6 +50,27 @@ def load(fn: Callable[..., T], spec: Any, **kwargs: Any) -> T:
         return fn(spec, **kwargs)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as exc:
         fail(str(exc))
+
+
+#: ``--download``: fetch an ``hf:OWNER/NAME`` dataset that is not in the local Hugging Face cache.
+DownloadOption = Annotated[
+    bool,
+    typer.Option(
+        help="fetch an hf:OWNER/NAME[@REVISION] dataset that is not in the local Hugging Face "
+        "cache (offline first otherwise)"
+    ),
+]
+
+
+def print_dataset_notes(ds: Any, *, most: int = 5) -> None:
+    """On stderr: where the dataset came from (its notes), then up to ``most`` of its problems."""
+    for note in getattr(ds, "notes", ()):
+        err.print(f"[dim]source:[/] {note}")
+    problems = getattr(ds, "problems", ())
+    for problem in problems[:most]:
+        err.print(f"[yellow]dataset:[/] {problem}")
+    if len(problems) > most:
+        err.print(f"[yellow]dataset:[/] ... and {len(problems) - most} more problems")
 
 
 def check_not_empty(ds, spec: str) -> None:

@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from medibench.cli._app import check_not_empty, console, err, fail, load
+from medibench.cli._app import (
+    DownloadOption,
+    check_not_empty,
+    console,
+    err,
+    fail,
+    load,
+    print_dataset_notes,
+)
 
 
 def export_dataset(
@@ -17,6 +25,7 @@ def export_dataset(
         str, typer.Option("--format", help="hf-parquet (Hugging Face Parquet), native or miedb")
     ] = "hf-parquet",
     overwrite: Annotated[bool, typer.Option(help="write into a folder that has files")] = False,
+    download: DownloadOption = False,
 ) -> None:
     """Export DATASET to --out: Parquet shards with Image features and a dataset card
     (hf-parquet; read back as native:OUT), samples.jsonl and images (native), or
@@ -27,8 +36,9 @@ def export_dataset(
 
     if format not in FORMATS:
         fail(f"unknown export format {format!r}; choose one of {', '.join(FORMATS)}")
-    ds = load(load_dataset, dataset)
+    ds = load(load_dataset, dataset, **({"download": True} if download else {}))
     check_not_empty(ds, dataset)
+    print_dataset_notes(ds)
     try:
         result = export(ds, out, format=format, name=ds.name, overwrite=overwrite)
     except (DatasetError, ImportError) as exc:

@@ -9,7 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
-from medibench.cli._app import console, err, fail, print_leaderboards
+from medibench.cli._app import (
+    DownloadOption,
+    console,
+    err,
+    fail,
+    print_dataset_notes,
+    print_leaderboards,
+)
 
 
 def demo(
@@ -108,6 +115,7 @@ def run(
         ),
     ] = None,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    download: DownloadOption = False,
 ) -> None:
     """Run models on a dataset and score their outputs; re-running resumes.
 
@@ -138,8 +146,10 @@ def run(
         workers=workers,
         ray_address=ray_address,
         shard=shard,
+        dataset_options={"download": True} if download else {},
     )
     plan = _plan(config)
+    print_dataset_notes(plan.dataset)
     with run_folder_errors(plan.folder):
         _execute(plan, progress)
     for p in plan.protocols:

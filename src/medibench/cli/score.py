@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from medibench.cli._app import check_not_empty, console, err, fail, load, print_summary
+from medibench.cli._app import (
+    DownloadOption,
+    check_not_empty,
+    console,
+    err,
+    fail,
+    load,
+    print_dataset_notes,
+    print_summary,
+)
 
 
 def score(
@@ -46,6 +55,7 @@ def score(
         int, typer.Option(min=1, help="score in this many processes (same records)")
     ] = 1,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    download: DownloadOption = False,
 ) -> None:
     """Score existing model outputs; a missing output is a 'missing' record, never a 0."""
     from medibench.datasets import load_dataset
@@ -53,12 +63,9 @@ def score(
     from medibench.protocols import load_protocol
     from medibench.runs import score_predictions
 
-    ds = load(load_dataset, dataset)
+    ds = load(load_dataset, dataset, **({"download": True} if download else {}))
     check_not_empty(ds, dataset)
-    for problem in ds.problems[:5]:
-        err.print(f"[yellow]dataset:[/] {problem}")
-    if len(ds.problems) > 5:
-        err.print(f"[yellow]dataset:[/] ... and {len(ds.problems) - 5} more problems")
+    print_dataset_notes(ds)
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
     flat = predictions.is_dir() and any(p.suffix.lower() == ".png" for p in predictions.iterdir())
     if flat and model and len(model) > 1:

@@ -74,14 +74,22 @@ def load_dataset(spec: str, **options: Any) -> Any:
 
     ``arg`` is passed to the kind's factory as ``path``: ``native:/data/x``, ``starter``,
     ``starter:/tmp/s``, ``medebench:/data/MedEBench``. A plain folder (``/data/MedEBench``) has
-    its layout detected (:func:`detect_layout`). An unknown kind raises the registry's
-    ``UnknownNameError`` with the closest known kinds. ``options`` go to the factory as keywords
-    (``seed=`` for ``starter``).
+    its layout detected (:func:`detect_layout`). ``arg`` may also be a Hugging Face dataset
+    repository, ``medgen:hf:OWNER/NAME[@REVISION]``, read from the local Hugging Face cache
+    (``download=True`` fetches it when it is not cached; :mod:`medibench.sources`); a bare
+    ``hf:OWNER/NAME[@REVISION]`` is the benchmark whose Hub repository that is, else the layout
+    detected in the snapshot. An unknown kind raises the registry's ``UnknownNameError`` with
+    the closest known kinds. ``options`` go to the factory as keywords (``seed=`` for
+    ``starter``).
     """
     kind, sep, arg = spec.partition(":")
     kind = kind.strip()
     if not kind:
         raise ValueError(f"dataset spec {spec!r} has no kind; expected 'kind' or 'kind:arg'")
+    if kind == "hf" and kind not in DATASETS:  # hf:OWNER/NAME: the kind from the repository
+        notes: list[str] = []
+        kind = _hub_kind(spec, download=bool(options.get("download")), notes=notes)
+        sep, arg, options = ":", spec, {**options, "source_notes": notes}
     if kind not in DATASETS and Path(spec).is_dir():
         kind, sep, arg = detect_layout(spec), ":", spec
     factory = DATASETS.get(kind)
@@ -91,8 +99,21 @@ def load_dataset(spec: str, **options: Any) -> Any:
 def _open(kind: str, options: dict[str, Any]) -> Any:
     """Load with the benchmark's ``load``; its declared default protocols go on the dataset."""
     from medibench.benchmarks import BENCHMARKS
+    from medibench.sources._hf import is_hf_path, resolve_hf_path
 
     bench = BENCHMARKS.get(kind)
+    download = bool(options.pop("download", False))
+    notes: list[str] = options.pop("source_notes", [])
+    if is_hf_path(options.get("path")):
+        options["path"] = str(
+            resolve_hf_path(options["path"], source=bench.hub, download=download, notes=notes)
+        )
+    elif download:
+        raise ValueError(
+            f"download applies to Hugging Face dataset paths (hf:OWNER/NAME), not "
+            f"{options.get('path') or kind!r}; for a benchmark's official files use "
+            f"`medibench download {kind} --out DIR`"
+        )
     if options.get("path"):  # a hub download re-checks its recorded hashes before it is read
         from medibench.sources._hub import verify_source
 
@@ -100,7 +121,22 @@ def _open(kind: str, options: dict[str, Any]) -> Any:
     dataset = bench.loader()(**options)
     if bench.default_protocols and isinstance(dataset, Dataset):
         dataset.default_protocols = tuple(bench.default_protocols)
+    if notes and isinstance(dataset, Dataset):
+        dataset.notes = list(dict.fromkeys([*notes, *getattr(dataset, "notes", [])]))
     return dataset
+
+
+def _hub_kind(spec: str, *, download: bool, notes: list[str]) -> str:
+    """The kind of a bare ``hf:OWNER/NAME``: the benchmark whose Hub repository it is, else
+    the layout detected in its snapshot (fetched first with ``download``; ``notes`` says so)."""
+    from medibench.benchmarks import BENCHMARKS
+    from medibench.sources._hf import parse_hf_path, resolve_hf_path
+
+    repo = parse_hf_path(spec).repo_id.lower()
+    for bench in BENCHMARKS:
+        if bench.hub is not None and bench.hub.repo_id.lower() == repo:
+            return bench.name
+    return detect_layout(resolve_hf_path(spec, download=download, notes=notes))
 
 
 def detect_layout(path: str | Path) -> str:

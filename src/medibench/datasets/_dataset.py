@@ -68,6 +68,8 @@ class Dataset:
         problems: human-readable reports of what could not be read (a sample without its mask,
             a missing file, a truncated field); the samples concerned are skipped or kept as the
             adapter documents.
+        notes: what a reader of its results should know about where it came from (an
+            archive extracted, an unpinned Hub revision, a download), one line each.
         default_protocols: protocol specs (``name@version``) that score it when none is given.
         expected_k: outputs per sample the official protocol expects (``None``: what is there).
     """
@@ -90,6 +92,7 @@ class Dataset:
         self._samples = tuple(samples)
         self._by_id = {s.sample_id: s for s in self._samples}
         self.problems = list(problems)
+        self.notes: list[str] = []
 
     def __len__(self) -> int:
         return len(self._samples)

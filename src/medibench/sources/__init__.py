@@ -11,7 +11,8 @@ image cell that does not decode is an :class:`ImageCellError` (an ``ImageReadErr
 file, row and column, that sample's problem only. ``download_source`` fetches a benchmark's
 :class:`HubSource` at its pinned revision and records the files' sha256 in
 ``medibench-source.json``; ``verify_source`` re-checks them (``load_dataset`` does, for any
-folder that has one).
+folder that has one). ``resolve_hf_path`` turns ``hf:OWNER/NAME[@REVISION]`` into its snapshot
+in the local Hugging Face cache, offline first (``download=True`` fetches a missing one).
 """
 
 from medibench.sources._archive import ARCHIVE_SUFFIXES, CACHE_SUFFIX, is_archive, resolve_source
@@ -22,6 +23,7 @@ from medibench.sources._cells import (
     store_image_cell,
 )
 from medibench.sources._errors import SourceError
+from medibench.sources._hf import HfSpec, is_hf_path, parse_hf_path, resolve_hf_path
 from medibench.sources._hub import (
     SOURCE_MANIFEST,
     HubDownloadError,
@@ -42,6 +44,7 @@ __all__ = [
     "ARCHIVE_SUFFIXES",
     "CACHE_SUFFIX",
     "SOURCE_MANIFEST",
+    "HfSpec",
     "HubDownloadError",
     "HubSource",
     "ImageCellError",
@@ -54,8 +57,11 @@ __all__ = [
     "download_source",
     "image_cell_bytes",
     "is_archive",
+    "is_hf_path",
     "iter_parquet_rows",
     "parquet_files",
+    "parse_hf_path",
+    "resolve_hf_path",
     "resolve_source",
     "store_image_cell",
     "verify_source",

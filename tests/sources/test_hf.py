@@ -1,0 +1,140 @@
+"""``hf:OWNER/NAME[@REVISION]`` dataset paths: the local Hugging Face cache first, ``--download``
+through a local fake of the Hub (nothing leaves the machine)."""
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from medibench.benchmarks import BENCHMARKS
+from medibench.cli import app
+from medibench.datasets import DatasetError, load_dataset, resolve_inside
+from medibench.sources import HubDownloadError, SourceError
+from medibench.sources._hf import HfSpec, parse_hf_path
+from tests.benchmarks.medgen.test_parquet import _comparable
+from tests.benchmarks.medgen.test_parquet import trees as medgen_trees  # noqa: F401
+from tests.sources.fake_hub import FakeRepo, fake_hub
+from tests.sources.test_hub import _native_repo, hub_env  # noqa: F401
+
+pytest.importorskip("huggingface_hub")
+
+runner = CliRunner()
+MEDGEN_SHA = BENCHMARKS.get("medgen").hub.revision
+
+
+def _files(folder):
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and ".medibench" not in p.as_posix()
+    }
+
+
+def _score(tmp, dataset, preds, name, *extra):
+    out = tmp / f"{name}.jsonl"
+    args = ["score", "--dataset", dataset, "--predictions", str(preds), "--out", str(out)]
+    res = runner.invoke(app, [*args, "--no-progress", *extra])
+    assert res.exit_code == 0, res.output
+    return [json.loads(line) for line in out.read_text().splitlines()], res.output
+
+
+def test_parse():
+    assert parse_hf_path("hf:Jack04810/MedGEN-Bench") == HfSpec("Jack04810/MedGEN-Bench", "")
+    assert parse_hf_path("hf:a/b@" + "f" * 40) == HfSpec("a/b", "f" * 40)
+    assert str(HfSpec("a/b", "v1")) == "hf:a/b@v1"
+    for bad in ("hf:nameonly", "hf:a/b/c", "hf:/b", "hf:a/b@"):
+        with pytest.raises(SourceError, match="expected 'hf:OWNER/NAME'"):
+            parse_hf_path(bad)
+
+
+def test_not_cached_says_how_to_download(tmp_path, hub_env):  # noqa: F811
+    with pytest.raises(HubDownloadError) as info:
+        load_dataset("native:hf:someone/tiny-native@v2")
+    message = str(info.value)
+    assert "someone/tiny-native@v2 is not in the local Hugging Face cache" in message
+    assert str(tmp_path / "hf_home" / "hub") in message
+    assert "--download" in message
+    assert "hf download someone/tiny-native --repo-type dataset --revision v2" in message
+    res = runner.invoke(
+        app,
+        ["score", "--dataset", "hf:someone/tiny-native", "--predictions", str(tmp_path)]
+        + ["--out", str(tmp_path / "s.jsonl")],
+    )
+    assert res.exit_code == 2 and "not in the local Hugging Face cache" in res.output
+
+
+def test_download_then_offline_gives_the_same_samples_and_pixels(tmp_path, hub_env):  # noqa: F811
+    repo = _native_repo(tmp_path)
+    folder = load_dataset(f"native:{tmp_path / 'src'}")
+    with fake_hub(repo) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.url)
+        fetched = load_dataset(f"hf:{repo.repo_id}", download=True)
+        asked = len(hub.requests)
+    assert asked > 0
+    # offline now: the snapshot in the cache is found without the network
+    hub_env.setenv("HF_HUB_OFFLINE", "1")
+    cached = load_dataset(f"native:hf:{repo.repo_id}@{repo.sha}")
+    for ds in (fetched, cached):
+        assert type(ds).__name__ == type(folder).__name__
+        assert [s.sample_id for s in ds] == [s.sample_id for s in folder]
+        assert str(ds.root).startswith(str(tmp_path / "hf_home" / "hub"))
+        # the snapshot's files are links into the cache's blobs/: allowed, same bytes
+        for ours, theirs in zip(ds, folder, strict=True):
+            assert os.path.islink(ds.root / "samples.jsonl")
+            with open(ours.input, "rb") as a, open(theirs.input, "rb") as b:
+                assert a.read() == b.read()
+    assert sum("unpinned" in note for note in fetched.notes) == 1
+    assert any("downloaded into the Hugging Face cache" in n for n in fetched.notes)
+    assert not any("unpinned" in note for note in cached.notes)
+    # --download offline is refused, naming the setting
+    with pytest.raises(HubDownloadError, match="HF_HUB_OFFLINE is set and .* is not in"):
+        load_dataset("native:hf:someone/other", download=True)
+
+
+def test_download_is_only_for_hub_paths(tmp_path):
+    with pytest.raises(ValueError, match="download applies to Hugging Face dataset paths"):
+        load_dataset(f"native:{tmp_path}", download=True)
+
+
+def test_medgen_release_by_repo_name_at_its_pinned_commit(medgen_trees, tmp_path, hub_env):  # noqa: F811
+    """``hf:Jack04810/MedGEN-Bench`` is the medgen benchmark, at its pinned commit, with only
+    ``parquet/**`` fetched; its score records equal the folder's."""
+    release, preds = medgen_trees["release"], medgen_trees["preds"]
+    files = {**_files(release), "README.md": b"# card\n"}
+    repo = FakeRepo("Jack04810/MedGEN-Bench", files, sha=MEDGEN_SHA, branches=())
+    spec = "hf:Jack04810/MedGEN-Bench"
+    res = runner.invoke(
+        app, ["score", "--dataset", spec, "--predictions", str(preds), "--out", str(tmp_path / "x")]
+    )
+    assert res.exit_code == 2 and f"Jack04810/MedGEN-Bench@{MEDGEN_SHA} is not in" in res.output
+    with fake_hub(repo) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.url)
+        from_hub, output = _score(tmp_path, spec, preds, "hub", "--download")
+        assert not any("README.md" in r for r in hub.requests)
+    assert "downloaded into the Hugging Face cache" in output
+    hub_env.setenv("HF_HUB_OFFLINE", "1")
+    cached, _ = _score(tmp_path, f"medgen:{spec}@{MEDGEN_SHA}", preds, "cached")
+    from_folder, _ = _score(tmp_path, f"medgen:{release}", preds, "folder")
+    assert [r["status"] for r in from_folder].count("ok") == 3
+    assert _comparable(from_hub) == _comparable(cached) == _comparable(from_folder)
+
+
+def test_a_link_out_of_the_snapshots_repository_is_still_refused(tmp_path):
+    repo = tmp_path / "hub" / "datasets--a--b"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / "x").write_bytes(b"ok")
+    (tmp_path / "secret").write_bytes(b"no")
+    (snapshot / "img").mkdir(parents=True)
+    (snapshot / "img" / "in.png").symlink_to(repo / "blobs" / "x")
+    (snapshot / "img" / "out.png").symlink_to(tmp_path / "secret")
+    assert resolve_inside(snapshot.resolve(), "img/in.png", what="t") == (repo / "blobs" / "x")
+    with pytest.raises(DatasetError, match="through a symbolic link"):
+        resolve_inside(snapshot.resolve(), "img/out.png", what="t")
+    # outside a hub cache, a link to a sibling folder is refused as before
+    plain = tmp_path / "plain"
+    (plain / "img").mkdir(parents=True)
+    (plain / "img" / "in.png").symlink_to(repo / "blobs" / "x")
+    with pytest.raises(DatasetError, match="through a symbolic link"):
+        resolve_inside(plain.resolve(), "img/in.png", what="t")
