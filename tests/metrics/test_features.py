@@ -115,7 +115,9 @@ def test_nan_features_are_refused_naming_the_rows(fn):
     a = np.random.default_rng(5).normal(size=(10, 3))
     b = a.copy()
     b[[2, 7], 1] = np.nan
-    with pytest.raises(ValueError, match=r"b has NaN or infinite features in 2 row\(s\), first \[2, 7\]"):
+    with pytest.raises(
+        ValueError, match=r"b has NaN or infinite features in 2 row\(s\), first \[2, 7\]"
+    ):
         fn(a, b)
 
 

@@ -132,7 +132,9 @@ def kid(
     """
     a, b = _check_pair(a, b, "kid")
     if subset_size < 2 or subsets < 1:
-        raise ValueError(f"kid needs subset_size >= 2 and subsets >= 1, got {subset_size}, {subsets}")
+        raise ValueError(
+            f"kid needs subset_size >= 2 and subsets >= 1, got {subset_size}, {subsets}"
+        )
     notes: list[str] = []
     m = subset_size
     smaller = min(a.shape[0], b.shape[0])
