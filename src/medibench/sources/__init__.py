@@ -20,6 +20,7 @@ from medibench.sources._cells import (
     ImageCellError,
     decode_image_cell,
     image_cell_bytes,
+    image_format,
     store_image_cell,
 )
 from medibench.sources._errors import SourceError
@@ -56,6 +57,7 @@ __all__ = [
     "decode_image_cell",
     "download_source",
     "image_cell_bytes",
+    "image_format",
     "is_archive",
     "is_hf_path",
     "iter_parquet_rows",

@@ -9,6 +9,7 @@ bytes go through :func:`medibench.io.decode_image`, a path through
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "decode_image_cell",
     "decode_image_cells",
     "image_cell_bytes",
+    "image_format",
     "store_image_cell",
 ]
 
@@ -142,6 +144,27 @@ def image_cell_bytes(
         f"expected an image ({{'bytes', 'path'}} struct or path string), got a "
         f"{type(cell).__name__}",
     )
+
+
+def image_format(
+    data: bytes, *, file: str | os.PathLike, row: int, column: str
+) -> str:
+    """The image format of ``data`` as Pillow names it, lower-cased (``png``, ``jpeg``), from
+    its header only (nothing is decoded).
+
+    For loaders that store a cell's bytes unchanged and must still refuse, at load time, a cell
+    that is not an image at all: that sample's problem, the rest loads.
+
+    Raises:
+        ImageCellError: the bytes are not an image Pillow recognises.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return (image.format or "png").lower()
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageCellError(file, row, column, f"the bytes are not an image ({exc})") from None
 
 
 def store_image_cell(

@@ -18,7 +18,7 @@ BENCHMARK = Benchmark(
         "medibench.benchmarks.medebench.judges:paper_structure_instruction",
     ],
     default_judge="medebench-judge@paper-structure",
-    help="MedEBench (repo root or its editing/ folder): medebench:/path",
+    help="MedEBench (repo root, its editing/ folder, or a Parquet conversion): medebench:/path",
     # Unpinned: no published commit sha was found; `medibench download` warns and records the
     # commit it resolved `main` to in medibench-source.json.
     hub=HubSource(repo_id="LIUMinghao/MedEBench", revision="main"),

@@ -124,7 +124,8 @@ class MedEBenchDataset(Dataset):
 def read_medebench(
     path: str | os.PathLike | None = None, *, name: str = "medebench"
 ) -> MedEBenchDataset:
-    """Read MedEBench from its repository root (or its ``editing/`` folder).
+    """Read MedEBench from its repository root (or its ``editing/`` folder), or from a Parquet
+    conversion of it (a ``.parquet`` file or a folder of shards: :mod:`.parquet`).
 
     Returns:
         A :class:`MedEBenchDataset`; skipped or incomplete samples are listed in ``problems``.
@@ -136,6 +137,10 @@ def read_medebench(
     """
     if path is None or str(path) == "":
         raise DatasetError("MedEBench needs its folder: use 'medebench:/path/to/MedEBench'")
+    from medibench.benchmarks.medebench.parquet import read_medebench_parquet
+
+    if not detect_folder(Path(path)) and _parquet(Path(path)):
+        return read_medebench_parquet(path, name=name)
     root, metadata = _locate(Path(path))
     records = _load_records(metadata)
     problems: list[str] = []
@@ -150,9 +155,23 @@ def read_medebench(
 
 
 def detect(root: Path) -> bool:
+    """Whether ``root`` is a MedEBench repository root, its ``editing/`` folder, or a Parquet
+    conversion (shards with the metadata's columns)."""
+    from medibench.benchmarks.medebench.parquet import is_medebench_parquet
+
+    return detect_folder(Path(root)) or is_medebench_parquet(Path(root))
+
+
+def detect_folder(root: Path) -> bool:
     """Whether ``root`` is a MedEBench repository root or its ``editing/`` folder."""
-    root = Path(root)
     return (root / METADATA).is_file() or (root / "editing_metadata.json").is_file()
+
+
+def _parquet(path: Path) -> bool:
+    """A ``.parquet`` file, or a folder that holds some (and no metadata JSON)."""
+    if path.is_file():
+        return path.suffix.lower() == ".parquet"
+    return path.is_dir() and any(path.rglob("*.parquet"))
 
 
 # --- helpers ---------------------------------------------------------------------------------

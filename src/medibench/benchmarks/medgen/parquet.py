@@ -34,13 +34,10 @@ image columns (not materialised): their records have the official ids and text f
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
-
-from PIL import Image, UnidentifiedImageError
 
 from medibench.benchmarks.medgen.dataset import MedGenDataset, _to_sample
 from medibench.datasets._base import DatasetError, collect_samples
@@ -48,6 +45,7 @@ from medibench.sources import (
     ImageCellError,
     check_columns,
     image_cell_bytes,
+    image_format,
     iter_parquet_rows,
     store_image_cell,
 )
@@ -180,11 +178,7 @@ def _store_all(cell: Any, assets: Path, root: Path, file: Path, row: int, column
 
 def _official_suffix(data: bytes, stored: object, file: Path, row: int, column: str) -> str:
     """The extension prepare_medgen_data.py gives the image; the bytes must be an image."""
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            detected = (image.format or "PNG").lower()
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ImageCellError(file, row, column, f"the bytes are not an image ({exc})") from None
+    detected = image_format(data, file=file, row=row, column=column)
     suffix = PurePosixPath(stored).suffix.lower() if isinstance(stored, str) else ""
     if suffix in _KNOWN_SUFFIXES:
         return ".jpg" if suffix == ".jpeg" else suffix
