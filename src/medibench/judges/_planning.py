@@ -93,8 +93,11 @@ def _describes(judge: JudgeProtocol, spec: str, sample) -> bool:
     applies = getattr(load_protocol(spec), "applicable_metrics", None)
     if applies is None:
         return True
+    names = applies(sample)
+    if names is None:  # the protocol declares every metric applicable
+        return True
     wanted = {f.metric for f in judge.fills if f.protocol == spec}
-    return bool(wanted & set(applies(sample)))
+    return bool(wanted & set(names))
 
 
 def _plan(store, jstore, judge, config, passes, policy, hashes) -> _Plan:

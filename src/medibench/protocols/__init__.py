@@ -6,17 +6,28 @@
 
 from __future__ import annotations
 
+from medibench.io import AlphaPolicy
 from medibench.protocols._base import (
     MEDIBENCH_SSIM,
     NOT_JUDGED,
     PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
+    CorrectedReading,
     KReduction,
+    PaperReading,
     ProtocolDefaults,
     ProtocolResult,
     ScoringProtocol,
     with_defaults,
+)
+from medibench.protocols._prepare import (
+    ResizeMethod,
+    as_rgb,
+    read_pil_images,
+    read_pil_rgb,
+    read_rgba,
+    resize_noted,
 )
 from medibench.registry import Registry
 
@@ -27,14 +38,24 @@ __all__ = [
     "SKIMAGE_DEFAULT_SSIM",
     "PROTOCOLS",
     "Aggregation",
+    "AlphaPolicy",
+    "CorrectedReading",
     "KReduction",
+    "PaperReading",
     "ProtocolDefaults",
     "ProtocolResult",
+    "ResizeMethod",
     "ScoringProtocol",
+    "as_rgb",
     "latest",
     "load_protocol",
+    "read_pil_images",
+    "read_pil_rgb",
+    "read_rgba",
+    "resize_noted",
     "with_defaults",
 ]
+
 
 def _from_benchmarks(registry: Registry[ScoringProtocol]) -> None:
     """Register every protocol the benchmarks declare (:mod:`medibench.benchmarks`)."""

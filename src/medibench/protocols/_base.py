@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, runtime_checkable
+from typing import ClassVar, Literal, runtime_checkable
 from typing import Protocol as _Protocol
 
 import numpy as np
@@ -21,33 +21,21 @@ import numpy as np
 from medibench.datasets import SampleImages
 from medibench.io import AlphaPolicy
 from medibench.metrics import SSIMOptions
-from medibench.protocols._prepare import (
-    ResizeMethod,
-    as_rgb,
-    read_pil_images,
-    read_pil_rgb,
-    read_rgba,
-    resize_noted,
-)
+from medibench.protocols._prepare import read_pil_images, read_pil_rgb, read_rgba
 from medibench.samples import Sample
 
 __all__ = [
-    "AlphaPolicy",
     "Aggregation",
+    "CorrectedReading",
     "KReduction",
     "MEDIBENCH_SSIM",
     "NOT_JUDGED",
     "PSNR_CAP_DB",
+    "PaperReading",
     "ProtocolDefaults",
     "ProtocolResult",
-    "ResizeMethod",
     "SKIMAGE_DEFAULT_SSIM",
     "ScoringProtocol",
-    "as_rgb",
-    "read_pil_images",
-    "read_pil_rgb",
-    "read_rgba",
-    "resize_noted",
     "with_defaults",
 ]
 
@@ -171,6 +159,14 @@ class ProtocolResult:
         self.metrics[name] = None
         self.reasons[name] = reason
 
+    def attempt(self, name: str, compute: Callable[[], float]) -> None:
+        """``metrics[name] = compute()``; a ``ValueError`` it raises (an empty region, an image
+        under the SSIM window) becomes ``name``'s reason instead: never a 0, never a crash."""
+        try:
+            self.metrics[name] = compute()
+        except ValueError as exc:
+            self.missing(name, str(exc))
+
     @property
     def error(self) -> str | None:
         """All reasons as one string (``"cp: no ROI mask; dice: ..."``), or ``None``."""
@@ -241,6 +237,50 @@ class ProtocolDefaults:
     def applicable_metrics(self, sample: Sample) -> tuple[str, ...] | None:
         """``None``: no metric is declared inapplicable to a sample."""
         return None
+
+
+class PaperReading(ProtocolDefaults):
+    """The hooks of a paper protocol whose official code reads every file with PIL
+    (:func:`~medibench.protocols.read_pil_images`, :func:`~medibench.protocols.read_pil_rgb`).
+
+    Input and target: ``convert("RGB")`` (transparent pixels dropped, noted); the mask:
+    ``convert(pil_mask_mode)`` raw levels, not binarised (``None``: the protocol reads no mask);
+    the prediction: ``convert("RGB")``.
+    """
+
+    pil_mask_mode: ClassVar[str | None] = None
+
+    def load_images(self, sample: Sample) -> SampleImages:
+        """The sample's files as the official code reads them (PIL; see the class)."""
+        return read_pil_images(sample, mask_mode=self.pil_mask_mode)
+
+    def read_prediction(self, path: str | os.PathLike) -> np.ndarray:
+        """The output as the official code reads it: ``Image.open(path).convert("RGB")``."""
+        return read_pil_rgb(path)
+
+
+@dataclass(frozen=True)
+class CorrectedReading(ProtocolDefaults):
+    """The hooks of a corrected protocol: files through :func:`medibench.datasets.load_images`
+    (an RGBA image composited as :attr:`alpha` says, a non-binary mask binarised at half its
+    maximum; both noted), the prediction read as RGBA so that ``score`` composites its alpha
+    (:func:`~medibench.protocols.as_rgb`) by the same declared choice, noted.
+
+    Attributes:
+        alpha: how an RGBA image becomes RGB (noted whenever a pixel is not opaque).
+    """
+
+    alpha: AlphaPolicy = "black"
+
+    def load_images(self, sample: Sample) -> SampleImages:
+        """The sample's decoded files (see the class)."""
+        from medibench.datasets import load_images
+
+        return load_images(sample, alpha=self.alpha)
+
+    def read_prediction(self, path: str | os.PathLike) -> np.ndarray:
+        """The output as RGBA (:func:`~medibench.protocols.read_rgba`)."""
+        return read_rgba(path)
 
 
 def with_defaults(

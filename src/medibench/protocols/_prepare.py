@@ -22,7 +22,6 @@ __all__ = [
 ]
 
 
-
 def as_rgb(
     image: np.ndarray,
     what: str = "prediction",

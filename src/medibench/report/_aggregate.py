@@ -28,9 +28,11 @@ from typing import Any
 from medibench.protocols import Aggregation
 from medibench.samples import Sample, Score
 
-__all__ = ["summarize", "per_sample_values", "sample_field"]
+__all__ = ["per_model_values", "per_sample_values", "sample_field", "summarize"]
 
 Values = dict[str, float | None]
+#: A protocol's ``applicable_metrics``: the metrics that describe a sample, ``None``: all.
+Applicable = Callable[[Sample], Iterable[str] | None]
 
 
 def summarize(
@@ -39,7 +41,8 @@ def summarize(
     aggregation: Aggregation,
     *,
     metrics: Sequence[str],
-    applicable: Callable[[Sample], Iterable[str]] | None = None,
+    applicable: Applicable | None = None,
+    values: Mapping[tuple[str, str], dict[str, tuple[bool, Values]]] | None = None,
 ) -> list[dict[str, Any]]:
     """Summary rows, one per (model, k mode, grouping, group).
 
@@ -52,6 +55,7 @@ def summarize(
     ``applicable(sample)`` (a protocol's ``applicable_metrics``) names the metrics that describe
     a sample: only those count in its means and are zero-filled under ``missing="zero"``.
     Without it, a metric applies to a perspective when some scored sample of it has a value.
+    ``values``: the :func:`per_model_values` of the same arguments, when the caller has them.
     """
     within = dict(aggregation.macro_within)
     fields = (*aggregation.group_by, *aggregation.macro_over, *within)
@@ -62,58 +66,73 @@ def summarize(
                 "modality, benchmark, split) or metadata.<key>"
             )
     names = list(metrics) + [name for name, _, _ in aggregation.pass_rates]
+    if values is None:
+        values = per_model_values(scores, samples, aggregation, metrics, applicable)
+    rows: list[dict[str, Any]] = []
+    # (row, its samples, the fields its macro mean and hierarchical CI run over)
+    planned: list[tuple[dict[str, Any], list[str], tuple[str, ...]]] = []
+    outside = aggregation.outside
+    for (model, label), per_sample in values.items():
+        for by in aggregation.group_by:
+            groups: dict[str, list[str]] = defaultdict(list)
+            for sid in per_sample:
+                if by in aggregation.outside_also or _in_grouping(samples[sid], by, outside):
+                    groups[str(sample_field(samples[sid], by))].append(sid)
+            below = _below(aggregation.macro_over, by) or tuple(within.get(by, ()))
+            for group in sorted(groups):
+                if group == "" and by in aggregation.skip_empty:
+                    continue
+                row = _row(model, label, by, group, groups[group], per_sample, names)
+                for m in names if below else ():
+                    row[m] = _macro(groups[group], per_sample, samples, below, m)
+                rows.append(row)
+                planned.append((row, groups[group], below))
+        overall = [s for s in per_sample if _in_grouping(samples[s], "all", outside)]
+        micro = _row(model, label, "all", "micro", overall, per_sample, names)
+        rows.append(micro)
+        planned.append((micro, overall, ()))
+        if aggregation.macro_over:
+            macro = _row(
+                model,
+                label,
+                "all",
+                "macro over " + " > ".join(aggregation.macro_over),
+                overall,
+                per_sample,
+                names,
+            )
+            for m in names:
+                macro[m] = _macro(overall, per_sample, samples, aggregation.macro_over, m)
+            rows.append(macro)
+            planned.append((macro, overall, aggregation.macro_over))
+    if aggregation.ci_resamples > 0:
+        for row, sids, hierarchy in planned:
+            per_sample = values[(row["model"], row["k_mode"])]
+            _add_cis(row, sids, hierarchy, per_sample, samples, aggregation, names)
+    return rows
+
+
+def per_model_values(
+    scores: Iterable[Score],
+    samples: Mapping[str, Sample],
+    aggregation: Aggregation,
+    metrics: Sequence[str],
+    applicable: Applicable | None = None,
+) -> dict[tuple[str, str], dict[str, tuple[bool, Values]]]:
+    """``{(model, k label): per-sample values}`` after the protocol's k reduction and
+    missing policy (:func:`per_sample_values`), pass rates included; models in name order,
+    k modes in the aggregation's."""
     by_model: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
     for s in scores:
         if s.sample_id in samples:
             by_model[s.model or ""][s.sample_id].append(s)
-    rows: list[dict[str, Any]] = []
-    computed: dict[tuple[str, str], dict[str, tuple[bool, Values]]] = {}
-    # (row, its samples, the fields its macro mean and hierarchical CI run over)
-    planned: list[tuple[dict[str, Any], list[str], tuple[str, ...]]] = []
-    outside = aggregation.outside
-    for model in sorted(by_model):
-        for label, how in aggregation.k_modes:
-            values = per_sample_values(
-                by_model[model], samples, aggregation, how, metrics, applicable=applicable
-            )
-            computed[(model, label)] = values
-            for by in aggregation.group_by:
-                groups: dict[str, list[str]] = defaultdict(list)
-                for sid in values:
-                    if by in aggregation.outside_also or _in_grouping(samples[sid], by, outside):
-                        groups[str(sample_field(samples[sid], by))].append(sid)
-                below = _below(aggregation.macro_over, by) or tuple(within.get(by, ()))
-                for group in sorted(groups):
-                    if group == "" and by in aggregation.skip_empty:
-                        continue
-                    row = _row(model, label, by, group, groups[group], values, names)
-                    for m in names if below else ():
-                        row[m] = _macro(groups[group], values, samples, below, m)
-                    rows.append(row)
-                    planned.append((row, groups[group], below))
-            overall = [s for s in values if _in_grouping(samples[s], "all", outside)]
-            micro = _row(model, label, "all", "micro", overall, values, names)
-            rows.append(micro)
-            planned.append((micro, overall, ()))
-            if aggregation.macro_over:
-                macro = _row(
-                    model,
-                    label,
-                    "all",
-                    "macro over " + " > ".join(aggregation.macro_over),
-                    overall,
-                    values,
-                    names,
-                )
-                for m in names:
-                    macro[m] = _macro(overall, values, samples, aggregation.macro_over, m)
-                rows.append(macro)
-                planned.append((macro, overall, aggregation.macro_over))
-    if aggregation.ci_resamples > 0:
-        for row, sids, hierarchy in planned:
-            values = computed[(row["model"], row["k_mode"])]
-            _add_cis(row, sids, hierarchy, values, samples, aggregation, names)
-    return rows
+    return {
+        (model, label): per_sample_values(
+            by_model[model], samples, aggregation, how, metrics, applicable=applicable
+        )
+        for model in sorted(by_model)
+        for label, how in aggregation.k_modes
+    }
 
 
 def per_sample_values(
@@ -123,7 +142,7 @@ def per_sample_values(
     how: str,
     metrics: Sequence[str],
     *,
-    applicable: Callable[[Sample], Iterable[str]] | None = None,
+    applicable: Applicable | None = None,
 ) -> dict[str, tuple[bool, Values]]:
     """``{sample_id: (has_output, {metric: value})}`` after the k reduction and missing policy."""
     out: dict[str, tuple[bool, Values]] = {}
@@ -154,17 +173,16 @@ def per_sample_values(
                 v = vals.get(m)
                 if v is not None and v > cap:
                     vals[m] = cap
-    if applicable is not None:
-        for sid, (has, vals) in out.items():
-            keep = set(applicable(samples[sid]))
+    for sid, (has, vals) in out.items():
+        keep = _declared(applicable, samples[sid])
+        if keep is not None:
             out[sid] = (has, {m: v if m in keep else None for m, v in vals.items()})
     if aggregation.missing == "zero":
         observed = _applicable(out, samples)
         for sid, (has, vals) in out.items():
             if not has:
-                if applicable is not None:
-                    keep = set(applicable(samples[sid]))
-                else:
+                keep = _declared(applicable, samples[sid])
+                if keep is None:
                     keep = observed[sample_field(samples[sid], "perspective")]
                 out[sid] = (False, {m: 0.0 if m in keep else None for m in vals})
     for name, metric, threshold in aggregation.pass_rates:
@@ -181,6 +199,12 @@ def sample_field(sample: Sample, field: str) -> Any:
         return sample.metadata.get(field.removeprefix("metadata."), "")
     value = getattr(sample, field)
     return getattr(value, "value", value)
+
+
+def _declared(applicable: Applicable | None, sample: Sample) -> set[str] | None:
+    # The metrics a protocol declares for ``sample``; None: it declares none (hook or answer).
+    names = None if applicable is None else applicable(sample)
+    return None if names is None else set(names)
 
 
 def _applicable(values: Mapping[str, tuple[bool, Values]], samples: Mapping[str, Sample]):

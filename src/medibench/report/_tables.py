@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from medibench.protocols import Aggregation
-from medibench.report._aggregate import per_sample_values, sample_field, summarize
+from medibench.report._aggregate import (
+    Applicable,
+    per_model_values,
+    sample_field,
+    summarize,
+)
 from medibench.samples import Sample, Score
 from medibench.stats import compare_models
 
@@ -51,7 +56,7 @@ def leaderboard(
     judged: Sequence[str] = (),
     by: Sequence[str] | None = None,
     values: Mapping[tuple[str, str], Values] | None = None,
-    applicable: Callable[[Sample], Iterable[str]] | None = None,
+    applicable: Applicable | None = None,
 ) -> list[dict[str, Any]]:
     """Summary rows with CIs and missing counts (see the module docstring).
 
@@ -64,11 +69,9 @@ def leaderboard(
     """
     fields = tuple(by) if by is not None else breakdowns(samples.values(), aggregation)
     agg = dataclasses.replace(aggregation, group_by=fields)
-    # ``applicable`` (a protocol's ``applicable_metrics``) is passed on only when given.
-    extra = {"applicable": applicable} if applicable is not None else {}
-    rows = summarize(scores, samples, agg, metrics=metrics, **extra)
     if values is None:
-        values = per_model_values(scores, samples, agg, metrics, **extra)
+        values = per_model_values(scores, samples, agg, metrics, applicable)
+    rows = summarize(scores, samples, agg, metrics=metrics, applicable=applicable, values=values)
     sizes = _group_sizes(samples, agg.group_by)
     unjudged: dict[tuple[str, str, str, str], int] = defaultdict(int)
     for (model, label), vals in values.items():
@@ -84,29 +87,6 @@ def leaderboard(
         key = (r["model"], r["k_mode"], field, "" if field == "all" else group)
         r["n_unjudged"] = unjudged.get(key, 0)
     return rows
-
-
-def per_model_values(
-    scores: Iterable[Score],
-    samples: Mapping[str, Sample],
-    aggregation: Aggregation,
-    metrics: Sequence[str],
-    applicable: Callable[[Sample], Iterable[str]] | None = None,
-) -> dict[tuple[str, str], Values]:
-    """``{(model, k label): per-sample values}`` after the protocol's k reduction and
-    missing policy (:func:`~medibench.report.per_sample_values`), pass rates included."""
-    by_model: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
-    for s in scores:
-        if s.sample_id in samples:
-            by_model[s.model or ""][s.sample_id].append(s)
-    extra = {"applicable": applicable} if applicable is not None else {}
-    return {
-        (model, label): per_sample_values(
-            by_model[model], samples, aggregation, how, metrics, **extra
-        )
-        for model in sorted(by_model)
-        for label, how in aggregation.k_modes
-    }
 
 
 def comparisons(

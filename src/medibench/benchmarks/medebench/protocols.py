@@ -50,25 +50,22 @@ breakdown, the per-sample overall mean (micro) and the mean of region means (mac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from medibench.datasets import SampleImages, load_images
+from medibench.datasets import SampleImages
 from medibench.io import mask_with_note
 from medibench.metrics import masked_psnr, masked_ssim, ssim
-from medibench.protocols._base import (
+from medibench.protocols import (
     MEDIBENCH_SSIM,
     PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
-    AlphaPolicy,
+    CorrectedReading,
+    PaperReading,
     ProtocolResult,
     ResizeMethod,
     as_rgb,
-    read_pil_images,
-    read_pil_rgb,
-    read_rgba,
     resize_noted,
 )
 from medibench.samples import Sample
@@ -105,8 +102,9 @@ class _PerImageScores:
 
 
 @dataclass(frozen=True)
-class MedEBenchPaperProtocol(_PerImageScores):
-    """CP exactly as the official MedEBench script computes it (module docstring)."""
+class MedEBenchPaperProtocol(_PerImageScores, PaperReading):
+    """CP exactly as the official MedEBench script computes it (module docstring); files read
+    as it reads them (:class:`~medibench.protocols.PaperReading`, the mask's raw grey levels)."""
 
     name: str = "medebench"
     version: str = "paper"
@@ -118,19 +116,7 @@ class MedEBenchPaperProtocol(_PerImageScores):
     metric_names: tuple[str, ...] = ("cp", "ea", "vq", "fid")
     judged_metrics: tuple[str, ...] = ("ea", "vq")
     aggregation: Aggregation = _AGGREGATION
-
-    def load_images(self, sample: Sample) -> SampleImages:
-        """The sample's files read as the official script reads them (PIL).
-
-        ``input`` and ``target``: uint8 RGB (``convert("RGB")``); ``mask``: uint8 ``(H, W)``
-        raw grey levels (``convert("L")``), not a boolean. ``None`` for a file the sample has not.
-        ``notes``: input or target pixels that were transparent (their alpha is dropped).
-        """
-        return read_pil_images(sample, mask_mode="L")
-
-    def read_prediction(self, path: str | Path) -> np.ndarray:
-        """The prediction as the official script reads it: ``Image.open(path).convert("RGB")``."""
-        return read_pil_rgb(path)
+    pil_mask_mode = "L"
 
     def _pixels(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
         absent = [
@@ -154,28 +140,22 @@ class MedEBenchPaperProtocol(_PerImageScores):
             mask = mask.astype(np.uint8) * 255
         mask = _resize(_as_grey(mask), (w, h), "nearest", "mask", res)
         keep = np.float32(1.0) - mask.astype(np.float32) / np.float32(255)
-        try:
-            res.metrics["cp"] = ssim(
-                zero_fill_roi(prev, keep),
-                zero_fill_roi(edited, keep),
-                options=SKIMAGE_DEFAULT_SSIM,
-            )
-        except ValueError as exc:  # an image under 7x7: skimage raises too
-            res.missing("cp", str(exc))
+        prev, edited = zero_fill_roi(prev, keep), zero_fill_roi(edited, keep)
+        # an image under 7x7 is a reason: skimage raises too
+        res.attempt("cp", lambda: ssim(prev, edited, options=SKIMAGE_DEFAULT_SSIM))
 
 
 @dataclass(frozen=True)
-class MedEBenchProtocol(_PerImageScores):
+class MedEBenchProtocol(_PerImageScores, CorrectedReading):
     """Corrected MedEBench metrics: CP outside the ROI vs input, ROI fidelity vs ground truth.
 
     Attributes:
         dilate: grow the ROI by this many pixels before taking its outside for ``cp`` and
             ``cp_psnr`` (keeps the edit's halo out of the context); 0 by default.
+        alpha: how an RGBA image becomes RGB (:class:`~medibench.protocols.CorrectedReading`).
     """
 
     dilate: int = 0
-    #: how an RGBA image becomes RGB (noted whenever a pixel is not opaque).
-    alpha: AlphaPolicy = "black"
     name: str = "medebench"
     version: str = "1"
     description: str = field(default="")
@@ -195,15 +175,6 @@ class MedEBenchProtocol(_PerImageScores):
                 "resize to the input; EA/VQ judged; FID set-level",
             )
 
-    def load_images(self, sample: Sample) -> SampleImages:
-        """The sample's files through :func:`medibench.datasets.load_images` (alpha as
-        :attr:`alpha` says; a non-binary mask binarised at half its maximum; both noted)."""
-        return load_images(sample, alpha=self.alpha)
-
-    def read_prediction(self, path: str | Path) -> np.ndarray:
-        """The output as RGBA, so that :meth:`score` composites any alpha with a note."""
-        return read_rgba(path)
-
     def _pixels(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult) -> None:
         inp = as_rgb(images.input, "input", alpha=self.alpha, notes=res.notes)
         h, w = inp.shape[:2]
@@ -216,31 +187,24 @@ class MedEBenchProtocol(_PerImageScores):
         mask = _resize(_as_binary(images.mask, res), (w, h), "nearest", "mask", res) > 0
         if self.dilate:
             res.notes.append(f"ROI dilated by {self.dilate} px for cp and cp_psnr")
-        _masked(
-            res,
-            "cp",
-            lambda: masked_ssim(pred, inp, mask, dilate=self.dilate, options=MEDIBENCH_SSIM),
+        # An empty region (ROI covering the whole image) is a reason, never a 0.
+        dilate = self.dilate
+        res.attempt(
+            "cp", lambda: masked_ssim(pred, inp, mask, dilate=dilate, options=MEDIBENCH_SSIM)
         )
-        _masked(
-            res,
-            "cp_psnr",
-            lambda: masked_psnr(pred, inp, mask, data_range=255, dilate=self.dilate),
-        )
+        res.attempt("cp_psnr", lambda: masked_psnr(pred, inp, mask, data_range=255, dilate=dilate))
         if images.target is None:
             for m in ("roi_ssim", "roi_psnr"):
                 res.missing(m, "the sample has no ground-truth image (no changed_image file)")
             return
         target = as_rgb(images.target, "target", alpha=self.alpha, notes=res.notes)
         target = _resize(target, (w, h), "bicubic", "target", res)
-        _masked(
-            res,
+        res.attempt(
             "roi_ssim",
             lambda: masked_ssim(pred, target, mask, region="inside", options=MEDIBENCH_SSIM),
         )
-        _masked(
-            res,
-            "roi_psnr",
-            lambda: masked_psnr(pred, target, mask, data_range=255, region="inside"),
+        res.attempt(
+            "roi_psnr", lambda: masked_psnr(pred, target, mask, data_range=255, region="inside")
         )
 
 
@@ -270,14 +234,6 @@ def zero_fill_roi(image: np.ndarray, keep: np.ndarray) -> np.ndarray:
     scaled *= keep[:, :, None]
     scaled *= np.float32(255)
     return scaled.astype(np.uint8)  # float -> uint8 casts truncate toward zero, as .byte() does
-
-
-def _masked(res: ProtocolResult, name: str, compute) -> None:
-    # An empty region (ROI covering the whole image, or no ROI) is a reason, never a 0.
-    try:
-        res.metrics[name] = compute()
-    except ValueError as exc:
-        res.missing(name, str(exc))
 
 
 def _as_grey(mask: np.ndarray) -> np.ndarray:

@@ -42,23 +42,21 @@ Where medibench differs from the code, on purpose:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from medibench.datasets import SampleImages
 from medibench.metrics import psnr, ssim
-from medibench.protocols._base import (
+from medibench.protocols import (
     PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
+    PaperReading,
     ProtocolResult,
-    read_pil_images,
-    read_pil_rgb,
     resize_noted,
 )
-from medibench.protocols._base import as_rgb as _prepare_rgb
+from medibench.protocols import as_rgb as _prepare_rgb
 from medibench.samples import Sample
 
 __all__ = ["MedGenCodeProtocol", "PSNR_PASS", "SSIM_PASS"]
@@ -84,8 +82,9 @@ _SSIM = SKIMAGE_DEFAULT_SSIM.replace(channel_axis=None)
 
 
 @dataclass(frozen=True)
-class MedGenCodeProtocol:
-    """MedGEN-Bench's image tier as its evaluation code computes it (module docstring)."""
+class MedGenCodeProtocol(PaperReading):
+    """MedGEN-Bench's image tier as its evaluation code computes it (module docstring); files
+    read as the code reads them (:class:`~medibench.protocols.PaperReading`: PIL, no mask)."""
 
     name: str = "medgen"
     version: str = "code"
@@ -116,15 +115,6 @@ class MedGenCodeProtocol:
             ("overall_pass_rate", "overall", JUDGE_PASS),
         ),
     )
-
-    def load_images(self, sample: Sample) -> SampleImages:
-        """Input and ground truth decoded as the code does (PIL, ``convert("RGB")``); no mask.
-        Transparent pixels (whose alpha that drops) are noted."""
-        return read_pil_images(sample)
-
-    def read_prediction(self, path: str | Path) -> np.ndarray:
-        """The output decoded as the code does (PIL, ``convert("RGB")``)."""
-        return read_pil_rgb(path)
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
         res = ProtocolResult.for_images(images)

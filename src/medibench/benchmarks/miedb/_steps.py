@@ -11,7 +11,7 @@ import numpy as np
 
 from medibench.datasets import SampleImages, size_mismatch
 from medibench.metrics import overlay_to_mask
-from medibench.protocols._base import ProtocolResult, resize_noted
+from medibench.protocols import ProtocolResult, resize_noted
 from medibench.samples import Sample
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "perception_label",
     "usable_target",
 ]
-
 
 
 def imread_color(path: str | Path, problem: str, *, keep_alpha: bool = False) -> np.ndarray:

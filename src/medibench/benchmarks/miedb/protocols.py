@@ -63,7 +63,7 @@ Aggregation as the paper's, but a sample without output is skipped (and counted)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -76,7 +76,7 @@ from medibench.benchmarks.miedb._steps import (
     perception_label,
     usable_target,
 )
-from medibench.datasets import SampleImages, load_images
+from medibench.datasets import SampleImages
 from medibench.metrics import (
     dice,
     masked_psnr,
@@ -87,16 +87,14 @@ from medibench.metrics import (
     psnr,
     ssim,
 )
-from medibench.protocols._base import (
+from medibench.protocols import (
     MEDIBENCH_SSIM,
     PSNR_CAP_DB,
     SKIMAGE_DEFAULT_SSIM,
     Aggregation,
-    AlphaPolicy,
-    KReduction,
+    CorrectedReading,
     ProtocolResult,
     as_rgb,
-    read_rgba,
 )
 from medibench.samples import Perspective, Sample
 
@@ -110,7 +108,15 @@ __all__ = [
 #: DICE threshold of MieDB-100k's perception accuracy.
 PERCEPTION_TAU = 0.8
 
-_AGGREGATION_K: tuple[tuple[str, KReduction], ...] = (("@1", "first"), ("@3", "best"))
+#: The scripts' aggregation: @1 = first output, @3 = best output per metric, a sample without
+#: output counting 0, per perspective, and perception accuracy (DICE >= tau, missing = failed).
+#: ``miedb@1`` takes it as it is but skips (and counts) a sample without output.
+_PAPER_AGGREGATION = Aggregation(
+    k_modes=(("@1", "first"), ("@3", "best")),
+    missing="zero",
+    group_by=("perspective",),
+    pass_rates=(("perception_accuracy", "dice", PERCEPTION_TAU),),
+)
 _PER_PERSPECTIVE = {
     Perspective.perception: ("dice", "bg_psnr", "bg_ssim"),
     Perspective.transformation: ("psnr", "ssim"),
@@ -160,12 +166,7 @@ class MieDBPaperProtocol(_MieDBBase):
     )
     metric_names: tuple[str, ...] = ("dice", "bg_psnr", "bg_ssim", "psnr", "ssim", "rubric")
     judged_metrics: tuple[str, ...] = ("rubric",)
-    aggregation: Aggregation = Aggregation(
-        k_modes=_AGGREGATION_K,
-        missing="zero",
-        group_by=("perspective",),
-        pass_rates=(("perception_accuracy", "dice", PERCEPTION_TAU),),
-    )
+    aggregation: Aggregation = _PAPER_AGGREGATION
 
     def load_images(self, sample: Sample) -> MieDBImages:
         """Input and target decoded as ``cv2.imread`` does (3 channels; RGB order here), and the
@@ -240,8 +241,9 @@ class MieDBPaperProtocol(_MieDBBase):
 
 
 @dataclass(frozen=True)
-class MieDBProtocol(_MieDBBase):
-    """medibench's corrected MieDB-100k protocol (module docstring)."""
+class MieDBProtocol(_MieDBBase, CorrectedReading):
+    """medibench's corrected MieDB-100k protocol (module docstring); ``alpha``: how an RGBA
+    image becomes RGB (:class:`~medibench.protocols.CorrectedReading`)."""
 
     name: str = "miedb"
     version: str = "1"
@@ -259,22 +261,17 @@ class MieDBProtocol(_MieDBBase):
         "rubric",
     )
     judged_metrics: tuple[str, ...] = ("rubric",)
-    aggregation: Aggregation = Aggregation(
-        k_modes=_AGGREGATION_K,
+    aggregation: Aggregation = replace(
+        _PAPER_AGGREGATION,
         missing="skip",
-        group_by=("perspective",),
-        pass_rates=(("perception_accuracy", "dice", PERCEPTION_TAU),),
         caps=(("bg_psnr", PSNR_CAP_DB), ("psnr", PSNR_CAP_DB)),
     )
     _flags_ill_conditioned: ClassVar[bool] = True
-    #: how an RGBA image becomes RGB (noted whenever a pixel is not opaque).
-    alpha: AlphaPolicy = "black"
 
     def load_images(self, sample: Sample) -> MieDBImages:
-        """Decoded images (:func:`medibench.datasets.load_images`: alpha as :attr:`alpha` says,
-        a non-binary stored mask binarised at half its maximum, both noted), the label (stored
+        """Decoded images (:class:`~medibench.protocols.CorrectedReading`), the label (stored
         mask, else the target overlay) and the input's ill-conditioned overlay pixels."""
-        base = load_images(sample, alpha=self.alpha)
+        base = super().load_images(sample)
         label, source, ill = None, "", None
         if sample.perspective is Perspective.perception and sample.overlay_color:
             colours = list(sample.overlay_color)
@@ -289,10 +286,6 @@ class MieDBProtocol(_MieDBBase):
             label_source=source,
             ill_conditioned=ill,
         )
-
-    def read_prediction(self, path: str | Path) -> np.ndarray:
-        """The output as RGBA, so that :meth:`score` composites any alpha with a note."""
-        return read_rgba(path)
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
         res = ProtocolResult.for_images(images)
@@ -326,17 +319,14 @@ class MieDBProtocol(_MieDBBase):
         pred = at_input_size(res, pred, inp)
         predicted = overlay_to_mask(pred, inp, colours)
         res.metrics["dice"] = dice(predicted, label, empty=1.0)
-        for name, compute in (
-            ("bg_psnr", lambda: masked_psnr(pred, inp, label, data_range=255, region="outside")),
-            (
-                "bg_ssim",
-                lambda: masked_ssim(pred, inp, label, region="outside", options=MEDIBENCH_SSIM),
-            ),
-        ):
-            try:
-                res.metrics[name] = compute()
-            except ValueError as exc:  # the label covers the whole image: no background
-                res.missing(name, str(exc))
+        # A label covering the whole image leaves no background: a reason, not a 0.
+        res.attempt(
+            "bg_psnr", lambda: masked_psnr(pred, inp, label, data_range=255, region="outside")
+        )
+        res.attempt(
+            "bg_ssim",
+            lambda: masked_ssim(pred, inp, label, region="outside", options=MEDIBENCH_SSIM),
+        )
         ill = getattr(images, "ill_conditioned", None)
         if ill is None:
             ill = overlay_ill_conditioned(inp, colours)

@@ -28,11 +28,10 @@ binarised at half its maximum; both are recorded in the notes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from medibench.datasets import SampleImages, load_images, size_mismatch
+from medibench.datasets import SampleImages, size_mismatch
 from medibench.metrics import (
     dice,
     masked_psnr,
@@ -42,14 +41,13 @@ from medibench.metrics import (
     ssim,
     ssim_by_region,
 )
-from medibench.protocols._base import (
+from medibench.protocols import (
     MEDIBENCH_SSIM,
     PSNR_CAP_DB,
     Aggregation,
-    AlphaPolicy,
+    CorrectedReading,
     ProtocolResult,
     as_rgb,
-    read_rgba,
     resize_noted,
 )
 from medibench.samples import Perspective, Sample
@@ -58,8 +56,9 @@ __all__ = ["NativeProtocol"]
 
 
 @dataclass(frozen=True)
-class NativeProtocol:
-    """medibench's corrected metrics for samples with input, target and ROI mask."""
+class NativeProtocol(CorrectedReading):
+    """medibench's corrected metrics for samples with input, target and ROI mask; files read
+    and alpha composited as :class:`~medibench.protocols.CorrectedReading` says."""
 
     name: str = "native"
     version: str = "1"
@@ -75,19 +74,8 @@ class NativeProtocol:
         group_by=("perspective", "task"),
         caps=(("psnr", PSNR_CAP_DB), ("cp_psnr", PSNR_CAP_DB)),
     )
-    #: how an RGBA image becomes RGB (noted whenever a pixel is not opaque).
-    alpha: AlphaPolicy = "black"
 
-    def load_images(self, sample: Sample) -> SampleImages:
-        """The sample's files through :func:`medibench.datasets.load_images` (alpha as
-        :attr:`alpha` says; notes for alpha and non-binary masks)."""
-        return load_images(sample, alpha=self.alpha)
-
-    def read_prediction(self, path: str | Path) -> np.ndarray:
-        """The output as RGBA, so that :meth:`score` composites any alpha with a note."""
-        return read_rgba(path)
-
-    def score(self, sample: Sample, images, prediction: np.ndarray) -> ProtocolResult:
+    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
         res = ProtocolResult.for_images(images)
         pred = as_rgb(prediction, "prediction", alpha=self.alpha, notes=res.notes)
         inp = images.input
@@ -127,16 +115,13 @@ class NativeProtocol:
             for m in ("cp", "cp_psnr"):
                 if m not in res.reasons:
                     res.missing(m, "the sample has no ROI mask")
-        else:
-            _masked(
-                res,
+        else:  # an empty region (ROI covering the whole image) is a reason, not a 0
+            res.attempt(
                 "cp",
                 lambda: masked_ssim(pred, inp, mask, region="outside", options=MEDIBENCH_SSIM),
             )
-            _masked(
-                res,
-                "cp_psnr",
-                lambda: masked_psnr(pred, inp, mask, data_range=255, region="outside"),
+            res.attempt(
+                "cp_psnr", lambda: masked_psnr(pred, inp, mask, data_range=255, region="outside")
             )
 
         if sample.perspective == Perspective.perception and "dice" not in res.reasons:
@@ -148,11 +133,3 @@ class NativeProtocol:
                 recovered = overlay_to_mask(pred, inp, list(sample.overlay_color))
                 res.metrics["dice"] = dice(recovered, mask, empty=1.0)
         return res
-
-
-def _masked(res: ProtocolResult, name: str, compute) -> None:
-    # An empty region (ROI covering the whole image, say) is a reason, not a crash and not a 0.
-    try:
-        res.metrics[name] = compute()
-    except ValueError as exc:
-        res.missing(name, str(exc))

@@ -46,22 +46,22 @@ Known difference from eval.py: ``resize_cover`` must sample the pixels PIL's ``N
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from medibench.datasets import SampleImages
 from medibench.metrics import resize_cover
 from medibench.metrics.paint_iou import paint_scores
-from medibench.protocols._base import Aggregation, ProtocolResult, as_rgb, read_pil_rgb
+from medibench.protocols import Aggregation, PaperReading, ProtocolResult, as_rgb
 from medibench.samples import Sample
 
 __all__ = ["PaintBenchProtocol"]
 
 
 @dataclass(frozen=True)
-class PaintBenchProtocol:
-    """PaintBench's DeltaE76 IoU, edit and preservation accuracy (module docstring)."""
+class PaintBenchProtocol(PaperReading):
+    """PaintBench's DeltaE76 IoU, edit and preservation accuracy (module docstring); files read
+    as eval.py reads them (:class:`~medibench.protocols.PaperReading`: PIL, no mask)."""
 
     name: str = "paintbench"
     version: str = "1"
@@ -90,18 +90,6 @@ class PaintBenchProtocol:
         ci_seed=0,
         ci_order=("metadata.mode", "metadata.visual_condition", "metadata.problem_id"),
     )
-
-    def load_images(self, sample: Sample) -> SampleImages:
-        """Input and answer decoded as eval.py does (PIL, ``convert("RGB")``); no mask."""
-        return SampleImages(
-            input=read_pil_rgb(sample.input),
-            target=None if sample.target is None else read_pil_rgb(sample.target),
-            mask=None,
-        )
-
-    def read_prediction(self, path: str | Path) -> np.ndarray:
-        """The output decoded as eval.py does (PIL, ``convert("RGB")``)."""
-        return read_pil_rgb(path)
 
     def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
         res = ProtocolResult()
