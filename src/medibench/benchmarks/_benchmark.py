@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from medibench.registry import UnknownNameError, import_object
+from medibench.registry import Registry, UnknownNameError, import_object
 
 if TYPE_CHECKING:
     from medibench.sources._hub import HubSource
@@ -38,7 +38,10 @@ __all__ = [
     "Benchmark",
     "BenchmarkRegistry",
     "declared_entries",
+    "registry_from_benchmarks",
 ]
+
+T = TypeVar("T")
 
 ENTRY_POINT_GROUP = "medibench.benchmarks"
 
@@ -131,6 +134,21 @@ def declared_entries(declared: Sequence[Any]) -> Iterator[tuple[Any, Callable[[]
     or factory, or a ``"module:attr"`` string naming either): what a registry entry needs."""
     for item in declared:
         yield _made(_resolve(item))
+
+
+def registry_from_benchmarks(
+    kind: str, entries: Callable[[Benchmark], Iterable[tuple[str, Callable[..., T], str]]]
+) -> Registry[T]:
+    """A registry of ``kind`` (datasets, protocols, judges) filled before its first lookup, and
+    again after a benchmark is registered or removed, with the ``(name, factory, help)``
+    entries that ``entries(benchmark)`` gives for every benchmark of :data:`BENCHMARKS`."""
+
+    def populate(registry: Registry[T]) -> None:
+        for bench in BENCHMARKS:
+            for name, factory, help in entries(bench):
+                registry.register(name, factory, help=help)
+
+    return Registry(kind, populate=populate)
 
 
 def _made(target: Any) -> tuple[Any, Callable[[], Any]]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from medibench.benchmarks._benchmark import registry_from_benchmarks
 from medibench.datasets._base import (
     DatasetError,
     SampleImages,
@@ -49,13 +50,6 @@ __all__ = [
     "write_native",
 ]
 
-def _from_benchmarks(registry: Registry[Any]) -> None:
-    """One dataset kind per benchmark (:mod:`medibench.benchmarks`)."""
-    from medibench.benchmarks import BENCHMARKS
-
-    for bench in BENCHMARKS:
-        registry.register(bench.name, _loader(bench.name), help=bench.help)
-
 
 def _loader(kind: str) -> Any:
     def load(**options: Any) -> Any:
@@ -66,7 +60,9 @@ def _loader(kind: str) -> Any:
 
 #: Dataset factories by kind, one per registered benchmark. Each takes ``path`` (the part
 #: after ``kind:``) when one is given.
-DATASETS: Registry[Any] = Registry("dataset", populate=_from_benchmarks)
+DATASETS: Registry[Any] = registry_from_benchmarks(
+    "dataset", lambda bench: [(bench.name, _loader(bench.name), bench.help)]
+)
 
 
 def load_dataset(spec: str, **options: Any) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from medibench.benchmarks._benchmark import declared_entries, registry_from_benchmarks
 from medibench.judges._images import file_data_url, png_data_url
 from medibench.judges._parsing import ScoreField
 from medibench.judges._prompts import PromptFile, load_prompt
@@ -178,18 +179,11 @@ def needs_target(sample: Sample) -> str | None:
     return None if sample.target else "the sample has no ground-truth image"
 
 
-def _from_benchmarks(registry: Registry[JudgeProtocol]) -> None:
-    """Register the judge protocols every benchmark declares (:mod:`medibench.benchmarks`)."""
-    from medibench.benchmarks import BENCHMARKS
-    from medibench.benchmarks._benchmark import declared_entries
-
-    for bench in BENCHMARKS:
-        for judge, factory in declared_entries(bench.judges):
-            registry.register(judge.spec, factory, help=judge.description)
-
-
 #: Every judge protocol, ``name@version``; filled from the benchmarks on first use.
-JUDGES: Registry[JudgeProtocol] = Registry("judge protocol", populate=_from_benchmarks)
+JUDGES: Registry[JudgeProtocol] = registry_from_benchmarks(
+    "judge protocol",
+    lambda bench: ((j.spec, make, j.description) for j, make in declared_entries(bench.judges)),
+)
 
 
 class _DefaultJudges(Mapping[str, str]):

@@ -6,6 +6,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from medibench.benchmarks._benchmark import declared_entries, registry_from_benchmarks
 from medibench.io import AlphaPolicy
 from medibench.protocols._base import (
     MEDIBENCH_SSIM,
@@ -30,6 +34,9 @@ from medibench.protocols._prepare import (
     resize_noted,
 )
 from medibench.registry import Registry
+
+if TYPE_CHECKING:
+    from medibench.benchmarks import Benchmark
 
 __all__ = [
     "MEDIBENCH_SSIM",
@@ -57,22 +64,19 @@ __all__ = [
 ]
 
 
-def _from_benchmarks(registry: Registry[ScoringProtocol]) -> None:
-    """Register every protocol the benchmarks declare (:mod:`medibench.benchmarks`)."""
-    from medibench.benchmarks import BENCHMARKS
-    from medibench.benchmarks._benchmark import declared_entries
-
-    for bench in BENCHMARKS:
-        for obj, factory in declared_entries(bench.protocols):
-            spec = f"{obj.name}@{obj.version}"
-            registry.register(spec, factory, help=obj.description)
-            _LATEST.setdefault(bench.name, {})[obj.name] = bench.latest.get(obj.name, spec)
+def _declared(bench: Benchmark) -> Iterator[tuple[str, Callable[[], ScoringProtocol], str]]:
+    """A benchmark's scoring protocols as registry entries; notes which spec each bare name
+    resolves to (its ``latest``, by default the last one listed under that name)."""
+    for obj, factory in declared_entries(bench.protocols):
+        spec = f"{obj.name}@{obj.version}"
+        _LATEST.setdefault(bench.name, {})[obj.name] = bench.latest.get(obj.name, spec)
+        yield spec, factory, obj.description
 
 
 _LATEST: dict[str, dict[str, str]] = {}
 
 #: Every scoring protocol, ``name@version``; filled from the benchmarks on first use.
-PROTOCOLS: Registry[ScoringProtocol] = Registry("protocol", populate=_from_benchmarks)
+PROTOCOLS: Registry[ScoringProtocol] = registry_from_benchmarks("protocol", _declared)
 
 
 def latest(name: str) -> str:
