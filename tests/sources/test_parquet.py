@@ -154,3 +154,32 @@ def test_stored_cells_are_the_unchanged_bytes_by_content(tmp_path):
     )
     with pytest.raises(ImageCellError, match="the cell is empty"):
         store_image_cell(None, assets, **where)
+
+
+def test_map_rows_in_threads_keeps_order_bounds_read_ahead_and_returns_cell_errors():
+    from medibench.sources import ImageCellError, map_rows_in_threads
+
+    read = []
+
+    def items():
+        for i in range(50):
+            read.append(i)
+            yield i
+
+    def fn(i):
+        if i == 7:
+            raise ImageCellError("f.parquet", i, "input", "broken")
+        return i * i
+
+    out = []
+    for item, result in map_rows_in_threads(fn, items(), threads=2, window=4):
+        assert len(read) <= item + 4  # never more than `window` items read ahead
+        out.append((item, result))
+    assert [i for i, _ in out] == list(range(50))
+    assert isinstance(out[7][1], ImageCellError) and "row 7, column 'input': broken" in str(
+        out[7][1]
+    )
+    assert [r for i, r in out if i != 7] == [i * i for i in range(50) if i != 7]
+    with pytest.raises(ZeroDivisionError):
+        list(map_rows_in_threads(lambda i: 1 // (i - 3), range(6), threads=2))
+    assert list(map_rows_in_threads(str, range(3), threads=1)) == [(0, "0"), (1, "1"), (2, "2")]

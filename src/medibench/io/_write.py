@@ -40,10 +40,13 @@ class DiskFullError(OSError):
         return f"no space left on the device to write {self.filename} ({self.strerror})"
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename).
 
-    Raises :class:`DiskFullError` (an ``OSError``) naming ``path`` when the disk is full.
+    ``durable=False`` skips the fsync: for caches that can be rebuilt from their source (a
+    Parquet cell's bytes written out as a file), where a reader still never sees half a file
+    but a power cut may lose the newest ones. Raises :class:`DiskFullError` (an ``OSError``)
+    naming ``path`` when the disk is full.
     """
     path = Path(path)
     try:
@@ -56,7 +59,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             os.fchmod(fh.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

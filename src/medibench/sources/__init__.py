@@ -21,6 +21,7 @@ from medibench.sources._cells import (
     decode_image_cell,
     image_cell_bytes,
     image_format,
+    map_rows_in_threads,
     store_image_cell,
 )
 from medibench.sources._errors import SourceError
@@ -61,6 +62,7 @@ __all__ = [
     "is_archive",
     "is_hf_path",
     "iter_parquet_rows",
+    "map_rows_in_threads",
     "parquet_files",
     "parse_hf_path",
     "resolve_hf_path",

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import io
 import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -20,12 +23,16 @@ from medibench.datasets._base import DatasetError, resolve_inside
 from medibench.io import ImageReadError, atomic_write_bytes, decode_image, read_image, sha256_bytes
 from medibench.io._images import ImageMode
 
+R = TypeVar("R")
+T = TypeVar("T")
+
 __all__ = [
     "ImageCellError",
     "decode_image_cell",
     "decode_image_cells",
     "image_cell_bytes",
     "image_format",
+    "map_rows_in_threads",
     "store_image_cell",
 ]
 
@@ -195,9 +202,44 @@ def store_image_cell(
     digest = sha256_bytes(data)
     stored = "" if name == _place(file, row, column) else name
     target = Path(folder) / digest[:2] / f"{digest}{_suffix(stored, data)}"
-    if not target.is_file():
-        atomic_write_bytes(target, data)
+    if not target.is_file():  # a cache of the cell: rebuilt from it, so no fsync per image
+        atomic_write_bytes(target, data, durable=False)
     return target
+
+
+def map_rows_in_threads(
+    fn: Callable[[R], T], items: Iterable[R], *, threads: int | None = None, window: int = 32
+) -> Iterator[tuple[R, T | ImageCellError]]:
+    """``(item, fn(item))`` for each item, in order, with up to ``threads`` calls running at
+    once and at most ``window`` items read ahead.
+
+    For storing image cells while the next rows are read: hashing and writing release the GIL,
+    so on two cores the writes overlap the Parquet reading. An :class:`ImageCellError` raised by
+    ``fn`` is returned in the result's place (that item's problem); other errors propagate.
+    ``window`` bounds the memory held (each pending item holds its image bytes).
+    """
+    threads = threads or min(4, os.cpu_count() or 1)
+    if threads <= 1:
+        for item in items:
+            yield item, _call(fn, item)
+        return
+    pending: deque[tuple[R, Future[T | ImageCellError]]] = deque()
+    with ThreadPoolExecutor(threads, thread_name_prefix="medibench-cells") as pool:
+        for item in items:
+            pending.append((item, pool.submit(_call, fn, item)))
+            if len(pending) >= window:
+                first, future = pending.popleft()
+                yield first, future.result()
+        while pending:
+            first, future = pending.popleft()
+            yield first, future.result()
+
+
+def _call(fn: Callable[[R], T], item: R) -> T | ImageCellError:
+    try:
+        return fn(item)
+    except ImageCellError as exc:
+        return exc
 
 
 def _suffix(stored: str, data: bytes) -> str:

@@ -77,23 +77,27 @@ def read_hf_export(path: str | os.PathLike, *, name: str | None = None) -> Nativ
     seen: dict[str, str] = {}
     for file in files:
         sources.check_columns(file, HF_COLUMNS)
-    for row in sources.iter_parquet_rows(files, HF_COLUMNS):
+
+    def store(row: sources.ParquetRow) -> dict[str, str]:
+        return {
+            field: str(
+                sources.store_image_cell(cell, assets, file=row.file, row=row.index, column=field)
+            )
+            for field in _IMAGES
+            if (cell := row.values[field]) is not None
+        }
+
+    rows = sources.iter_parquet_rows(files, HF_COLUMNS)
+    for row, stored in sources.map_rows_in_threads(store, rows):
         values = dict(row.values)
         sid = values.get("sample_id")
         if sid in seen:
             raise DatasetError(f"{row.where()}: duplicate sample_id '{sid}' (first: {seen[sid]})")
         seen[str(sid)] = row.where()
-        try:
-            for field in _IMAGES:
-                if values[field] is not None:
-                    values[field] = str(
-                        sources.store_image_cell(
-                            values[field], assets, file=row.file, row=row.index, column=field
-                        )
-                    )
-        except sources.ImageCellError as exc:
-            problems.append(f"{exc}; sample '{sid}' skipped")
+        if isinstance(stored, sources.ImageCellError):
+            problems.append(f"{stored}; sample '{sid}' skipped")
             continue
+        values.update(stored)
         for field in ("source", "metadata"):
             values[field] = json.loads(values[field]) if values[field] else {}
         values["paraphrases"] = values["paraphrases"] or ()
