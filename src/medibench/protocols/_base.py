@@ -11,7 +11,7 @@ protocol too: its :class:`Aggregation`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, runtime_checkable
 from typing import Protocol as _Protocol
@@ -155,9 +155,11 @@ class ProtocolResult:
         ``notes``: alpha composited, a mask binarised), so that every score records it."""
         return cls(notes=list(getattr(images, "notes", ())))
 
-    def missing(self, name: str, reason: str) -> None:
-        self.metrics[name] = None
-        self.reasons[name] = reason
+    def missing(self, names: str | Iterable[str], reason: str) -> None:
+        """Metric ``names`` (one name, or several) are ``None`` with ``reason``."""
+        for name in (names,) if isinstance(names, str) else names:
+            self.metrics[name] = None
+            self.reasons[name] = reason
 
     def attempt(self, name: str, compute: Callable[[], float]) -> None:
         """``metrics[name] = compute()``; a ``ValueError`` it raises (an empty region, an image

@@ -181,8 +181,10 @@ class MedEBenchProtocol(_PerImageScores, CorrectedReading):
         pred = as_rgb(prediction, "prediction", alpha=self.alpha, notes=res.notes)
         pred = _resize(pred, (w, h), "bicubic", "prediction", res)
         if images.mask is None:
-            for m in ("cp", "cp_psnr", "roi_ssim", "roi_psnr"):
-                res.missing(m, "the sample has no ROI mask (no previous_mask file)")
+            res.missing(
+                ("cp", "cp_psnr", "roi_ssim", "roi_psnr"),
+                "the sample has no ROI mask (no previous_mask file)",
+            )
             return
         mask = _resize(_as_binary(images.mask, res), (w, h), "nearest", "mask", res) > 0
         if self.dilate:
@@ -194,8 +196,10 @@ class MedEBenchProtocol(_PerImageScores, CorrectedReading):
         )
         res.attempt("cp_psnr", lambda: masked_psnr(pred, inp, mask, data_range=255, dilate=dilate))
         if images.target is None:
-            for m in ("roi_ssim", "roi_psnr"):
-                res.missing(m, "the sample has no ground-truth image (no changed_image file)")
+            res.missing(
+                ("roi_ssim", "roi_psnr"),
+                "the sample has no ground-truth image (no changed_image file)",
+            )
             return
         target = as_rgb(images.target, "target", alpha=self.alpha, notes=res.notes)
         target = _resize(target, (w, h), "bicubic", "target", res)

@@ -122,8 +122,9 @@ class MedGenCodeProtocol(PaperReading):
         res.missing("embedding_similarity", _NEEDS_EXTRACTOR)
         target = images.target
         if target is None:
-            for m in ("psnr", "ssim", "psnr_pass", "ssim_pass"):
-                res.missing(m, "the sample has no ground-truth image")
+            res.missing(
+                ("psnr", "ssim", "psnr_pass", "ssim_pass"), "the sample has no ground-truth image"
+            )
             return res
         ref = _prepare_rgb(target, "ground truth", alpha="drop", notes=res.notes)
         out = _prepare_rgb(prediction, "prediction", alpha="drop", notes=res.notes)

@@ -18,6 +18,7 @@ __all__ = [
     "at_input_size",
     "imread_color",
     "official_rows_bug",
+    "overlay_colours",
     "perception_label",
     "usable_target",
 ]
@@ -73,6 +74,15 @@ def official_rows_bug(label: np.ndarray) -> list[int]:
     return [r for r, present in ((0, bool(label.any())), (1, not bool(label.all()))) if present]
 
 
+def overlay_colours(res: ProtocolResult, sample: Sample, names: Sequence[str]) -> list[str]:
+    """A perception sample's overlay colours; without any, ``names`` are missing with that
+    reason and the list is empty."""
+    colours = list(sample.overlay_color)
+    if not colours:
+        res.missing(names, "perception sample without an overlay colour")
+    return colours
+
+
 def perception_label(
     sample: Sample, images: SampleImages, colours: Sequence[str]
 ) -> tuple[np.ndarray | None, str]:
@@ -108,8 +118,7 @@ def usable_target(
         why = f"{off}{'; the official scripts assume equal sizes' if official else ''}"
     else:
         return target
-    for m in names:
-        res.missing(m, why)
+    res.missing(names, why)
     return None
 
 

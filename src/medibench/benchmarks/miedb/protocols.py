@@ -73,6 +73,7 @@ from medibench.benchmarks.miedb._steps import (
     at_input_size,
     imread_color,
     official_rows_bug,
+    overlay_colours,
     perception_label,
     usable_target,
 )
@@ -216,10 +217,8 @@ class MieDBPaperProtocol(_MieDBBase):
             res.metrics["psnr"] = psnr(target, pred, data_range=255)
             res.metrics["ssim"] = ssim(target, pred, options=SKIMAGE_DEFAULT_SSIM)
             return res
-        colours = list(sample.overlay_color)
+        colours = overlay_colours(res, sample, names)
         if not colours:
-            for m in names:
-                res.missing(m, "perception sample without an overlay colour")
             return res
         label = getattr(images, "label", None)
         if label is None:
@@ -302,18 +301,15 @@ class MieDBProtocol(_MieDBBase, CorrectedReading):
             res.metrics["ssim"] = ssim(pred, target, options=MEDIBENCH_SSIM)
             return res
         names = self.applicable_metrics(sample)
-        colours = list(sample.overlay_color)
+        colours = overlay_colours(res, sample, names)
         if not colours:
-            for m in names:
-                res.missing(m, "perception sample without an overlay colour")
             return res
         label = getattr(images, "label", None)
         source = getattr(images, "label_source", "")
         if label is None:
             label, source = perception_label(sample, images, colours)
         if label is None:
-            for m in names:
-                res.missing(m, source)
+            res.missing(names, source)
             return res
         res.notes.append(f"label from the {source}")
         pred = at_input_size(res, pred, inp)

@@ -88,8 +88,7 @@ class NativeProtocol(CorrectedReading):
         )
         mask_off = None if mask is None else size_mismatch(sample, "mask", mask, "input", inp)
         if mask_off:
-            for m in ("cp", "cp_psnr", "roi_ssim", "dice"):
-                res.missing(m, mask_off)
+            res.missing(("cp", "cp_psnr", "roi_ssim", "dice"), mask_off)
             mask = None
         if target is None or target_off:
             for m in ("ssim", "psnr", "roi_ssim"):

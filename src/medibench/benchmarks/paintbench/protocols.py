@@ -100,8 +100,7 @@ class PaintBenchProtocol(PaperReading):
         elif inp.shape != answer.shape:
             problem = f"input {inp.shape} and answer {answer.shape} differ in size"
         if problem or answer is None:
-            for m in self.metric_names:
-                res.missing(m, problem or "the problem has no answer image")
+            res.missing(self.metric_names, problem or "the problem has no answer image")
             return res
         out = as_rgb(prediction, alpha="drop")  # convert("RGB"), as its evaluator reads
         if out.shape != answer.shape:
