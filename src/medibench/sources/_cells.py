@@ -89,29 +89,19 @@ def decode_image_cell(
         raise ImageCellError(file, row, column, stored + exc.problem) from exc
 
 
-def decode_image_cells(
-    cell: Any,
-    *,
-    file: str | os.PathLike,
-    row: int,
-    column: str,
-    base: str | os.PathLike | None = None,
-    mode: ImageMode = "rgb",
-    notes: list[str] | None = None,
-) -> list[np.ndarray]:
-    """Decode a list-of-images cell; a single image cell gives a list of one, null none."""
+def decode_image_cells(cell: Any, *, column: str, **options: Any) -> list[np.ndarray]:
+    """Decode a list-of-images cell; a single image cell gives a list of one, null none.
+
+    ``options``: the other keywords of :func:`decode_image_cell` (``file`` and ``row`` are
+    required); an error names the item as ``column[i]``.
+    """
     if cell is None:
         return []
-    cells = cell if isinstance(cell, list) else [cell]
-    out = []
-    for i, item in enumerate(cells):
-        where = column if len(cells) == 1 and not isinstance(cell, list) else f"{column}[{i}]"
-        out.append(
-            decode_image_cell(
-                item, file=file, row=row, column=where, base=base, mode=mode, notes=notes
-            )
-        )
-    return out
+    if not isinstance(cell, list):
+        return [decode_image_cell(cell, column=column, **options)]
+    return [
+        decode_image_cell(item, column=f"{column}[{i}]", **options) for i, item in enumerate(cell)
+    ]
 
 
 def image_cell_bytes(

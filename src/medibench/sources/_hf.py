@@ -18,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medibench.sources._errors import SourceError
 from medibench.sources._hub import HubDownloadError, HubSource, _hub_settings
@@ -97,15 +98,19 @@ def resolve_hf_path(
             f"{where}: revision {revision!r} is a branch or tag, not a commit (unpinned): "
             "what it gives changes when the owners push; name a commit with @SHA to pin it"
         )
-    try:
-        folder = snapshot_download(
+
+    def snapshot(**how: Any) -> str:
+        return snapshot_download(
             spec.repo_id,
             repo_type="dataset",
             revision=revision,
             allow_patterns=patterns,
             cache_dir=settings["cache_dir"],
-            local_files_only=True,
+            **how,
         )
+
+    try:
+        folder = snapshot(local_files_only=True)
     except LocalEntryNotFoundError:
         folder = None
     if folder is None:
@@ -120,14 +125,7 @@ def resolve_hf_path(
                 f"({settings['cache_dir']}): {how}"
             )
         try:
-            folder = snapshot_download(
-                spec.repo_id,
-                repo_type="dataset",
-                revision=revision,
-                allow_patterns=patterns,
-                cache_dir=settings["cache_dir"],
-                endpoint=settings["endpoint"],
-            )
+            folder = snapshot(endpoint=settings["endpoint"])
         except RevisionNotFoundError as exc:
             raise HubDownloadError(f"{spec.repo_id} has no revision {revision!r}") from exc
         except RepositoryNotFoundError as exc:

@@ -53,35 +53,16 @@ class ParquetRow:
     ) -> np.ndarray:
         """The image in ``column``, decoded by :func:`~medibench.sources.decode_image_cell`
         (``base``: the folder path-string cells are relative to)."""
-        return decode_image_cell(
-            self.values.get(column),
-            file=self.file,
-            row=self.index,
-            column=column,
-            base=base,
-            mode=mode,
-            notes=notes,
-        )
+        cell = self.values.get(column)
+        return decode_image_cell(cell, **self._at(column), base=base, mode=mode, notes=notes)
 
-    def images(
-        self,
-        column: str,
-        *,
-        base: str | os.PathLike | None = None,
-        mode: ImageMode = "rgb",
-        notes: list[str] | None = None,
-    ) -> list[np.ndarray]:
+    def images(self, column: str, **options: Any) -> list[np.ndarray]:
         """Every image in a list column (``datasets``' ``Sequence(Image())``); a single cell
-        gives a list of one, a null cell an empty list."""
-        return decode_image_cells(
-            self.values.get(column),
-            file=self.file,
-            row=self.index,
-            column=column,
-            base=base,
-            mode=mode,
-            notes=notes,
-        )
+        gives a list of one, a null cell an empty list. ``options`` as :meth:`image`'s."""
+        return decode_image_cells(self.values.get(column), **self._at(column), **options)
+
+    def _at(self, column: str) -> dict[str, Any]:
+        return {"file": self.file, "row": self.index, "column": column}
 
 
 def parquet_files(path: str | os.PathLike, *, what: str = "dataset") -> list[Path]:
