@@ -7,7 +7,7 @@ protocols; ``download``: download); the commands that drive one library part liv
 
 from __future__ import annotations
 
-from medibench.cli import download, export_dataset, listing, run, score
+from medibench.cli import analyze, download, export_dataset, listing, run, score
 from medibench.cli._app import app
 
 __all__ = ["app", "main"]
@@ -36,6 +36,7 @@ def _mount_commands() -> None:
     app.command("agreement")(agreement)
     app.command("report")(report)
     app.add_typer(suite_app, name="suite", help="The built-in procedural medical editing suite.")
+    app.add_typer(analyze.analyze_app, name="analyze", help="Look inside models: attention.")
 
 
 _mount_commands()

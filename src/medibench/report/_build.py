@@ -24,6 +24,7 @@ from typing import Any
 from rich.console import Console
 
 from medibench._progress import progress_bar
+from medibench.analysis._store import attach_attention, read_attention
 from medibench.protocols import Aggregation, load_protocol
 from medibench.report._browser import (
     image_jobs,
@@ -113,6 +114,7 @@ def build_report(
         scores = store.scores()
         meta = store.meta()
         judgements = read_judgements(store.connection)
+        attention = read_attention(store.connection)  # medibench analyze attention
     out.mkdir(parents=True, exist_ok=True)
     by_id = {s.sample_id: s for s in samples}
     models = sorted({p.model for p in predictions} | {s.model or "" for s in scores})
@@ -162,6 +164,7 @@ def build_report(
         for m in sec.metrics
     ]
     blob = sample_browser_data(samples, models, shown, pictures, scores, metric_index, judgements)
+    attach_attention(blob, attention, run_dir, out)
     return _html.write_html(
         out,
         run_dir=run_dir,

@@ -225,6 +225,17 @@
       row.appendChild(picture(s.runs[i].diff, models[i] + " |output - input|", false, "no difference map"));
     });
     box.appendChild(row);
+    // Attention heat maps (medibench analyze attention): one per model and k.
+    if (s.attention && s.attention.length) {
+      box.appendChild(el("h4", null, "attention grounding"));
+      var arow = el("div", { "class": "pics large" });
+      s.attention.forEach(function (a) {
+        var cap = a.model + " k" + a.k + " '" + (a.word || "?") + "' IoU " + fmt(a.iou) +
+          (a.note ? " (" + a.note + ")" : "");
+        arow.appendChild(picture(a.overlay, cap, false, a.error || "no heat map"));
+      });
+      box.appendChild(arow);
+    }
     // Scores: one row per model, the metrics any model has a value for.
     var used = metrics.map(function (_, mi) { return mi; }).filter(function (mi) {
       return shownModels().some(function (i) { return s.runs[i].v[mi] !== null; });

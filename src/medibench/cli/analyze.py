@@ -1,0 +1,123 @@
+"""``medibench analyze``: look inside models (:mod:`medibench.analysis`).
+
+``medibench analyze attention`` captures the cross-attention of a diffusers editing model for a
+word of each instruction, writes the grounding IoU per sample into the run store (table
+``attention``) and the heat maps and overlays as PNG (``RUN/analysis/attention/<model>/``), which
+``medibench report`` shows in the sample browser; with judged editing accuracy in the run it
+prints MedEBench's diagnosis (conservative edit / mislocalised).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from medibench.cli._app import check_not_empty, console, err, fail
+
+analyze_app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+@analyze_app.command("attention")
+def attention(
+    dataset: Annotated[str, typer.Option(help="dataset spec, e.g. native:DIR or medebench:DIR")],
+    model: Annotated[str, typer.Option(help="a diffusers model spec, e.g. ip2p:WEIGHTS")],
+    out: Annotated[Path, typer.Option("--out", "--run", help="run folder (created if missing)")],
+    word: Annotated[
+        str | None,
+        typer.Option(
+            help="the word whose attention is read (default: the sample's region when the "
+            "instruction names it, else its longest word)"
+        ),
+    ] = None,
+    k: Annotated[
+        int,
+        typer.Option("--samples", "--k", min=1, help="outputs per sample, seeded as `run` does"),
+    ] = 1,
+    limit: Annotated[int | None, typer.Option(min=1, help="only the first N samples")] = None,
+    seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
+    alpha: Annotated[float, typer.Option(help="binarise at alpha x Otsu")] = 1.3,
+    preset: Annotated[
+        str, typer.Option(help="aggregation: medebench (default), daam or p2p")
+    ] = "medebench",
+    model_option: Annotated[
+        list[str] | None, typer.Option(help="model option key=value (repeatable)")
+    ] = None,
+    redo: Annotated[bool, typer.Option(help="recompute rows already done")] = False,
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+) -> None:
+    """Attention-grounding IoU per sample (MedEBench), heat maps into the run."""
+    from medibench._progress import progress_bar
+    from medibench.analysis._recorder import NoCrossAttentionError
+    from medibench.analysis._run import analyze_attention, diagnosis_rows, summary_rows
+    from medibench.analysis._store import read_attention
+    from medibench.analysis.attention import AttentionOptions
+    from medibench.datasets import load_dataset
+    from medibench.models._spec import parse_model_spec
+    from medibench.runs import RunStore
+    from medibench.runs._cli import run_folder_session
+
+    try:
+        options = AttentionOptions.preset(preset)
+        ds = load_dataset(dataset)
+        spec = parse_model_spec(model, options=list(model_option or ()))
+    except (KeyError, ValueError, FileNotFoundError, ImportError) as exc:
+        fail(str(exc))
+    check_not_empty(ds, dataset)
+    samples = list(ds)[:limit]
+    with run_folder_session(out):
+        try:
+            loaded = spec.load()
+        except (KeyError, ValueError, FileNotFoundError, ImportError, TypeError) as exc:
+            fail(f"model {model!r}: {exc}")
+        if getattr(loaded, "pipeline", None) is None:
+            fail(f"model {model!r} is not a diffusers pipeline model: no attention to capture")
+        with RunStore(out) as store:
+            with progress_bar(progress, err, "attention", len(samples) * k) as advance:
+                try:
+                    stage = analyze_attention(
+                        samples,
+                        loaded,
+                        store,
+                        word=word,
+                        k=k,
+                        seed=seed,
+                        alpha=alpha,
+                        options=options,
+                        redo=redo,
+                        on_item=advance,
+                    )
+                except NoCrossAttentionError as exc:
+                    fail(f"model {model!r}: {exc}")
+            rows = read_attention(store.connection)
+            scores = store.scores()
+    console.print(
+        f"attention of {stage.model}: {stage.written} written, {stage.skipped} already done, "
+        f"{len(stage.failed)} failed -> {out / 'run.sqlite'} (table attention), "
+        f"{out / 'analysis' / 'attention'}"
+    )
+    for why in stage.failed[:10]:
+        err.print(f"  failed: {why}", markup=False)
+    table = Table(title=f"attention-grounding IoU (alpha {alpha}, {preset})")
+    for col in ("region", "n", "IoU", "IoU = 0", "NaN"):
+        table.add_column(col)
+    for r in summary_rows(rows, stage.model):
+        iou = "-" if r["iou"] is None else f"{r['iou']:.3f}"
+        table.add_row(r["region"], str(r["n"]), iou, str(r["zero"]), str(r["nan"]))
+    console.print(table)
+    diagnosed = diagnosis_rows([r for r in rows if r["model"] == stage.model], scores)
+    if diagnosed:
+        counts: dict[tuple[str, str], int] = {}
+        for d in diagnosed:
+            key = (d.get("region") or "(none)", d["diagnosis"])
+            counts[key] = counts.get(key, 0) + 1
+        diag = Table(title="diagnosis (IoU >= 0.5 and judged EA < 0.5: conservative edit)")
+        for col in ("region", "diagnosis", "samples"):
+            diag.add_column(col)
+        for (region, verdict), n in sorted(counts.items()):
+            diag.add_row(region, verdict, str(n))
+        console.print(diag)
+    else:
+        console.print("no judged editing accuracy (ea) in the run: no diagnosis table")
