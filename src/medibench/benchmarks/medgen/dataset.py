@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench.benchmarks.medgen.tasks import PERSPECTIVES, is_editing_task, normalize_task
 from medibench.datasets._base import DatasetError, collect_samples, read_jsonl
 from medibench.datasets._dataset import (
     Dataset,
@@ -69,47 +70,6 @@ __all__ = [
 EDIT_FILE = "edit.jsonl"
 _OTHER_FILES = {"vqa": "vqa.jsonl", "gen": "gen.jsonl"}
 
-#: The perspective of each MedGEN editing task.
-PERSPECTIVES: dict[str, Perspective] = {
-    "style-transfer": Perspective.transformation,
-    "artifact-removal": Perspective.transformation,
-    "noise-reconstruction": Perspective.transformation,
-    "resolution-editing": Perspective.transformation,
-    "contrast-enhancement": Perspective.transformation,
-    "anatomical-annotation": Perspective.perception,
-    "instruction-editing": Perspective.modification,
-    "organic-removal": Perspective.modification,
-    "organic-reconstruction": Perspective.modification,
-}
-
-# Tasks of the other two formats: an edit.jsonl record carrying one is not an editing sample.
-_NON_EDITING_TASKS = frozenset(
-    {
-        "multiple-choice",
-        "blank-filling",
-        "report-generation",
-        "question-answering",
-        "disease-prediction",
-        "3d-to-2d-projection",
-        "2d-to-3d-reconstruction",
-    }
-)
-# Historical task names the official eval.py maps to the canonical ones.
-_ALIASES = {
-    "multi-choice": "multiple-choice",
-    "question-answer": "question-answering",
-    "resolution-edit": "resolution-editing",
-    "instruction-edit": "instruction-editing",
-    "dye-transfer": "style-transfer",
-    "3d-2d-projection": "3d-to-2d-projection",
-    "2d-3d-reconstruction": "2d-to-3d-reconstruction",
-    "organ-removal": "organic-removal",
-    "organ-reconstruction": "organic-reconstruction",
-}
-# Generic mission names old exports stored in paper_task, with the real task in sub-category.
-_GENERIC_TASKS = frozenset(
-    {"image-edit", "image-editing", "multimodal-generation", "generate", "generation"}
-)
 _EDIT_CATEGORIES = frozenset({"imageedit", "imageediting"})
 _UNSAFE = re.compile(r'[/\\:*?"<>|\s]')
 # What the official agent writes as output_image when an edit fails ("Edit Error: <message>").
@@ -272,21 +232,7 @@ def detect(root: Path) -> bool:
     return (Path(root) / EDIT_FILE).is_file() or release_root(Path(root).absolute()) is not None
 
 
-def normalize_task(paper_task: object, sub_category: object = None) -> str:
-    """The canonical task name: lower case, ``_`` as ``-``, official aliases resolved; a generic
-    name such as ``image-edit`` is replaced by ``sub_category`` when there is one."""
-    task = _canonical(paper_task)
-    if sub_category and (not task or task in _GENERIC_TASKS):
-        return _canonical(sub_category)
-    return task or _canonical(sub_category)
-
-
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def _canonical(value: object) -> str:
-    name = str(value or "").strip().lower().replace("_", "-")
-    return _ALIASES.get(name, name)
 
 
 def _to_sample(record: dict, where: str, root: Path, problems: list[str]) -> Sample | None:
@@ -309,7 +255,7 @@ def _to_sample(record: dict, where: str, root: Path, problems: list[str]) -> Sam
     if missing:
         problems.append(f"{who}: missing or empty field(s) {', '.join(missing)}; skipped")
         return None
-    if task in _NON_EDITING_TASKS:
+    if not is_editing_task(task):
         problems.append(f"{who}: task '{task}' is not an image-editing task; skipped")
         return None
     paths: dict[str, list[str]] = {}

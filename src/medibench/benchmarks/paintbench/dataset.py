@@ -53,39 +53,26 @@ from medibench.benchmarks.paintbench.parquet import (
     read_rows,
     shard_files,
 )
+from medibench.benchmarks.paintbench.problems import (
+    CATEGORIES,
+    DIAGNOSTIC_TASK,
+    TASK_CATEGORIES,
+    label_modes,
+    make_sample,
+)
 from medibench.datasets._base import DatasetError, read_jsonl
 from medibench.datasets._dataset import Dataset, PredictionIndex, select_models
-from medibench.samples import Perspective, Sample
+from medibench.samples import Sample
 
 __all__ = [
     "CATEGORIES",
     "PaintBenchDataset",
     "TASK_CATEGORIES",
     "detect",
+    "make_sample",
     "read_paintbench",
 ]
 
-#: PaintBench's task -> category table (generate_benchmark.py); TinyGrafixBench's categories are
-#: its chart types.
-TASK_CATEGORIES: dict[str, str] = {
-    **dict.fromkeys(
-        ("translation", "rotation", "reflection", "scaling", "shearing"),
-        "geometric_transformation",
-    ),
-    **dict.fromkeys(
-        ("construction", "removal", "copying", "border", "cropping"), "structural_manipulation"
-    ),
-    **dict.fromkeys(
-        ("recolor", "flood_fill", "blending", "gradient", "point_operations"), "color_change"
-    ),
-    **dict.fromkeys(
-        ("comparison", "ordering", "pattern", "counting", "legend"), "symbolic_reasoning"
-    ),
-}
-_CHARTS = ("bar_chart", "heatmap", "line_chart", "network", "scatter_plot")
-#: Every category a PaintBench or TinyGrafixBench problem can carry.
-CATEGORIES = frozenset(TASK_CATEGORIES.values()) | frozenset(_CHARTS) | {"diagnostic"}
-_DIAGNOSTIC = "preservation"
 _INPUT = re.compile(r"^(?P<num>\d+)_input\.png$")
 _OUTPUT = re.compile(r"^(?P<num>\d+)_output\.png$")
 
@@ -203,9 +190,9 @@ def read_paintbench(
         if not inputs:
             continue
         task = task_dir.name
-        if task == _DIAGNOSTIC and not include_diagnostic:
+        if task == DIAGNOSTIC_TASK and not include_diagnostic:
             problems.append(
-                f"{task_dir}: the diagnostic '{_DIAGNOSTIC}' task was left out "
+                f"{task_dir}: the diagnostic '{DIAGNOSTIC_TASK}' task was left out "
                 f"(include_diagnostic=False); {len(inputs)} problems skipped"
             )
             continue
@@ -213,7 +200,7 @@ def read_paintbench(
             sample = _to_sample(task_dir, num, input_path, index, problems)
             if sample is not None:
                 samples.append(sample)
-    _label_modes(samples)
+    label_modes(samples)
     return PaintBenchDataset(name or root.name, root, samples, problems=problems)
 
 
@@ -264,7 +251,7 @@ def _read_parquet(
         )  # fmt: skip
         if sample is not None:
             samples.append(sample)
-    _label_modes(samples)
+    label_modes(samples)
     default = config if split == "test" else f"{config}-{split}"
     dataset = PaintBenchDataset(name or default, snapshot, samples, problems=problems)
     dataset.bench_name = config
@@ -324,82 +311,3 @@ def _to_sample(
         where=(str(meta_path), str(task_dir)),
         problems=problems,
     )
-
-
-def make_sample(
-    task: str,
-    num: str,
-    meta: dict[str, Any],
-    *,
-    fallback: dict[str, Any],
-    input: str,
-    target: str,
-    where: tuple[str, str],
-    problems: list[str],
-    split: str = "test",
-) -> Sample | None:
-    """The sample of problem ``num`` of ``task`` from its metadata (``NNN.json``'s object, or a
-    Parquet row's ``metadata``), or ``None`` (reported) when it cannot be one.
-
-    ``fallback`` supplies an instruction or category ``meta`` lacks; ``where`` names the
-    metadata and the task in messages. Shared by the folder and the Parquet readers, so both
-    give the same samples for the same problems.
-    """
-    sid = f"{task}-{num}"
-    where_meta, where_task = where
-    bad = [k for k in ("instruction", "category", "mode") if k in meta and not _is_text(meta[k])]
-    if bad:
-        problems.append(
-            f"{where_meta}: field(s) {', '.join(bad)} must be strings; problem '{sid}' skipped"
-        )
-        return None
-    instruction = (meta.get("instruction") or fallback.get("instruction") or "").strip()
-    if not instruction:
-        problems.append(
-            f"{where_task}: problem {num} has no instruction (no {Path(where_meta).name} with "
-            "one, no problems.jsonl entry); skipped"
-        )
-        return None
-    category = meta.get("category") or fallback.get("category") or TASK_CATEGORIES.get(task)
-    if task == _DIAGNOSTIC:
-        category = category or "diagnostic"
-    if not category:
-        problems.append(
-            f"{where_task}: task '{task}' has no category (not in {Path(where_meta).name}, not a "
-            "PaintBench task); problem skipped, it cannot enter the category macro average"
-        )
-        return None
-    if category not in CATEGORIES:
-        problems.append(
-            f"{where_meta}: unknown category '{category}' (PaintBench's: "
-            f"{', '.join(sorted(set(TASK_CATEGORIES.values())))}); problem '{sid}' kept"
-        )
-    metadata = {k: v for k, v in meta.items() if k != "instruction"}
-    metadata.update(category=category, task=task, problem_id=int(num))
-    return Sample(
-        sample_id=sid,
-        benchmark="paintbench",
-        input=input,
-        instruction=instruction,
-        target=target,
-        split=split,
-        task=task,
-        perspective=Perspective.modification,
-        source={"benchmark": "PaintBench", "problem": f"{task}/{num}"},
-        metadata=metadata,
-    )
-
-
-def _label_modes(samples: list[Sample]) -> None:
-    # stats.py adds a row per mode to the tasks of more than one mode; eval.py labels a problem
-    # without a mode "default".
-    modes: dict[str, set[str]] = {}
-    for s in samples:
-        modes.setdefault(s.task, set()).add(s.metadata.get("mode") or "default")
-    for s in samples:
-        if len(modes[s.task]) > 1:
-            s.metadata["task_mode"] = f"{s.task}/{s.metadata.get('mode') or 'default'}"
-
-
-def _is_text(value: object) -> bool:
-    return isinstance(value, str)
