@@ -1,0 +1,245 @@
+"""``medibench edit``: build edit tasks, run an editor on a VLM, score results files
+(docs/knowledge_edit.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from medibench.cli._app import console, fail
+
+edit_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                       help="Model editing of medical VLMs (M3Bench style).")  # fmt: skip
+
+
+@edit_app.command("tasks")
+def tasks(
+    out: Annotated[Path, typer.Option("--out", help="The task set folder to write.")],
+    slake: Annotated[
+        Path | None, typer.Option(help="SLAKE: Slake1.0/ folder, archive or Parquet copy.")
+    ] = None,
+    vqarad: Annotated[
+        Path | None, typer.Option(help="VQA-RAD: the OSF folder or a Parquet copy.")
+    ] = None,
+    synthetic: Annotated[
+        int, typer.Option(help="N synthetic edits from the suite's scenes (offline).")
+    ] = 0,
+    split: Annotated[str, typer.Option(help="Split of SLAKE / VQA-RAD to read.")] = "test",
+    language: Annotated[str, typer.Option(help="SLAKE questions: en, zh or all.")] = "en",
+    limit: Annotated[
+        int | None, typer.Option(help="At most this many edits (the rest stay probes).")
+    ] = None,
+    per_type: Annotated[int, typer.Option(help="Probes per task type and kind.")] = 2,
+    seed: Annotated[
+        int, typer.Option(help="Seeds the sequential order and the probe choices.")
+    ] = 0,
+) -> None:
+    """Build an edit task set (requests, T0-T5 probes, the sequential order)."""
+    from medibench.knowledge_edit import (
+        TaskError,
+        build_requests,
+        read_slake,
+        read_vqarad,
+        synthetic_taskset,
+        write_taskset,
+    )
+    from medibench.sources import SourceError
+
+    if not (slake or vqarad or synthetic):
+        fail("give --slake DIR, --vqarad DIR or --synthetic N")
+    if language not in ("en", "zh", "all"):
+        fail(f"--language must be en, zh or all, got {language!r}")
+    if synthetic and (slake or vqarad):
+        fail("--synthetic builds a task set of its own: give it without --slake / --vqarad")
+    try:
+        if synthetic:
+            ts = synthetic_taskset(out, synthetic, seed=seed)
+        else:
+            images = out / "images"
+            images.mkdir(parents=True, exist_ok=True)
+            rows, sources = [], []
+            if slake:
+                rows += read_slake(slake, images, split=split, language=language)  # type: ignore[arg-type]
+                sources.append("slake")
+            if vqarad:
+                rows += read_vqarad(vqarad, images, split=split)
+                sources.append("vqa-rad")
+            requests = build_requests(rows, seed=seed, limit=limit, per_type=per_type)
+            extra = {"split": split, "language": language, "n_questions": len(rows)}
+            ts = write_taskset(out, requests, sources=sources, seed=seed, extra=extra)
+    except (TaskError, SourceError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    console.print(f"{len(ts)} edit requests -> {out}")
+    table = Table("task type / kind", "probes")
+    for key, n in ts.manifest["probes"].items():
+        table.add_row(key, str(n))
+    console.print(table)
+
+
+@edit_app.command("run")
+def run(
+    tasks: Annotated[Path, typer.Option("--tasks", help="A task set folder (edit tasks).")],
+    model: Annotated[
+        str, typer.Option(help="A local model folder, openai:MODEL or module:callable.")
+    ],
+    run: Annotated[Path, typer.Option("--run", help="The run folder (run store).")],
+    editor: Annotated[str, typer.Option(help="ft, lora, grace, in-context or easyedit.")] = "lora",
+    config: Annotated[
+        Path | None, typer.Option(help="The editor's hyper-parameters (YAML/JSON).")
+    ] = None,
+    sequential: Annotated[
+        int, typer.Option(help="Edits per sequence without undo (0: single edits).")
+    ] = 0,
+    matcher: Annotated[
+        list[str] | None, typer.Option(help="exact, fuzzy, token_accuracy, judge (repeatable).")
+    ] = None,
+    judge: Annotated[Path | None, typer.Option(help="Judge config for the judge matcher.")] = None,
+    limit: Annotated[int | None, typer.Option(help="The first N edits of the order.")] = None,
+    batch_size: Annotated[int, typer.Option(help="Questions per generate call.")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(help="The longest answer, in tokens.")] = 16,
+    base_url: Annotated[str | None, typer.Option(help="Endpoint of an openai:MODEL.")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the scores as JSON.")
+    ] = None,
+) -> None:
+    """Edit, answer the probes before and after, undo; store results and print the scores."""
+    from medibench.knowledge_edit import (
+        TaskError,
+        load_answerer,
+        load_editor,
+        make_matchers,
+        read_taskset,
+        run_edits,
+        summarize,
+    )
+    from medibench.knowledge_edit._store import setting_name, store_edit_run
+    from medibench.runs import RunFolderInUse, RunStore, run_folder_lock
+
+    try:
+        ts = read_taskset(tasks)
+    except TaskError as exc:
+        fail(str(exc))
+    options: dict[str, Any] = {}
+    if model.startswith("openai:"):
+        options = {"base_url": base_url} if base_url else {}
+    elif Path(model).is_dir():
+        options = {"batch_size": batch_size, "max_new_tokens": max_new_tokens}
+    try:
+        answerer = load_answerer(model, **options)
+        ed = load_editor(editor, _read_config(config))
+    except (ImportError, FileNotFoundError, ValueError, KeyError) as exc:
+        fail(str(exc))
+    names = matcher or (["exact", "fuzzy", "token_accuracy"] if Path(model).is_dir()
+                        else ["exact", "fuzzy"])  # fmt: skip
+    try:
+        with run_folder_lock(run), RunStore(run) as store:
+            judge_matcher = None
+            if judge is not None or "judge" in names:
+                from medibench.judges import load_judge_config
+                from medibench.knowledge_edit._judge import JudgeMatcher
+
+                judge_matcher = JudgeMatcher(load_judge_config(judge), store)
+            try:
+                matchers = make_matchers(names, answerer, judge_matcher)
+            except ValueError as exc:
+                fail(str(exc))
+            report = run_edits(ts, answerer, ed, sequential=sequential, matchers=matchers,
+                               limit=limit, model_name=model)  # fmt: skip
+            path = store_edit_run(store, report, model=model, editor=ed.name,
+                                  sequential=sequential)  # fmt: skip
+    except RunFolderInUse as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(code=3) from None
+    failed = [e for e in report.edits if e.error]
+    unconverged = [e for e in report.edits if e.converged is False]
+    console.print(
+        f"{len(report.edits)} edits ({setting_name(sequential)}, {ed.name}): "
+        f"{len(unconverged)} did not converge, {len(failed)} failed; results -> {path}"
+    )
+    for e in failed[:5]:
+        console.print(f"  {e.edit_id}: {e.error}")
+    if report.lines:
+        summary = summarize(report.lines)
+        print_scores(summary)
+        if json_out is not None:
+            json_out.write_text(json.dumps(summary, indent=2))
+
+
+@edit_app.command("score")
+def score(
+    results: Annotated[Path, typer.Argument(help="A results JSONL file (edit run writes one).")],
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the scores as JSON.")
+    ] = None,
+    matcher: Annotated[
+        str | None, typer.Option(help="The matcher to report (default exact).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Only this model's lines.")] = None,
+    editor: Annotated[str | None, typer.Option(help="Only this editor's lines.")] = None,
+    setting: Annotated[str | None, typer.Option(help="single or sequential-N.")] = None,
+) -> None:
+    """Reliability, generality and locality of a results file (macro over edits)."""
+    from medibench.knowledge_edit import ResultsFormatError, read_results, summarize
+
+    try:
+        lines = read_results(results)
+    except (ResultsFormatError, FileNotFoundError) as exc:
+        fail(str(exc))
+    wanted = {"model": model, "editor": editor, "setting": setting}
+    lines = [x for x in lines if all(v is None or x.extra.get(k) == v for k, v in wanted.items())]
+    groups = sorted({(str(x.extra.get("model", "")), str(x.extra.get("editor", "")),
+                      str(x.extra.get("setting", ""))) for x in lines})  # fmt: skip
+    if len(groups) > 1:
+        listed = "; ".join(f"--model {m!r} --editor {e} --setting {s}" for m, e, s in groups)
+        fail(f"{results} holds {len(groups)} runs: pick one with {listed}")
+    try:
+        summary = summarize(lines, matcher=matcher)
+    except ValueError as exc:
+        fail(f"{results}: {exc}")
+    print_scores(summary)
+    if json_out is not None:
+        json_out.write_text(json.dumps(summary, indent=2))
+        console.print(f"scores -> {json_out}")
+
+
+def print_scores(summary: dict[str, Any]) -> None:
+    """One table: all edits, then each task type and stage (macro values, undefined counts)."""
+    table = Table(title=f"model editing ({summary['matcher']})")
+    for col in ("group", "edits", "reliability", "generality", "locality", "undefined R/G/L"):
+        table.add_column(col)
+    rows = [("all (immediate)", summary)]
+    rows += [(t, g) for t, g in summary["by_task_type"].items()]
+    rows += [(f"stage {s}", g) for s, g in summary["by_stage"].items()]
+    for name, g in rows:
+        u = g["n_undefined"]
+        table.add_row(name, str(g["n_edits"]), *(_fmt(g[m], g["ci95"][m])
+                      for m in ("reliability", "generality", "locality")),
+                      f"{u['reliability']}/{u['generality']}/{u['locality']}")  # fmt: skip
+    console.print(table)
+
+
+def _fmt(value: float | None, ci: list[float] | None) -> str:
+    if value is None:
+        return "undefined"
+    return f"{value:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def _read_config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    if not path.is_file():
+        fail(f"editor config {path} does not exist")
+    text = path.read_text()
+    if path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        import yaml
+
+        data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        fail(f"editor config {path}: expected a mapping of options")
+    return data

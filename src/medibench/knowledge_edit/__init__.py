@@ -1,0 +1,132 @@
+"""M3Bench-style model editing of medical VLMs (docs/knowledge_edit.md).
+
+* Tasks: :func:`read_slake`, :func:`read_vqarad` (official layouts and Parquet copies),
+  :func:`build_requests` (edit requests with T0-T4 probes), :func:`synthetic_taskset` (offline,
+  exact answers, T0-T5), :func:`write_taskset` / :func:`read_taskset` (the sequential order).
+* Answerers: ``answer(image, question) -> text``: :class:`TransformersAnswerer`,
+  :class:`CallableAnswerer`, :class:`OpenAIAnswerer`, :func:`load_answerer`.
+* Editors: ``edit(model, request) -> handle``, ``handle.undo()``: :class:`FineTuneEditor`,
+  :class:`LoraEditor`, :class:`GraceEditor`, :class:`InContextEditor`, ``EasyEditEditor``;
+  :func:`load_editor`.
+* Experiment and scores: :func:`run_edits`; the results JSONL (:func:`read_results`,
+  :func:`write_results`); :func:`summarize` (reliability, generality, locality per edit, macro
+  with bootstrap CIs, micro, per task type and stage); matchers :func:`exact_match`,
+  :func:`fuzzy_match`, teacher-forced token accuracy and an LLM judge.
+"""
+
+from medibench.knowledge_edit._answerers import (
+    Answerer,
+    AnswererError,
+    CallableAnswerer,
+    OpenAIAnswerer,
+    TransformersAnswerer,
+    load_answerer,
+)
+from medibench.knowledge_edit._build import VQARow, build_requests, order_requests
+from medibench.knowledge_edit._editors import (
+    EDITORS,
+    EasyEditEditor,
+    EditCase,
+    EditError,
+    EditHandle,
+    Editor,
+    FineTuneConfig,
+    FineTuneEditor,
+    InContextEditor,
+    LoraConfig,
+    LoraEditor,
+    TrainConfig,
+    load_editor,
+)
+from medibench.knowledge_edit._experiment import (
+    EditRecord,
+    EditRunReport,
+    Matcher,
+    make_matchers,
+    run_edits,
+)
+from medibench.knowledge_edit._grace import GraceConfig, GraceEditor
+from medibench.knowledge_edit._matching import (
+    MATCHERS,
+    Match,
+    exact_match,
+    fuzzy_match,
+    normalise_answer,
+)
+from medibench.knowledge_edit._metrics import METRICS, EditValue, edit_values, summarize
+from medibench.knowledge_edit._readers import read_slake, read_vqarad
+from medibench.knowledge_edit._results import (
+    STAGES,
+    ResultLine,
+    ResultsFormatError,
+    read_results,
+    write_results,
+)
+from medibench.knowledge_edit._synthetic import synthetic_taskset
+from medibench.knowledge_edit._tasks import (
+    KINDS,
+    TASK_TYPES,
+    EditRequest,
+    Probe,
+    TaskError,
+    TaskSet,
+    read_taskset,
+    write_taskset,
+)
+
+__all__ = [
+    "EDITORS",
+    "KINDS",
+    "MATCHERS",
+    "METRICS",
+    "STAGES",
+    "TASK_TYPES",
+    "Answerer",
+    "AnswererError",
+    "CallableAnswerer",
+    "EasyEditEditor",
+    "EditCase",
+    "EditError",
+    "EditHandle",
+    "EditRecord",
+    "EditRequest",
+    "EditRunReport",
+    "EditValue",
+    "Editor",
+    "FineTuneConfig",
+    "FineTuneEditor",
+    "GraceConfig",
+    "GraceEditor",
+    "InContextEditor",
+    "LoraConfig",
+    "LoraEditor",
+    "Match",
+    "Matcher",
+    "OpenAIAnswerer",
+    "Probe",
+    "ResultLine",
+    "ResultsFormatError",
+    "TaskError",
+    "TaskSet",
+    "TrainConfig",
+    "TransformersAnswerer",
+    "VQARow",
+    "build_requests",
+    "edit_values",
+    "exact_match",
+    "fuzzy_match",
+    "load_answerer",
+    "load_editor",
+    "make_matchers",
+    "normalise_answer",
+    "order_requests",
+    "read_results",
+    "read_slake",
+    "read_taskset",
+    "read_vqarad",
+    "run_edits",
+    "summarize",
+    "synthetic_taskset",
+    "write_results",
+    "write_taskset",
+]

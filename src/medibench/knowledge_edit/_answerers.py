@@ -1,0 +1,282 @@
+"""VLM answerers: ``answer(image, question) -> text``, batched.
+
+* :class:`TransformersAnswerer`: a transformers vision-language model from a local folder
+  (LLaVA-family first: ``AutoModelForImageTextToText`` and ``AutoProcessor``), greedy free
+  generation with only the new tokens decoded; it also scores teacher-forced token accuracy
+  and gives the editors their training loss.
+* :class:`CallableAnswerer`: any ``module:callable`` (a function ``(image, question) -> str``
+  or an object with ``answer``).
+* :class:`OpenAIAnswerer`: an OpenAI-compatible chat endpoint through the call layer (the
+  judges' client: retries, bounded concurrency, key redaction).
+
+Every answerer keeps ``context``: facts written before each question, which is how in-context
+editing edits a model it cannot train.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Answerer",
+    "AnswererError",
+    "CallableAnswerer",
+    "OpenAIAnswerer",
+    "TransformersAnswerer",
+    "load_answerer",
+]
+
+#: LLaVA-1.5's conversation format, for processors without a chat template.
+LLAVA_PROMPT = "USER: <image>\n{question} ASSISTANT:"
+Item = tuple[np.ndarray, str]
+
+
+class AnswererError(RuntimeError):
+    """A model that cannot answer as asked (generation that does not continue the prompt, an
+    answer that echoes the prompt, a failed endpoint call); the message names the model."""
+
+
+class Answerer:
+    """The interface: ``answer(image, question) -> str``; ``answer_batch`` for many."""
+
+    name: str = "answerer"
+
+    def __init__(self) -> None:
+        self.context: list[str] = []
+        self.edits: list[Any] = []  # the edit handles applied, in order (undo is last-in first)
+
+    def question_text(self, question: str) -> str:
+        """The question as sent: the in-context facts, then the question."""
+        return " ".join([*self.context, question]) if self.context else question
+
+    def answer(self, image: np.ndarray, question: str) -> str:
+        return self.answer_batch([(image, question)])[0]
+
+    def answer_batch(self, items: Sequence[Item]) -> list[str]:
+        raise NotImplementedError
+
+
+class TransformersAnswerer(Answerer):
+    """A local transformers VLM (``path``: a folder written by ``save_pretrained``).
+
+    Args:
+        path: the model and processor folder.
+        prompt: a template with ``{question}`` (default: the processor's chat template when it
+            has one, else :data:`LLAVA_PROMPT`).
+        max_new_tokens: the longest answer, in tokens (greedy decoding).
+        batch_size: questions per ``generate`` call (left padding).
+        device: torch device.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        prompt: str | None = None,
+        max_new_tokens: int = 16,
+        batch_size: int = 8,
+        device: str = "cpu",
+    ) -> None:
+        super().__init__()
+        try:
+            import torch
+            from transformers import AutoModelForImageTextToText, AutoProcessor
+        except ImportError:
+            raise ImportError("a transformers VLM needs torch and transformers: "
+                              "pip install 'medibench[torch]'") from None  # fmt: skip
+        p = Path(path)
+        if not (p / "config.json").is_file():
+            raise FileNotFoundError(
+                f"model folder {p} has no config.json (a save_pretrained folder)"
+            )
+        self.torch = torch
+        self.name = p.name
+        self.path = p
+        self.processor = AutoProcessor.from_pretrained(p)
+        self.tokenizer = self.processor.tokenizer
+        self.tokenizer.padding_side = "left"
+        self.model = AutoModelForImageTextToText.from_pretrained(p).to(device).eval()
+        self.device = device
+        self.max_new_tokens = int(max_new_tokens)
+        self.batch_size = int(batch_size)
+        chat = getattr(self.processor, "chat_template", None)
+        self.prompt = prompt if prompt is not None else (None if chat else LLAVA_PROMPT)
+        #: The prompt's length while a teacher-forced pass runs (codebook adapters read it).
+        self.teacher_prompt_length: int | None = None
+
+    # -- prompts ----------------------------------------------------------------------------
+    def prompt_text(self, question: str) -> str:
+        q = self.question_text(question)
+        if self.prompt is not None:
+            return self.prompt.replace("{question}", q)
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]}]
+        return self.processor.apply_chat_template(messages, add_generation_prompt=True)
+
+    def encode(self, images: Sequence[np.ndarray], questions: Sequence[str]) -> Any:
+        from PIL import Image
+
+        pil = [Image.fromarray(np.ascontiguousarray(im)) for im in images]
+        texts = [self.prompt_text(q) for q in questions]
+        return self.processor(images=pil, text=texts, return_tensors="pt", padding=True).to(
+            self.device
+        )
+
+    # -- generation -------------------------------------------------------------------------
+    def answer_batch(self, items: Sequence[Item]) -> list[str]:
+        out: list[str] = []
+        for i in range(0, len(items), self.batch_size):
+            chunk = items[i : i + self.batch_size]
+            out.extend(self._generate([im for im, _ in chunk], [q for _, q in chunk]))
+        return out
+
+    def _generate(self, images: Sequence[np.ndarray], questions: Sequence[str]) -> list[str]:
+        torch = self.torch
+        enc = self.encode(images, questions)
+        ids, mask = enc["input_ids"], enc["attention_mask"]
+        with torch.no_grad():
+            seq = self.model.generate(
+                **enc, max_new_tokens=self.max_new_tokens, do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.tokenizer.eos_token_id,
+            )  # fmt: skip
+        n = ids.shape[1]
+        if seq.ndim != 2 or seq.shape[1] < n or not torch.equal(seq[:, :n].to(ids.device), ids):
+            raise AnswererError(
+                f"model {self.path}: generate() did not return the prompt followed by new "
+                "tokens (cannot tell the answer from the prompt)"
+            )
+        answers = []
+        for row in range(seq.shape[0]):
+            prompt = ids[row][mask[row].bool()]
+            new = seq[row, n:]
+            if new.shape[0] >= prompt.shape[0] and torch.equal(new[: prompt.shape[0]], prompt):
+                raise AnswererError(
+                    f"model {self.path}: the generation for {questions[row]!r} returned the "
+                    "prompt tokens as its answer (a model or generation config that echoes "
+                    "its input)"
+                )
+            answers.append(self.tokenizer.decode(new, skip_special_tokens=True).strip())
+        return answers
+
+    # -- teacher forcing --------------------------------------------------------------------
+    def teacher_batch(self, image: np.ndarray, question: str, answer: str) -> tuple[Any, int]:
+        """The model inputs for ``prompt + answer + eos`` with labels on the answer tokens, and
+        the prompt's length in tokens."""
+        torch = self.torch
+        enc = self.encode([image], [question])
+        answer_ids = self.tokenizer(" " + answer.strip(), add_special_tokens=False)["input_ids"]
+        eos = self.tokenizer.eos_token_id
+        tail = torch.tensor(
+            [[*answer_ids, *([eos] if eos is not None else [])]], device=self.device
+        )
+        n = enc["input_ids"].shape[1]
+        batch = dict(enc)
+        batch["input_ids"] = torch.cat([enc["input_ids"], tail], dim=1)
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+        labels = torch.full_like(batch["input_ids"], -100)
+        labels[:, n:] = tail
+        batch["labels"] = labels
+        return batch, n
+
+    def token_accuracy(self, image: np.ndarray, question: str, answer: str, *,
+                       with_eos: bool = False) -> float:  # fmt: skip
+        """The fraction of the answer's tokens that are the model's argmax next token given the
+        prompt and the answer's earlier tokens (EasyEdit's reliability reading)."""
+        with self.torch.no_grad():
+            return float(self.teacher_accuracy(*self.teacher_batch(image, question, answer),
+                                               with_eos=with_eos))  # fmt: skip
+
+    def teacher_accuracy(self, batch: Any, n: int, *, with_eos: bool = True) -> Any:
+        logits = self.forward(batch, n).logits
+        target = batch["labels"][0, n:]
+        pred = logits[0, n - 1 : -1].argmax(-1)
+        if not with_eos and self.tokenizer.eos_token_id is not None:
+            pred, target = pred[:-1], target[:-1]
+        if target.numel() == 0:
+            return self.torch.tensor(1.0)
+        return (pred == target).float().mean()
+
+    def forward(self, batch: Any, n: int) -> Any:
+        """The model on a teacher-forced batch whose prompt is ``n`` tokens long."""
+        self.teacher_prompt_length = n
+        try:
+            return self.model(**batch)
+        finally:
+            self.teacher_prompt_length = None
+
+
+class CallableAnswerer(Answerer):
+    """``fn(image, question) -> str`` (or ``obj.answer``) as an answerer."""
+
+    def __init__(self, fn: Callable[[np.ndarray, str], str] | Any, name: str = "callable") -> None:
+        super().__init__()
+        self.fn = fn.answer if hasattr(fn, "answer") else fn
+        self.name = name
+
+    def answer_batch(self, items: Sequence[Item]) -> list[str]:
+        out = []
+        for image, q in items:
+            text = self.fn(image, self.question_text(q))
+            if not isinstance(text, str):
+                raise AnswererError(f"{self.name} returned {type(text).__name__}, not text")
+            out.append(text.strip())
+        return out
+
+
+class OpenAIAnswerer(Answerer):
+    """An OpenAI-compatible chat model (``base_url`` ``None``: the OpenAI API), key from
+    ``api_key_env``; temperature 0."""
+
+    def __init__(self, model: str, *, base_url: str | None = None,
+                 api_key_env: str = "OPENAI_API_KEY", api_key_required: bool = True,
+                 max_tokens: int = 64, concurrency: int = 8) -> None:  # fmt: skip
+        super().__init__()
+        from medibench.judges import JudgeConfig
+
+        self.name = model
+        self.config = JudgeConfig(model=model, base_url=base_url, api_key_env=api_key_env,
+                                  api_key_required=api_key_required, max_tokens=max_tokens,
+                                  concurrency=concurrency)  # fmt: skip
+
+    def answer_batch(self, items: Sequence[Item]) -> list[str]:
+        return asyncio.run(self._all(items))
+
+    async def _all(self, items: Sequence[Item]) -> list[str]:
+        from medibench.judges import JudgeClient, png_data_url
+
+        client = JudgeClient(self.config)
+        try:
+
+            async def one(image: np.ndarray, q: str) -> str:
+                url, _ = png_data_url(image, max_side=self.config.max_image_side)
+                content = [{"type": "text", "text": self.question_text(q)},
+                           {"type": "image_url", "image_url": {"url": url}}]  # fmt: skip
+                done = await client.complete([{"role": "user", "content": content}],
+                                             seed=self.config.seed)  # fmt: skip
+                if done.text is None:
+                    raise AnswererError(f"{self.name}: {done.error or done.refused}")
+                return done.text.strip()
+
+            return list(await asyncio.gather(*(one(im, q) for im, q in items)))
+        finally:
+            await client.aclose()
+
+
+def load_answerer(spec: str, **options: Any) -> Answerer:
+    """An answerer from a spec: a local model folder, ``openai:MODEL`` (options ``base_url``,
+    ``api_key_env``, ...) or ``module:callable``."""
+    if spec.startswith("openai:"):
+        return OpenAIAnswerer(spec.split(":", 1)[1], **options)
+    if Path(spec).is_dir():
+        return TransformersAnswerer(spec, **options)
+    if ":" in spec:
+        from medibench.registry import import_object
+
+        obj = import_object(spec)
+        return CallableAnswerer(obj() if isinstance(obj, type) else obj, name=spec)
+    raise FileNotFoundError(f"model {spec!r}: not a model folder, openai:MODEL or module:callable")

@@ -1,0 +1,161 @@
+"""A GRACE-style codebook adapter (Hartvigsen et al., 2023), written for this harness.
+
+One decoder layer's MLP is wrapped. Its codebook holds, per edit, a key (the MLP's input at the
+prompt's last token), a radius and a value vector. When a new sequence is run (the prompt pass
+of a generation, or a teacher-forced pass), the query is the MLP input at the prompt's last
+token; if its nearest key is within that key's radius, the MLP's output is replaced by the
+key's value at that token and at every token after it (the generated ones included). A query
+outside every radius leaves the layer as it was, which is what keeps edits local.
+
+Each row of a batch decides for itself (a batch mixing edited and unrelated questions answers
+each with its own entry, or none). A new key within an older key's radius splits the two: both
+radii become half their distance (GRACE's rule for conflicting keys). The value is trained with
+Adam on the answer's cross-entropy (the weights never change); undo removes the entry and
+restores the radii it split, and the last undo puts the original MLP back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from medibench.knowledge_edit._answerers import Answerer
+from medibench.knowledge_edit._editors import (
+    EditCase,
+    EditError,
+    EditHandle,
+    Editor,
+    TrainConfig,
+    _push,
+    _transformers,
+    decoder_layers,
+    train,
+)
+
+__all__ = ["GraceConfig", "GraceEditor"]
+
+
+@dataclass(frozen=True)
+class GraceConfig(TrainConfig):
+    """``layer``: the decoder layer whose MLP gets the codebook; ``eps``: a new key's radius
+    (Euclidean, in the layer's hidden units)."""
+
+    layer: int = -2
+    eps: float = 1.0
+    lr: float = 1.0
+
+
+class GraceEditor(Editor):
+    name = "grace"
+
+    def __init__(self, config: GraceConfig | None = None) -> None:
+        self.config = config or GraceConfig()
+
+    def edit(self, model: Answerer, request: EditCase) -> EditHandle:
+        m = _transformers(model, self.name)
+        torch, cfg = m.torch, self.config
+        t0 = time.perf_counter()
+        layers = decoder_layers(m)
+        if not -len(layers) <= cfg.layer < len(layers):
+            raise EditError(f"grace: layer {cfg.layer} out of range ({len(layers)} layers)")
+        layer = layers[cfg.layer]
+        book = _module_class(torch)
+        codebook = layer.mlp if isinstance(layer.mlp, book) else book(layer.mlp, m)
+        layer.mlp = codebook
+        batch, n = m.teacher_batch(request.image, request.question, request.target)
+        key, first_value = codebook.probe(m, batch, n)
+        radii_before = list(codebook.radii)
+        radius = cfg.eps
+        for i, other in enumerate(codebook.keys):
+            d = float(torch.linalg.vector_norm(other - key))
+            if d < radius + codebook.radii[i]:
+                codebook.radii[i] = min(codebook.radii[i], d / 2)
+                radius = min(radius, d / 2)
+        value = torch.nn.Parameter(first_value.clone())
+        codebook.add(key, value, radius)
+        converged, loss, steps = train(m, request, [value], cfg)
+        value.requires_grad_(False)
+
+        def restore() -> None:
+            codebook.pop()
+            codebook.radii[:] = radii_before
+            if not codebook.keys:
+                layer.mlp = codebook.inner
+
+        return _push(model, EditHandle(self.name, request.edit_id, model, restore, converged,
+                                       loss, steps, time.perf_counter() - t0))  # fmt: skip
+
+
+_CLASS: Any = None
+
+
+def _module_class(torch: Any) -> Any:
+    """The codebook ``torch.nn.Module`` class, made on first use (torch is optional)."""
+    global _CLASS
+    if _CLASS is not None:
+        return _CLASS
+
+    class Codebook(torch.nn.Module):
+        def __init__(self, inner: Any, owner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+            self.owner = [owner]  # a list: not registered as a sub-module
+            self.keys: list[Any] = []
+            self.values: list[Any] = []  # trained vectors (not model weights)
+            self.radii: list[float] = []
+            self._hit: tuple[Any, Any] | None = None
+
+        def add(self, key: Any, value: Any, radius: float) -> None:
+            self.keys.append(key.detach())
+            self.values.append(value)
+            self.radii.append(float(radius))
+
+        def pop(self) -> None:
+            self.keys.pop()
+            self.radii.pop()
+            self.values.pop()
+
+        def probe(self, m: Any, batch: Any, n: int) -> tuple[Any, Any]:
+            """The key (MLP input at the prompt's last token) and the MLP's output there."""
+            seen: dict[str, Any] = {}
+
+            def hook(_mod: Any, args: Any, out: Any) -> None:
+                seen["x"], seen["y"] = args[0][0, n - 1].detach(), out[0, n - 1].detach()
+
+            h = self.inner.register_forward_hook(hook)
+            try:
+                with torch.no_grad():
+                    m.model(**{k: v for k, v in batch.items() if k != "labels"})
+            finally:
+                h.remove()
+            return seen["x"], seen["y"]
+
+        def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+            out = self.inner(x, *args, **kwargs)
+            if not self.keys:
+                return out
+            if x.shape[1] > 1:  # a new sequence: decide per row
+                forced = self.owner[0].teacher_prompt_length  # a teacher-forced pass
+                pos = forced - 1 if forced is not None else x.shape[1] - 1
+                keys = torch.stack(self.keys).to(x.dtype)
+                dist = torch.cdist(x[:, pos, :].detach(), keys)
+                best, idx = dist.min(dim=1)
+                radii = torch.tensor(self.radii, dtype=x.dtype, device=x.device)
+                self._hit = (best <= radii[idx], idx)
+                start = pos
+            elif self._hit is None:
+                return out
+            else:  # one generated token: the rows that hit keep their value
+                start = 0
+            hit, idx = self._hit
+            if not bool(hit.any()):
+                return out
+            rows = [int(r) for r in torch.nonzero(hit).flatten()]
+            replaced = out.clone()
+            for r in rows:
+                replaced[r, start:, :] = self.values[int(idx[r])].to(out.dtype)
+            return replaced
+
+    _CLASS = Codebook
+    return Codebook

@@ -1,0 +1,127 @@
+"""Editing results in the run store: two tables declared through it (merge and export cover
+them), and the results file beside them.
+
+* ``edit_requests``: one row per (model, editor, setting, edit): converged, last loss, steps,
+  seconds, error, its sequence.
+* ``edit_results``: one row per results line (the line itself as JSON beside its key columns).
+
+``setting`` is ``single`` or ``sequential-N``, so single and sequential runs of one model and
+editor live side by side in one run folder. ``RUN/edit_results.jsonl`` holds every line of
+the run (all settings), in the results format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from medibench.knowledge_edit._experiment import EditRecord, EditRunReport
+from medibench.knowledge_edit._results import ResultLine, parse_line, write_results
+
+__all__ = ["RESULTS_FILE", "declare_edit_tables", "edit_results", "store_edit_run"]
+
+RESULTS_FILE = "edit_results.jsonl"
+
+_TABLES = (
+    ("edit_requests",
+     "model TEXT NOT NULL, editor TEXT NOT NULL, setting TEXT NOT NULL, edit_id TEXT NOT NULL, "
+     "edit_order INTEGER NOT NULL, sequence INTEGER NOT NULL, converged INTEGER, loss REAL, "
+     "steps INTEGER NOT NULL, elapsed_s REAL NOT NULL, error TEXT, "
+     "PRIMARY KEY (model, editor, setting, edit_id)",
+     ("model", "editor", "setting", "edit_id")),
+    ("edit_results",
+     "model TEXT NOT NULL, editor TEXT NOT NULL, setting TEXT NOT NULL, edit_id TEXT NOT NULL, "
+     "probe_id TEXT NOT NULL, stage TEXT NOT NULL, matcher TEXT NOT NULL, kind TEXT NOT NULL, "
+     "task_type TEXT NOT NULL, pre_correct INTEGER, post_correct INTEGER, line TEXT NOT NULL, "
+     "PRIMARY KEY (model, editor, setting, edit_id, probe_id, stage, matcher)",
+     ("model", "editor", "setting", "edit_id", "probe_id", "stage", "matcher")),
+)  # fmt: skip
+
+
+def declare_edit_tables(store: Any) -> None:
+    for name, columns, key in _TABLES:
+        store.declare_table(name, columns, key, stage="knowledge_edit")
+
+
+def setting_name(sequential: int) -> str:
+    return f"sequential-{sequential}" if sequential > 0 else "single"
+
+
+def store_edit_run(store: Any, report: EditRunReport, *, model: str, editor: str,
+                   sequential: int) -> Path:  # fmt: skip
+    """Write a run's records and lines into the store (replacing a re-run of the same model,
+    editor and setting) and rewrite ``RUN/edit_results.jsonl`` from the store."""
+    declare_edit_tables(store)
+    setting = setting_name(sequential)
+    db = store.connection
+    with store.transaction():
+        for table in ("edit_requests", "edit_results"):
+            db.execute(f"DELETE FROM {table} WHERE model = ? AND editor = ? AND setting = ?",
+                       (model, editor, setting))  # fmt: skip
+        db.executemany(
+            "INSERT INTO edit_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [_request_row(model, editor, setting, r) for r in report.edits],
+        )
+        db.executemany(
+            "INSERT INTO edit_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [_line_row(model, editor, setting, x) for x in report.lines],
+        )
+    path = store.run_dir / RESULTS_FILE
+    write_results(path, edit_results(store))
+    return path
+
+
+def edit_results(store: Any, *, model: str | None = None, editor: str | None = None,
+                 setting: str | None = None) -> list[ResultLine]:  # fmt: skip
+    """The stored lines (optionally of one model, editor, setting), in insertion order."""
+    names = {t.name for t in store.tables()}
+    if "edit_results" not in names:
+        return []
+    where, args = [], []
+    for col, val in (("model", model), ("editor", editor), ("setting", setting)):
+        if val is not None:
+            where.append(f"{col} = ?")
+            args.append(val)
+    sql = "SELECT setting, line FROM edit_results"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    out = []
+    for s, text in store.connection.execute(sql + " ORDER BY rowid", args):
+        line = parse_line(json.loads(text), f"{store.path} edit_results")
+        out.append(ResultLine(**{**asdict(line), "extra": {**line.extra, "setting": s}}))
+    return out
+
+
+def edit_groups(store: Any) -> list[tuple[str, str, str]]:
+    """The (model, editor, setting) groups stored, in first-stored order."""
+    if "edit_results" not in {t.name for t in store.tables()}:
+        return []
+    rows = store.connection.execute(
+        "SELECT model, editor, setting, MIN(rowid) FROM edit_results "
+        "GROUP BY model, editor, setting ORDER BY MIN(rowid)"
+    )
+    return [(m, e, s) for m, e, s, _ in rows]
+
+
+def edit_records(store: Any) -> Sequence[tuple[Any, ...]]:
+    if "edit_requests" not in {t.name for t in store.tables()}:
+        return []
+    return list(store.connection.execute("SELECT * FROM edit_requests ORDER BY rowid"))
+
+
+def _request_row(model: str, editor: str, setting: str, r: EditRecord) -> tuple[Any, ...]:
+    conv = None if r.converged is None else int(r.converged)
+    return (model, editor, setting, r.edit_id, r.order, r.sequence, conv, r.loss, r.steps,
+            r.elapsed_s, r.error)  # fmt: skip
+
+
+def _line_row(model: str, editor: str, setting: str, x: ResultLine) -> tuple[Any, ...]:
+    def b(v: bool | None) -> int | None:
+        return None if v is None else int(v)
+
+    line = json.dumps({**x.to_dict(), "setting": setting}, ensure_ascii=False, sort_keys=True)
+    return (model, editor, setting, x.edit_id, x.probe_id, x.stage, x.matcher, x.kind,
+            x.task_type, b(x.pre_correct), b(x.post_correct), line)  # fmt: skip

@@ -1,0 +1,225 @@
+"""Edit tasks: edit requests with their probes, validated, written and read as a task set.
+
+A task set is one folder: ``tasks.jsonl`` (one :class:`EditRequest` per line, in the sequential
+order of edits), ``images/`` (the images, content-addressed: ``images/<sha[:2]>/<sha><ext>``)
+and ``taskset.json`` (format version, sources, counts per task type, the order's seed). Every
+path in ``tasks.jsonl`` is relative to the folder, so a task set moves as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from medibench.io import atomic_write_text, read_image
+from medibench.sources import store_image_cell
+
+__all__ = [
+    "KINDS",
+    "TASKSET_VERSION",
+    "TASK_TYPES",
+    "EditRequest",
+    "Probe",
+    "ProbeKind",
+    "TaskError",
+    "TaskSet",
+    "TaskType",
+    "read_taskset",
+    "store_image",
+    "write_taskset",
+]
+
+TaskType = Literal["T0", "T1", "T2", "T3", "T4", "T5"]
+ProbeKind = Literal["reliability", "generality", "locality"]
+TASK_TYPES: tuple[str, ...] = get_args(TaskType)
+KINDS: tuple[str, ...] = get_args(ProbeKind)
+TASKSET_VERSION = "1"
+
+#: What each task type probes (M3Bench's T0-T5), for docs and reports.
+TASK_TYPE_NAMES = {
+    "T0": "reliability (the edit itself; unrelated questions for locality)",
+    "T1": "image variation",
+    "T2": "text variation",
+    "T3": "modality / protocol shift",
+    "T4": "knowledge composition",
+    "T5": "temporal progression",
+}
+
+
+class TaskError(ValueError):
+    """A row that cannot become an edit task (empty gold answer, missing image, bad field);
+    the message names the file, the row and the problem."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One question asked before and after an edit.
+
+    ``image`` is relative to the task set folder (absolute while building); ``answer`` is the
+    gold answer: the edit's target for reliability and generality probes, the question's own
+    answer for locality probes.
+    """
+
+    probe_id: str
+    kind: ProbeKind
+    task_type: TaskType
+    image: str
+    question: str
+    answer: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EditRequest:
+    """One edit: teach ``target`` as the answer to ``question`` on ``image``; ``order`` is its
+    place in the sequential order; ``probes`` start with its reliability probe(s)."""
+
+    edit_id: str
+    image: str
+    question: str
+    target: str
+    source: str
+    order: int
+    probes: tuple[Probe, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EditRequest:
+        probes = tuple(Probe(**p) for p in d.get("probes", ()))
+        return cls(**{**d, "probes": probes})
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """A built task set: its folder, its requests in sequential order and its manifest."""
+
+    root: Path
+    requests: tuple[EditRequest, ...]
+    manifest: dict[str, Any]
+
+    def image_path(self, relative: str) -> Path:
+        return self.root / relative
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+
+def validate_request(request: EditRequest, *, where: str) -> None:
+    """Refuse a request that cannot be scored: an empty question, target or gold answer, a
+    missing image, an unknown kind or task type, duplicate probe ids, no reliability probe."""
+    if not request.question.strip():
+        raise TaskError(f"{where}: edit {request.edit_id}: empty question")
+    if not request.target.strip():
+        raise TaskError(f"{where}: edit {request.edit_id}: empty gold answer (the edit target)")
+    seen: set[str] = set()
+    for p in request.probes:
+        at = f"{where}: edit {request.edit_id}, probe {p.probe_id}"
+        if p.probe_id in seen:
+            raise TaskError(f"{at}: duplicate probe id")
+        seen.add(p.probe_id)
+        if p.kind not in KINDS:
+            raise TaskError(f"{at}: unknown kind {p.kind!r} (valid: {', '.join(KINDS)})")
+        if p.task_type not in TASK_TYPES:
+            raise TaskError(f"{at}: unknown task type {p.task_type!r}")
+        if not p.question.strip():
+            raise TaskError(f"{at}: empty question")
+        if not p.answer.strip():
+            raise TaskError(f"{at}: empty gold answer")
+    if not any(p.kind == "reliability" for p in request.probes):
+        raise TaskError(f"{where}: edit {request.edit_id}: no reliability probe")
+
+
+def store_image(source: str | os.PathLike, images: Path, *, where: str) -> str:
+    """Copy an image file into ``images/`` (content-addressed, bytes unchanged); its path
+    relative to the task set folder. A missing file is a :class:`TaskError` naming ``where``."""
+    path = Path(source)
+    if not path.is_file():
+        raise TaskError(f"{where}: image {path} is missing")
+    cell = {"bytes": path.read_bytes(), "path": path.name}
+    stored = store_image_cell(cell, images, file=path, row=0, column="image")
+    return stored.relative_to(images.parent).as_posix()
+
+
+def write_taskset(
+    out: str | os.PathLike,
+    requests: Sequence[EditRequest],
+    *,
+    sources: Iterable[str],
+    seed: int,
+    extra: dict[str, Any] | None = None,
+) -> TaskSet:
+    """Validate ``requests`` (in sequential order) and write ``tasks.jsonl`` and
+    ``taskset.json`` into ``out`` (whose ``images/`` must already hold their images)."""
+    root = Path(out)
+    for r in requests:
+        validate_request(r, where=f"{root / 'tasks.jsonl'} (order {r.order})")
+        for p in (r, *r.probes):
+            if not (root / p.image).is_file():
+                raise TaskError(f"{root}: edit {r.edit_id}: image {p.image} is missing")
+    ids = Counter(r.edit_id for r in requests)
+    dup = [k for k, n in ids.items() if n > 1]
+    if dup:
+        raise TaskError(f"{root}: duplicate edit ids {dup[:5]}")
+    orders = [r.order for r in requests]
+    if orders != list(range(len(requests))):
+        raise TaskError(f"{root}: requests must be written in their order 0..{len(requests) - 1}")
+    probes = Counter((p.task_type, p.kind) for r in requests for p in r.probes)
+    manifest = {
+        "format": "medibench-edit-tasks",
+        "version": TASKSET_VERSION,
+        "sources": sorted(set(sources)),
+        "seed": seed,
+        "n_edits": len(requests),
+        "probes": {f"{t}/{k}": n for (t, k), n in sorted(probes.items())},
+        **(extra or {}),
+    }
+    atomic_write_text(root / "tasks.jsonl", "".join(r.to_json() + "\n" for r in requests))
+    atomic_write_text(root / "taskset.json", json.dumps(manifest, indent=2, sort_keys=True))
+    return TaskSet(root, tuple(requests), manifest)
+
+
+def read_taskset(path: str | os.PathLike) -> TaskSet:
+    """Read a task set folder written by :func:`write_taskset` (requests in their order).
+
+    Raises:
+        TaskError: no ``tasks.jsonl``, a line that is not a request, a request that does not
+            validate, or an image that is missing (naming the line and the question).
+    """
+    root = Path(path)
+    tasks = root / "tasks.jsonl"
+    if not tasks.is_file():
+        raise TaskError(f"{root}: not an edit task set (no tasks.jsonl; build one with "
+                        "`medibench edit tasks`)")  # fmt: skip
+    manifest_path = root / "taskset.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    requests = []
+    for n, line in enumerate(tasks.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{tasks} line {n}"
+        try:
+            request = EditRequest.from_dict(json.loads(line))
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise TaskError(f"{where}: not an edit request ({exc})") from None
+        validate_request(request, where=where)
+        for item in (request, *request.probes):
+            if not (root / item.image).is_file():
+                raise TaskError(
+                    f"{where}: the image {item.image} of question {item.question!r} is missing"
+                )
+        requests.append(request)
+    requests.sort(key=lambda r: r.order)
+    return TaskSet(root, tuple(requests), manifest)
+
+
+def load_image(taskset: TaskSet, relative: str) -> Any:
+    """The RGB uint8 array of a task set image."""
+    return read_image(taskset.image_path(relative), mode="rgb")

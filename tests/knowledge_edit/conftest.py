@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def synthetic(tmp_path_factory):
+    from medibench.knowledge_edit._synthetic import synthetic_taskset
+
+    return synthetic_taskset(tmp_path_factory.mktemp("synthetic"), 6, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_path(tmp_path_factory, synthetic) -> Path:
+    from medibench.knowledge_edit._build import TEXT_TEMPLATES
+    from tests.knowledge_edit.tiny_vlm import build_tiny_llava, vocabulary
+
+    texts = [t for r in synthetic.requests for p in r.probes for t in (p.question, p.answer)]
+    return build_tiny_llava(tmp_path_factory.mktemp("tiny"), vocabulary([*texts, *TEXT_TEMPLATES]))
+
+
+@pytest.fixture
+def tiny(tiny_path):
+    from medibench.knowledge_edit import TransformersAnswerer
+
+    return TransformersAnswerer(tiny_path, max_new_tokens=4)
