@@ -1,0 +1,103 @@
+"""MVC-Bench's calibration metrics as its official code computes them, quirks included.
+
+Read from ashshaksharifdeen/MVC-Bench: ``tools/metrics.py`` (``ECE``, ``MCE``, ``AdaptiveECE``,
+``binary_calibration_error``, ``one_vs_rest_classwise_ece``, ``multiclass_brier_score``), the
+dassl evaluator it ships (``Dassl.pytorch/dassl/evaluation/evaluator.py``: ECE with
+``TEST.CALIBRATION_BINS = 20``, MCE and ACE with their default 10 bins, class-wise ECE with 20)
+and ``trainers/classification/temp_scaling.py`` (the logged "NLL"). Each quirk, named:
+
+* ``ece_drops_one``: ECE bins are ``[lo, hi)`` (``numpy.digitize(conf, edges) - 1``), so a
+  confidence of exactly 1.0 lands in no bin's accuracy or mean confidence, yet
+  ``numpy.histogram`` (whose last bin is closed) counts it in the last bin's weight.
+* ``mce_count_weighted``: MCE is ``max_b (n_b / N) |acc_b - conf_b|``, not ``max_b |acc_b -
+  conf_b|``; bins ``[lo, hi)`` with 1.0 in the last one (``numpy.digitize`` on the inner edges):
+  :func:`medibench.calibration.metrics.maximum_calibration_error` with ``edges="left"`` and
+  ``variant="mvcbench_count_weighted"``.
+* ``ace_kbins_quantile``: "ACE" bins by ``KBinsDiscretizer(strategy="quantile")`` (edges are
+  ``numpy.percentile`` of the confidences, edges closer than 1e-8 merged, ``searchsorted(...,
+  side="right")`` on the inner edges) and is count-weighted; the bin count drops to the number
+  of distinct confidences (at least 2), one distinct value is one bin. The percentile method is
+  declared here because scikit-learn 1.9 changed its default from ``"linear"`` (the code's
+  behaviour when it was written) to ``"averaged_inverted_cdf"``. All samples fit the edges
+  (scikit-learn subsamples 200,000 at random beyond that, which no one can reproduce).
+* ``classwise_ovr_present_classes``: class-wise ECE is one-vs-rest with bins ``(lo, hi]``
+  (``digitize(..., right=True)``), averaged over the classes that have samples.
+* ``nll_mean_true_logit``: the NLL logged by temperature scaling is ``-mean(logit[label])``,
+  the mean negated true-class logit, not a log-likelihood (it is one only for log-probabilities).
+
+All values are fractions; the official code logs them multiplied by 100.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+
+__all__ = [
+    "mvcbench_ace",
+    "mvcbench_classwise_ece",
+    "mvcbench_ece",
+    "mvcbench_nll",
+]
+
+
+def mvcbench_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
+    """``tools/metrics.py`` ``ECE``: ``[lo, hi)`` bins; 1.0 counted in the weights only."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    index = np.searchsorted(edges, conf, side="right") - 1  # numpy.digitize(conf, edges) - 1
+    inside = index < n_bins
+    count = np.bincount(index[inside], minlength=n_bins).astype(np.float64)
+    conf_sum = np.bincount(index[inside], weights=conf[inside], minlength=n_bins)
+    hit_sum = np.bincount(index[inside], weights=correct[inside], minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc = np.where(count > 0, hit_sum / count, 0.0)
+        mean_conf = np.where(count > 0, conf_sum / count, 0.0)
+    weights = np.bincount(np.minimum(index, n_bins - 1), minlength=n_bins) / conf.shape[0]
+    return float(np.sum(weights * np.abs(mean_conf - acc)))
+
+
+def mvcbench_ace(
+    conf: np.ndarray, correct: np.ndarray, n_bins: int, *, quantile_method: str = "linear"
+) -> float:
+    """``tools/metrics.py`` ``AdaptiveECE`` (KBinsDiscretizer quantile bins, count-weighted)."""
+    conf = np.clip(conf, 0.0, 1.0)
+    n_unique = np.unique(conf).size
+    if min(conf.shape[0], n_unique) <= 1:
+        return float(abs(correct.mean() - conf.mean()))
+    bins = int(max(2, min(n_bins, conf.shape[0], n_unique)))
+    levels = np.linspace(0, 100, bins + 1)
+    method = cast(Any, quantile_method)
+    edges = np.asarray(np.percentile(conf, levels, method=method), dtype=np.float64)
+    edges = edges[np.ediff1d(edges, to_begin=np.inf) > 1e-8]
+    index = np.searchsorted(edges[1:-1], conf, side="right")
+    return _count_weighted(index, edges.shape[0] - 1, conf, correct, np.sum)
+
+
+def mvcbench_classwise_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> float:
+    """``one_vs_rest_classwise_ece`` + ``summarize_classwise_metric`` (macro over the classes
+    that have samples)."""
+    inner = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
+    values = []
+    for c in range(probs.shape[1]):
+        if not np.any(labels == c):
+            continue
+        scores = np.clip(probs[:, c], 0.0, 1.0)
+        target = (labels == c).astype(np.float64)
+        index = np.searchsorted(inner, scores, side="left")  # digitize(..., right=True)
+        values.append(_count_weighted(index, n_bins, scores, target, np.sum))
+    return float(np.mean(values))
+
+
+def mvcbench_nll(logits: np.ndarray, labels: np.ndarray) -> float:
+    """``temp_scaling.py`` ``cross_entropy_loss``: ``-mean(logits[i, labels[i]])``."""
+    return float(-np.mean(logits[np.arange(labels.shape[0]), labels]))
+
+
+def _count_weighted(index, n_slots, conf, hits, reduce) -> float:
+    count = np.bincount(index, minlength=n_slots).astype(np.float64)
+    gap = np.abs(
+        np.bincount(index, weights=hits, minlength=n_slots)
+        - np.bincount(index, weights=conf, minlength=n_slots)
+    )
+    return float(reduce(gap[count > 0]) / conf.shape[0])

@@ -1,0 +1,71 @@
+"""``calibration@1``: declared settings, values equal to the metric functions, per-group
+results and bootstrap intervals drawn as medibench.stats draws them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from medibench.calibration import (
+    METRIC_NAMES,
+    load_calibration_protocol,
+    score,
+)
+from medibench.calibration import metrics as M
+
+
+def test_calibration_1_declares_and_records_its_settings(overconfident):
+    res = score(overconfident, n_resamples=0)
+    assert res["protocol"] == "calibration@1"
+    assert (res["protocol_name"], res["protocol_version"]) == ("calibration", "1")
+    s = res["settings"]
+    assert (s["ece_bins"], s["mce_bins"], s["ace_bins"], s["classwise_bins"]) == (15,) * 4
+    assert s["edges"] == "right" and s["ace_variant"] == "equal_mass" and s["quirks"] == []
+    p, y = overconfident.probs, overconfident.labels
+    assert res["ece"] == M.expected_calibration_error(p, y, n_bins=15)
+    assert res["mce"] == M.maximum_calibration_error(p, y, n_bins=15)
+    assert res["ace"] == M.adaptive_calibration_error(p, y, n_bins=15)
+    assert res["classwise_ece"] == M.classwise_ece(p, y, n_bins=15)
+    assert res["brier"] == M.brier_score(p, y)
+    assert res["nll"] == pytest.approx(M.negative_log_likelihood(p, y, logits=overconfident.logits))
+    assert res["smooth_ece"] == pytest.approx(M.smooth_ece(p, y), abs=1e-5)
+    assert res["ece"] > 0.1  # the fixture is over-confident by construction
+
+
+def test_bins_override_and_protocol_lookup(overconfident):
+    res = score(overconfident, "calibration", n_bins=10, n_resamples=0)
+    assert res["settings"]["ece_bins"] == 10
+    assert res["ece"] == M.expected_calibration_error(
+        overconfident.probs, overconfident.labels, n_bins=10
+    )
+    assert load_calibration_protocol("mvcbench").spec == "mvcbench@paper"
+    with pytest.raises(KeyError, match="calibration@1"):
+        load_calibration_protocol("calibraton@1")
+
+
+def test_groups_are_scored_on_their_own_samples(overconfident):
+    res = score(overconfident, by=["domain"], n_resamples=0)
+    assert sorted(res["groups"]) == ["a", "b"]
+    rows = overconfident.groups["domain"] == "b"
+    sub = overconfident.subset(rows)
+    assert res["groups"]["b"]["n"] == int(rows.sum()) == 200
+    assert res["groups"]["b"]["by"] == {"domain": "b"}
+    assert res["groups"]["b"]["ece"] == M.expected_calibration_error(sub.probs, sub.labels)
+    with pytest.raises(ValueError, match="no group column 'site'"):
+        score(overconfident, by=["site"], n_resamples=0)
+
+
+def test_bootstrap_intervals_resample_as_medibench_stats_does(overconfident):
+    res = score(overconfident, n_resamples=50)
+    proto = load_calibration_protocol("calibration@1")
+    rng = np.random.default_rng(42)  # medibench.stats.bootstrap_ci's draws
+    idx = rng.integers(0, overconfident.n, size=(50, overconfident.n))
+    values = [proto.metrics(overconfident.subset(r)) for r in idx]
+    for name in METRIC_NAMES:
+        want = np.percentile([v[name] for v in values], [2.5, 97.5])
+        np.testing.assert_allclose(res["ci"][name], want, rtol=1e-12)
+
+
+def test_a_bootstrap_too_large_for_memory_is_refused(overconfident):
+    with pytest.raises(ValueError, match="use fewer resamples"):
+        score(overconfident, n_resamples=100_000)
