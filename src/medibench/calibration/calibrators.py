@@ -220,31 +220,31 @@ def _fit_scaling(method: str, z: np.ndarray, y: np.ndarray, seed: int) -> Any:
 
     if method == "temperature":
 
-        def f(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        def f_temperature(theta: np.ndarray) -> tuple[float, np.ndarray]:
             u = z * np.exp(-theta[0])
             loss, g = nll(u)
             return loss, np.array([-np.sum(g * u)])
 
-        res = minimize(f, np.zeros(1), jac=True, method="L-BFGS-B")
+        res = minimize(f_temperature, np.zeros(1), jac=True, method="L-BFGS-B")
         return float(np.exp(res.x[0]))
     if method == "vector":
         x0 = np.concatenate([1.0 + rng.normal(0, 0.01, c), rng.normal(0, 0.01, c)])
 
-        def f(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        def f_vector(theta: np.ndarray) -> tuple[float, np.ndarray]:
             w, b = theta[:c], theta[c:]
             loss, g = nll(z * w + b)
             return loss, np.concatenate([(g * z).sum(axis=0), g.sum(axis=0)])
 
-        res = minimize(f, x0, jac=True, method="L-BFGS-B")
+        res = minimize(f_vector, x0, jac=True, method="L-BFGS-B")
         return {"weights": res.x[:c].tolist(), "bias": res.x[c:].tolist()}
     x0 = np.concatenate([(np.eye(c) + rng.normal(0, 0.01, (c, c))).ravel(), rng.normal(0, 0.01, c)])
 
-    def f(theta: np.ndarray) -> tuple[float, np.ndarray]:
+    def f_matrix(theta: np.ndarray) -> tuple[float, np.ndarray]:
         w, b = theta[: c * c].reshape(c, c), theta[c * c :]
         loss, g = nll(z @ w + b)
         return loss, np.concatenate([(z.T @ g).ravel(), g.sum(axis=0)])
 
-    res = minimize(f, x0, jac=True, method="L-BFGS-B")
+    res = minimize(f_matrix, x0, jac=True, method="L-BFGS-B")
     return {"weights": res.x[: c * c].reshape(c, c).tolist(), "bias": res.x[c * c :].tolist()}
 
 
