@@ -252,3 +252,37 @@ def test_an_echoed_key_never_leaves_the_process_through_medibench_run(
     for p in files:
         assert key.encode() not in p.read_bytes(), p
     assert key not in res.output + res2.output and key not in caplog.text
+
+
+def test_a_cost_budget_stops_further_paid_calls(api):
+    from medibench.calls import CostBudget
+    from medibench.models.api import CostBudgetSpent
+
+    model = _openai(api, price_per_image=0.1)
+    model.cost_budget = budget = CostBudget(0.25)
+    image = _image()
+    model.edit(image, "first", seed=0)
+    model.edit(image, "second", seed=1)
+    with pytest.raises(CostBudgetSpent, match="cost budget of 0.25 USD is spent"):
+        model.edit(image, "third", seed=2)
+    with pytest.raises(CostBudgetSpent):  # once refused, always refused
+        model.edit(image, "fourth", seed=3)
+    assert len(api.requests) == 2  # nothing was sent past the budget
+    assert budget.spent == pytest.approx(0.2) and budget.reserved == 0.0 and budget.stopped
+
+
+def test_an_answer_without_an_image_is_charged_and_a_failed_call_is_not(api):
+    from medibench.calls import CostBudget
+
+    model = _openai(api, price_per_image=0.5, retries=0)
+    model.cost_budget = budget = CostBudget(10.0)
+    with pytest.raises(NoImageError):
+        model.edit(_image(), "NOIMAGE please", seed=0)
+    with pytest.raises(ContentRefusedError):
+        model.edit(_image(), "REFUSE to remove", seed=0)
+    assert budget.spent == pytest.approx(0.5) and budget.reserved == 0.0
+
+
+def test_a_negative_price_is_refused(api):
+    with pytest.raises(ValueError, match="price_per_image must be >= 0"):
+        _openai(api, price_per_image=-1)

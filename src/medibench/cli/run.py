@@ -114,6 +114,14 @@ def run(
             "SLURM_PROCID/SLURM_NTASKS); merge shard runs with `medibench merge`"
         ),
     ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="USD budget for the API models' paid calls in this run folder (earlier runs' "
+            "spend counts; each model needs --model-option price_per_image=USD)",
+        ),
+    ] = None,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
     download: DownloadOption = False,
 ) -> None:
@@ -147,6 +155,7 @@ def run(
         ray_address=ray_address,
         shard=shard,
         dataset_options={"download": True} if download else {},
+        max_cost=max_cost,
     )
     plan = _plan(config)
     print_dataset_notes(plan.dataset)

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from medibench.calls._keys import MissingAPIKeyError as _MissingAPIKeyError
 
-__all__ = ["APIError", "ContentRefusedError", "MissingAPIKeyError", "NoImageError"]
+__all__ = [
+    "APIError",
+    "ContentRefusedError",
+    "CostBudgetSpent",
+    "MissingAPIKeyError",
+    "NoImageError",
+]
 
 
 class APIError(RuntimeError):
@@ -29,6 +35,12 @@ class ContentRefusedError(APIError):
 
 class NoImageError(APIError):
     """The answer was well-formed HTTP but held no image (malformed body, text-only answer)."""
+
+
+class CostBudgetSpent(APIError):
+    """A paid call that was not sent: it would take the run past its cost budget
+    (:class:`medibench.calls.CostBudget`, ``--max-cost``). The runner leaves the item undone
+    (no row), so a later run with a larger budget makes it."""
 
 
 #: One class for every client (models and judges), defined with the call layer.

@@ -4,11 +4,12 @@ Each adapter is async at heart (:meth:`APIImageModel.aedit`): the runner keeps `
 requests in flight; ``edit`` is the one-at-a-time form. 429s, 5xx answers, timeouts and dropped
 connections are retried with jittered exponential backoff (``Retry-After`` is honoured); other 4xx
 answers fail at once, as :class:`ContentRefusedError` when the adapter reads them as a refusal.
-The retry loop, the concurrency bound (:class:`medibench.calls.CallSlots`), the key lookup and
-the redaction are :mod:`medibench.calls`' (one for every client). Images are sent as PNG (or
-``image_format``) with the matching MIME type. Keys come from the environment only; every error
-message is redacted (the keys in use and anything shaped like a key), so none reaches a log, an
-export or the run store.
+The retry loop, the concurrency bound (:class:`medibench.calls.CallSlots`), the run's cost budget
+(:class:`medibench.calls.CostBudget`, charged ``price_per_image`` per answered request), the key
+lookup and the redaction are :mod:`medibench.calls`' (one for every client, judges included).
+Images are sent as PNG (or ``image_format``) with the matching MIME type. Keys come from the
+environment only; every error message is redacted (the keys in use and anything shaped like a
+key), so none reaches a log, an export or the run store.
 """
 
 from __future__ import annotations
@@ -24,10 +25,15 @@ from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 
-from medibench.calls import CallSlots, RetryPolicy, redact, send
+from medibench.calls import CallSlots, CostBudget, RetryPolicy, redact, send
 from medibench.calls import key_from_env as _key_from_env
 from medibench.models._base import SharedOptions, as_rgb_uint8
-from medibench.models._errors import APIError, ContentRefusedError, NoImageError
+from medibench.models._errors import (
+    APIError,
+    ContentRefusedError,
+    CostBudgetSpent,
+    NoImageError,
+)
 
 __all__ = [
     "EXCERPT_CHARS",
@@ -54,7 +60,9 @@ class TransportOptions(TypedDict, total=False):
     ``timeout``: seconds per request; ``retries``: retries after the first attempt;
     ``backoff``, ``max_backoff``: first and largest retry delay in seconds; ``concurrency``:
     requests in flight (the runner's default worker count for the model); ``image_format``: how
-    the input is sent: ``png`` (lossless), ``jpeg`` or ``webp``.
+    the input is sent: ``png`` (lossless), ``jpeg`` or ``webp``; ``price_per_image``: USD per
+    answered request (the provider's price for one edit), charged to the run's cost budget
+    (``--max-cost``); ``None``: unknown (a run with ``--max-cost`` then refuses the model).
     """
 
     timeout: float
@@ -63,6 +71,7 @@ class TransportOptions(TypedDict, total=False):
     max_backoff: float
     concurrency: int
     image_format: str
+    price_per_image: float | None
 
 
 class APIImageModel(SharedOptions):
@@ -77,6 +86,8 @@ class APIImageModel(SharedOptions):
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "model"
     key_env: ClassVar[tuple[str, ...]] = ()
+    #: the run's cost budget, set by the runner for ``--max-cost`` (``None``: no limit)
+    cost_budget: CostBudget | None = None
 
     def __init__(
         self,
@@ -89,11 +100,15 @@ class APIImageModel(SharedOptions):
         max_backoff: float = 60.0,
         concurrency: int = 8,
         image_format: str = "png",
+        price_per_image: float | None = None,
     ) -> None:
         if image_format not in _MIME:
             raise ValueError(f"image_format must be one of {sorted(_MIME)}, not {image_format!r}")
         if concurrency < 1 or retries < 0 or timeout <= 0:
             raise ValueError("concurrency >= 1, retries >= 0 and timeout > 0 are required")
+        if price_per_image is not None and not price_per_image >= 0:
+            raise ValueError(f"price_per_image must be >= 0 (USD), got {price_per_image}")
+        self.price_per_image = None if price_per_image is None else float(price_per_image)
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.timeout = float(timeout)
@@ -116,13 +131,32 @@ class APIImageModel(SharedOptions):
             return self._sync_loop.run_until_complete(self.aedit(image, instruction, seed=seed))
 
     async def aedit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:
-        """Edit ``image`` (uint8 RGB); returns the answer's image at its own size and mode."""
+        """Edit ``image`` (uint8 RGB); returns the answer's image at its own size and mode.
+
+        With a :attr:`cost_budget`, the request is sent only if ``price_per_image`` more stays
+        within it (else :class:`CostBudgetSpent`, nothing sent); an answered request (an image,
+        or a 2xx answer without one) is charged ``price_per_image``, a failed one nothing.
+        """
         data, mime = encode_image(as_rgb_uint8(image), self.image_format)
+        budget, estimate = self.cost_budget, self.price_per_image or 0.0
+        if budget is not None and not budget.reserve(estimate):
+            raise CostBudgetSpent(
+                f"{self.name}: not sent: the run's cost budget of {budget.max_cost:g} USD is "
+                f"spent (a larger --max-cost resumes)"
+            )
+        cost = None
         try:
-            return await self._edit(data, mime, instruction, seed)
+            out = await self._edit(data, mime, instruction, seed)
+            cost = self.price_per_image
+            return out
         except APIError as exc:  # one last pass: no adapter's message may carry a key
+            if isinstance(exc, NoImageError):  # answered (and billed) without an image
+                cost = self.price_per_image
             exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
             raise
+        finally:
+            if budget is not None:
+                budget.settle(estimate, cost)
 
     @property
     def concurrency(self) -> int:

@@ -25,6 +25,7 @@ import numpy as np
 from medibench.models._errors import (
     APIError,
     ContentRefusedError,
+    CostBudgetSpent,
     MissingAPIKeyError,
     NoImageError,
 )
@@ -45,6 +46,7 @@ from medibench.models._http import (
 __all__ = [
     "APIError",
     "ContentRefusedError",
+    "CostBudgetSpent",
     "GeminiImageModel",
     "HTTPImageModel",
     "MissingAPIKeyError",

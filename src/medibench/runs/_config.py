@@ -44,6 +44,10 @@ class RunConfig:
             SLURM_PROCID/SLURM_NTASKS when set, else every sample.
         dataset_options: keyword arguments for the dataset loader (the suite's ``name`` and
             ``seed``, for instance).
+        max_cost: USD budget for the paid calls of the generate stage in this run folder (API
+            models, charged their ``price_per_image`` per answered request; earlier runs' spend
+            counts); past it no further request is sent and the items stay to do. ``None``: no
+            limit. Needs a price for every API model, and the local executor.
 
     Lists are stored as tuples and ``out`` as a ``Path``.
     """
@@ -63,6 +67,7 @@ class RunConfig:
     ray_address: str | None = None
     shard: str | None = None
     dataset_options: Mapping[str, Any] = field(default_factory=dict)
+    max_cost: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("models", "protocols", "model_options"):
@@ -78,6 +83,8 @@ class RunConfig:
             raise ValueError(f"k must be >= 1, got {self.k}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.max_cost is not None and not self.max_cost >= 0:
+            raise ValueError(f"max_cost must be >= 0 (USD), got {self.max_cost}")
 
     @property
     def generates(self) -> bool:

@@ -2,8 +2,10 @@
 
 - :class:`LocalExecutor` (``--executor local``): in this process. One worker runs the items one
   after another, in batches of same-size images when the model has ``edit_batch`` and a
-  ``batch_size`` above 1. More workers (``--workers N``) keep N items in flight: on one event loop
-  for models with an async ``aedit`` (the API adapters), on a thread pool otherwise.
+  ``batch_size`` above 1. More workers (``--workers N``) keep N items in flight through the call
+  layer's :func:`medibench.calls.run_bounded`, on one event loop: coroutines awaiting the
+  model's async ``aedit`` (the API adapters), or, for a model with only a blocking ``edit``, the
+  same coroutines handing each item to a pool of N threads.
 - :class:`RayExecutor` (``--executor ray``, in ``_ray``): one Ray actor per GPU (or ``workers``
   actors) builds the model once and pulls batches of work; scoring runs as Ray tasks over shards
   of samples.
@@ -21,10 +23,11 @@ import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from medibench.calls import run_bounded
 from medibench.io import write_image
 from medibench.io._write import is_disk_full
 from medibench.runs._ray import RayExecutor
@@ -61,12 +64,10 @@ class LocalExecutor:
     def generate(self, model, tasks: Sequence[Task], out_dir: Path) -> Iterator[Outcome]:
         """Make every task's output in ``out_dir``; yield outcomes as they finish."""
         workers = self.workers or int(getattr(model, "concurrency", 1) or 1)
-        if workers > 1 and hasattr(model, "aedit"):
-            if self.workers and hasattr(model, "concurrency"):
+        if workers > 1:
+            if self.workers and hasattr(model, "aedit") and hasattr(model, "concurrency"):
                 model.concurrency = max(model.concurrency, self.workers)
-            yield from _generate_async(model, tasks, out_dir, workers)
-        elif workers > 1:
-            yield from _generate_threads(model, tasks, out_dir, workers)
+            yield from _generate_concurrent(model, tasks, out_dir, workers)
         else:
             size = max(1, int(getattr(model, "batch_size", 1) or 1))
             for start in range(0, len(tasks), size):
@@ -108,46 +109,29 @@ def _one_item(model, task: Task, out_dir: Path) -> Outcome:
     return _write_outcome(task, out, error, elapsed, out_dir)
 
 
-def _generate_threads(model, tasks, out_dir: Path, workers: int) -> Iterator[Outcome]:
-    it = iter(tasks)
-    with ThreadPoolExecutor(workers, thread_name_prefix="medibench-edit") as pool:
-        futures = {pool.submit(_one_item, model, t, out_dir) for t in _take(it, workers * 2)}
-        while futures:
-            done, futures = wait(futures, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield fut.result()
-            futures |= {pool.submit(_one_item, model, t, out_dir) for t in _take(it, len(done))}
-
-
-def _generate_async(model, tasks, out_dir: Path, workers: int) -> Iterator[Outcome]:
-    """N coroutines pull tasks and call ``model.aedit``; outcomes come back through a queue so
-    the caller's thread does the store writes."""
+def _generate_concurrent(model, tasks, out_dir: Path, workers: int) -> Iterator[Outcome]:
+    """``workers`` items in flight (:func:`medibench.calls.run_bounded`) on an event loop in a
+    thread of its own; outcomes come back through a queue so the caller's thread does the store
+    writes. A model with ``aedit`` is awaited on the loop; one with only ``edit`` runs each item
+    on a pool of ``workers`` threads."""
     results: queue.Queue = queue.Queue()
     done = object()
+    aedit = getattr(model, "aedit", None)
 
-    async def one(task: Task) -> Outcome:
-        image = await asyncio.to_thread(read_input, task)
-        if isinstance(image, str):
-            return Outcome(task, None, image, 0.0)
-        t0 = time.perf_counter()
-        try:
-            out = await model.aedit(image, task.sample.instruction, seed=task.seed)
-        except Exception as exc:  # recorded on the sample; the run goes on
-            return Outcome(task, None, failure(exc), time.perf_counter() - t0)
-        elapsed = time.perf_counter() - t0
-        return await asyncio.to_thread(_write_outcome, task, out, None, elapsed, out_dir)
+    async def one(task: Task) -> None:
+        if aedit is None:
+            results.put(await asyncio.to_thread(_one_item, model, task, out_dir))
+        else:
+            results.put(await _one_async(aedit, task, out_dir))
 
     async def main() -> None:
-        it = iter(tasks)
-
-        async def worker() -> None:
-            for task in it:  # a shared iterator: each task goes to one worker
-                results.put(await one(task))
-
+        if aedit is None:  # the blocking edits run on this loop's own pool of `workers` threads
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="medibench-edit")
+            asyncio.get_running_loop().set_default_executor(pool)
         try:
-            await asyncio.gather(*(worker() for _ in range(workers)))
+            await run_bounded(tasks, one, workers)
         finally:
-            if hasattr(model, "aclose"):
+            if aedit is not None and hasattr(model, "aclose"):
                 await model.aclose()
 
     def run() -> None:
@@ -157,7 +141,7 @@ def _generate_async(model, tasks, out_dir: Path, workers: int) -> Iterator[Outco
             results.put(exc)
         results.put(done)
 
-    thread = threading.Thread(target=run, name="medibench-api", daemon=True)
+    thread = threading.Thread(target=run, name="medibench-generate", daemon=True)
     thread.start()
     while (item := results.get()) is not done:
         if isinstance(item, BaseException):
@@ -166,11 +150,14 @@ def _generate_async(model, tasks, out_dir: Path, workers: int) -> Iterator[Outco
     thread.join()
 
 
-def _take(it: Iterator[Task], n: int) -> list[Task]:
-    out = []
-    for _ in range(n):
-        task = next(it, None)
-        if task is None:
-            break
-        out.append(task)
-    return out
+async def _one_async(aedit, task: Task, out_dir: Path) -> Outcome:
+    image = await asyncio.to_thread(read_input, task)
+    if isinstance(image, str):
+        return Outcome(task, None, image, 0.0)
+    t0 = time.perf_counter()
+    try:
+        out = await aedit(image, task.sample.instruction, seed=task.seed)
+    except Exception as exc:  # recorded on the sample; the run goes on
+        return Outcome(task, None, failure(exc), time.perf_counter() - t0)
+    elapsed = time.perf_counter() - t0
+    return await asyncio.to_thread(_write_outcome, task, out, None, elapsed, out_dir)

@@ -8,6 +8,8 @@
   entries with one name are refused before anything runs.
 - :func:`check_model_specs` refuses a model name that the run already holds with another fully
   resolved spec (factory defaults included), as a changed seed is refused.
+- :func:`generation_budget` and :func:`charge_budget`: the run's ``max_cost`` as the call
+  layer's :class:`~medibench.calls.CostBudget`, shared by its API models.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from medibench.calls import CostBudget
 from medibench.runs._store import RunStore, RunStoreError
 
 __all__ = [
+    "charge_budget",
     "check_model_specs",
     "check_unique_names",
+    "generation_budget",
     "output_folder",
     "planned_name",
     "record_model_specs",
@@ -119,6 +124,37 @@ def record_model_specs(store: RunStore, specs: Mapping[str, dict[str, Any]]) -> 
 def recorded_specs(store: RunStore) -> dict[str, dict[str, Any]]:
     """The resolved spec of each model name the run holds (runs before this record: none)."""
     return dict(store.get_meta(_META_KEY) or {})
+
+
+def generation_budget(store: RunStore, max_cost: float) -> CostBudget:
+    """``max_cost`` (USD) for the run folder's paid model calls; what its earlier runs paid
+    counts first: each model's recorded ``price_per_image`` times its answered requests (stored
+    outputs, and answers without an image, which are billed too). A request answered without
+    an image and then made again on a re-run is counted once: its row was replaced."""
+    prices = {
+        name: spec.get("options", {}).get("price_per_image")
+        for name, spec in recorded_specs(store).items()
+    }
+    before = 0.0
+    for p in store.predictions():
+        price = prices.get(p.model)
+        if price and (p.status == "ok" or (p.error or "").startswith("NoImageError")):
+            before += float(price)
+    return CostBudget(max_cost, before)
+
+
+def charge_budget(model: Any, name: str, budget: CostBudget) -> None:
+    """Make ``model`` charge its paid calls to ``budget``: an API model (one with a
+    ``cost_budget``) needs a ``price_per_image`` (``ValueError`` naming it otherwise); a local
+    model pays nothing and is left as it is."""
+    if not hasattr(model, "cost_budget"):
+        return
+    if getattr(model, "price_per_image", None) is None:
+        raise ValueError(
+            f"--max-cost: model {name!r} makes paid calls but has no price: give it "
+            "--model-option price_per_image=USD (its provider's price for one edit)"
+        )
+    model.cost_budget = budget
 
 
 def _parameters(factory) -> dict[str, inspect.Parameter]:

@@ -20,8 +20,10 @@ from medibench.runs._config import RunConfig, RunError
 from medibench.runs._executors import LocalExecutor, RayExecutor
 from medibench.runs._lock import run_folder_lock
 from medibench.runs._models import (
+    charge_budget,
     check_model_specs,
     check_unique_names,
+    generation_budget,
     planned_name,
     record_model_specs,
     resolved_spec,
@@ -107,6 +109,11 @@ def summarise(rep: StageReport, label: str, console: Console) -> None:
         err.print(
             f"  {rep.skipped_refused} refused before, not asked again (--retry-refused asks again)"
         )
+    if rep.not_started:
+        err.print(
+            f"  {rep.not_started} not started: the cost budget (--max-cost) is spent; a run "
+            "with a larger one makes them"
+        )
     for item, msg in rep.failures[:5]:
         err.print(f"  [yellow]failed[/] {item}: {msg}")
     if len(rep.failures) > 5:
@@ -126,6 +133,8 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
     planned = [planned_name(spec) for spec in specs]
     _checked(check_unique_names, list(zip(cfg.models, planned, strict=True)))
     resolved = [resolved_spec(spec) for spec in specs]
+    if cfg.max_cost is not None and cfg.executor == "ray" and cfg.generates:
+        raise RunError("--max-cost needs --executor local: the cost budget is kept in this process")
     runner = _executor(cfg)
     config: dict[str, Any] = {
         "dataset": cfg.dataset,
@@ -148,6 +157,7 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
             raise RunError(str(exc)) from exc
         store.put_samples(plan.samples)
         if cfg.generates:
+            budget = None if cfg.max_cost is None else generation_budget(store, cfg.max_cost)
             made: list[str] = []
             for spec, plan_name, res in zip(specs, planned, resolved, strict=True):
                 if cfg.executor == "ray":
@@ -159,6 +169,8 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
                 if name != plan_name:  # only the built model knew its name: check it now
                     _check_built_name(store, spec.model, name, res, planned, plan_name, made)
                 made.append(name)
+                if budget is not None:
+                    _checked(charge_budget, model, name, budget)
                 try:
                     rep = generate(
                         store,

@@ -26,7 +26,7 @@ from medibench.datasets import SampleImages
 from medibench.runs._executors import LocalExecutor
 from medibench.runs._models import output_folder
 from medibench.runs._store import RunStore, RunStoreError
-from medibench.runs._work import Refusal, Task, score_one
+from medibench.runs._work import NotStarted, Refusal, Task, score_one
 from medibench.samples import Prediction, Sample
 
 __all__ = ["StageReport", "generate", "record_environment", "score", "score_one", "seed_for"]
@@ -50,7 +50,8 @@ class StageReport:
     """What one stage did: counts of done, skipped and failed items, and the failures.
 
     ``refused``: items the model refused this time; ``skipped_refused``: items skipped because
-    it refused them before (``retry_refused`` asks again)."""
+    it refused them before (``retry_refused`` asks again); ``not_started``: items whose paid
+    call the run's cost budget held back (no row stored: a later run makes them)."""
 
     stage: str
     done: int = 0
@@ -58,6 +59,7 @@ class StageReport:
     failed: int = 0
     refused: int = 0
     skipped_refused: int = 0
+    not_started: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -143,6 +145,10 @@ def generate(
     executor = executor or LocalExecutor()
     with progress_bar(progress, console, f"generate {model_name}", len(todo)) as advance:
         for out in executor.generate(model, tasks, out_dir):
+            if isinstance(out.error, NotStarted):  # the cost budget held it back: still to do
+                report.not_started += 1
+                advance()
+                continue
             item = f"{out.task.sample.sample_id}_{out.task.k}"
             status: Literal["ok", "error", "refused"] = "ok" if out.error is None else "error"
             if isinstance(out.error, Refusal):

@@ -19,11 +19,12 @@ import numpy as np
 
 from medibench.datasets import SampleImages
 from medibench.io import read_image
-from medibench.models._errors import ContentRefusedError
+from medibench.models._errors import ContentRefusedError, CostBudgetSpent
 from medibench.protocols._base import NOT_JUDGED, with_defaults
 from medibench.samples import Prediction, Sample, Score
 
 __all__ = [
+    "NotStarted",
     "Outcome",
     "Refusal",
     "Task",
@@ -52,6 +53,14 @@ class Task:
 class Refusal(str):
     """The error text of an edit the model refused (``ContentRefusedError``): stored as
     ``refused``, not asked again on a plain re-run. A ``str``, so it travels like any error."""
+
+    __slots__ = ()
+
+
+class NotStarted(str):
+    """The text of an item whose paid call was not sent: the run's cost budget is spent
+    (:class:`~medibench.models.api.CostBudgetSpent`). No row is stored: the item stays to do,
+    and a later run with a larger ``--max-cost`` makes it."""
 
     __slots__ = ()
 
@@ -114,8 +123,11 @@ def edit_one(model, task: Task, image: np.ndarray) -> tuple[Any, str | None, flo
 
 
 def failure(exc: BaseException) -> str:
-    """The recorded text of an item's failure; a :class:`Refusal` for a refused edit."""
+    """The recorded text of an item's failure; a :class:`Refusal` for a refused edit, a
+    :class:`NotStarted` for a call the cost budget held back."""
     text = describe(exc)
+    if isinstance(exc, CostBudgetSpent):
+        return NotStarted(text)
     return Refusal(text) if isinstance(exc, ContentRefusedError) else text
 
 
