@@ -77,7 +77,7 @@ def official_rows_bug(label: np.ndarray) -> list[int]:
 def overlay_colours(res: ProtocolResult, sample: Sample, names: Sequence[str]) -> list[str]:
     """A perception sample's overlay colours; without any, ``names`` are missing with that
     reason and the list is empty."""
-    colours = list(sample.overlay_color)
+    colours: list[str] = list(sample.overlay_color)
     if not colours:
         res.missing(names, "perception sample without an overlay colour")
     return colours
