@@ -1,0 +1,180 @@
+"""``medibench calibration score|fit|apply|diagram``: calibration of saved predictions.
+
+Thin commands over :mod:`medibench.calibration`; mounted on the main app as ``calibration``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from medibench.cli._app import console, fail
+
+__all__ = ["calibration_app"]
+
+calibration_app = typer.Typer(
+    help="Calibration of classifiers and VLMs from saved predictions (MVC-Bench style).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+Pred = Annotated[Path, typer.Argument(help="predictions: .npz, .csv or .parquet")]
+Kind = Annotated[str, typer.Option(help="scores to read: auto (both if present), probs or logits")]
+
+
+@calibration_app.command()
+def score(
+    pred: Pred,
+    bins: Annotated[
+        int | None, typer.Option(help="bins of every binned metric (default: the protocol's; 15)")
+    ] = None,
+    protocol: Annotated[str, typer.Option(help="calibration@1 or mvcbench@paper")] = (
+        "calibration@1"
+    ),
+    by: Annotated[
+        list[str] | None, typer.Option(help="group column (repeatable): results per group")
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="write the results as JSON")
+    ] = None,
+    resamples: Annotated[
+        int | None,
+        typer.Option(min=0, help="bootstrap resamples (default: the protocol's; 0: none)"),
+    ] = None,
+    run: Annotated[
+        Path | None, typer.Option(help="also store the results in this run folder's run.sqlite")
+    ] = None,
+    kind: Kind = "auto",
+) -> None:
+    """Accuracy, ECE, MCE, ACE, class-wise ECE, Brier, NLL and smooth ECE of PRED."""
+    from medibench.calibration import load_predictions
+    from medibench.calibration import score as score_predictions
+
+    try:
+        predictions = load_predictions(pred, kind=kind)  # type: ignore[arg-type]
+        result = score_predictions(
+            predictions, protocol, by=by or (), n_bins=bins, n_resamples=resamples
+        )
+    except (ValueError, KeyError, FileNotFoundError, ImportError) as exc:
+        fail(str(exc))
+    _print_scores(result)
+    if json_out is not None:
+        from medibench.io import atomic_write_text
+
+        atomic_write_text(json_out, json.dumps(result, indent=2) + "\n")
+        console.print(f"results -> {json_out}")
+    if run is not None:
+        from medibench.calibration.store import store_results
+
+        n = store_results(run, result)
+        console.print(f"{n} rows -> {run / 'run.sqlite'} (table calibration_results)")
+
+
+@calibration_app.command()
+def fit(
+    val: Annotated[
+        Path | None,
+        typer.Option(help="validation predictions (rows with split=val if a split column)"),
+    ] = None,
+    method: Annotated[
+        str, typer.Option(help="temperature, vector, matrix, histogram or isotonic")
+    ] = "temperature",
+    out: Annotated[Path | None, typer.Option(help="where to write the parameters (JSON)")] = None,
+    seed: Annotated[int, typer.Option(help="seed of vector/matrix scaling's initialisation")] = 0,
+    bins: Annotated[int, typer.Option(min=1, help="bins of histogram binning")] = 15,
+    kind: Kind = "auto",
+) -> None:
+    """Fit a post-hoc calibrator on a validation split and save its parameters."""
+    from medibench.calibration import load_predictions
+    from medibench.calibration.calibrators import fit_calibrator, save_calibrator
+
+    if val is None:
+        fail("no validation split: pass --val PRED (calibrators are fitted on validation data)")
+    if out is None:
+        fail("pass --out PARAMS.json: where to write the fitted parameters")
+    try:
+        cal = fit_calibrator(
+            load_predictions(val, kind=kind),  # type: ignore[arg-type]
+            method,  # type: ignore[arg-type]
+            seed=seed,
+            n_bins=bins,
+        )
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        fail(str(exc))
+    save_calibrator(cal, out)
+    console.print(
+        f"{cal.method} fitted on {cal.n_val} samples: NLL {cal.nll_before:.4f} -> "
+        f"{cal.nll_after:.4f}; parameters -> {out}"
+    )
+
+
+@calibration_app.command()
+def apply(
+    params: Annotated[Path, typer.Argument(help="parameters written by 'calibration fit'")],
+    pred: Pred,
+    out: Annotated[Path, typer.Option(help="calibrated predictions (.npz, .csv or .parquet)")],
+    kind: Kind = "auto",
+) -> None:
+    """Apply a fitted calibrator to PRED and write the calibrated predictions."""
+    from medibench.calibration import load_predictions, save_predictions
+    from medibench.calibration.calibrators import apply_calibrator, load_calibrator
+
+    try:
+        calibrated = apply_calibrator(load_calibrator(params), load_predictions(pred, kind=kind))  # type: ignore[arg-type]
+        save_predictions(calibrated, out)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        fail(str(exc))
+    console.print(f"{calibrated.n} calibrated predictions -> {out}")
+
+
+@calibration_app.command()
+def diagram(
+    pred: Pred,
+    out: Annotated[Path, typer.Option(help="output folder")],
+    bins: Annotated[int, typer.Option(min=1, help="bins")] = 15,
+    by: Annotated[list[str] | None, typer.Option(help="group column (repeatable)")] = None,
+    fmt: Annotated[
+        list[str] | None, typer.Option("--format", help="png and/or svg (default both)")
+    ] = None,
+    kind: Kind = "auto",
+) -> None:
+    """Reliability diagrams with confidence histograms of PRED (and of each group)."""
+    from medibench.calibration import load_predictions
+    from medibench.calibration.diagrams import FORMATS, write_diagrams
+
+    try:
+        written = write_diagrams(
+            load_predictions(pred, kind=kind),  # type: ignore[arg-type]
+            out,
+            n_bins=bins,
+            by=by or (),
+            formats=fmt or FORMATS,
+        )
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    for path in written:
+        console.print(f"diagram -> {path}")
+
+
+def _print_scores(result: dict[str, Any]) -> None:
+    from medibench.calibration import METRIC_NAMES
+
+    table = Table(title=f"{result['protocol']}: {result['source']}")
+    table.add_column("group")
+    table.add_column("n", justify="right")
+    for name in METRIC_NAMES:
+        table.add_column(name, justify="right")
+    rows = [("all", result)] + list(result.get("groups", {}).items())
+    for key, r in rows:
+        table.add_row(key, str(r["n"]), *(_cell(r, name) for name in METRIC_NAMES))
+    console.print(table)
+
+
+def _cell(r: dict[str, Any], name: str) -> str:
+    ci = r.get("ci", {}).get(name)
+    value = f"{r[name]:.4f}"
+    return f"{value} [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else value
