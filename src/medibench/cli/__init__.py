@@ -36,6 +36,9 @@ def _mount_commands() -> None:
     app.command("agreement")(agreement)
     app.command("report")(report)
     app.add_typer(suite_app, name="suite", help="The built-in procedural medical editing suite.")
+    from medibench.cli.calibration import calibration_app
+
+    app.add_typer(calibration_app, name="calibration", help="Calibration from saved predictions.")
     from medibench.cli.edit import edit_app
 
     app.add_typer(edit_app, name="edit", help="Model editing of medical VLMs (M3Bench style).")
