@@ -101,7 +101,7 @@ class TransformersAnswerer(Answerer):
         self.processor = AutoProcessor.from_pretrained(p)
         self.tokenizer = self.processor.tokenizer
         self.tokenizer.padding_side = "left"
-        self.model = AutoModelForImageTextToText.from_pretrained(p).to(device).eval()
+        self.model = AutoModelForImageTextToText.from_pretrained(p).to(device).eval()  # type: ignore[arg-type]
         self.device = device
         self.max_new_tokens = int(max_new_tokens)
         self.batch_size = int(batch_size)

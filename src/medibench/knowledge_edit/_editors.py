@@ -19,6 +19,7 @@ one model are undone last-in first-out (an older edit cannot be undone under a n
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import os
 import time
@@ -108,7 +109,7 @@ class LoraConfig(FineTuneConfig):
     """LoRA rank and scale on the linear modules of the chosen layers' ``modules``."""
 
     rank: int = 4
-    alpha: float = 8.0
+    alpha: int = 8
     lr: float = 5e-2
 
 
@@ -215,7 +216,7 @@ class EasyEditEditor(Editor):
 
     def __init__(self, alg: str = "LoRA", hparams: str | os.PathLike | None = None) -> None:
         try:
-            import easyeditor
+            easyeditor = importlib.import_module("easyeditor")
         except ImportError:
             raise ImportError(
                 "the easyedit editor needs EasyEdit (not installed): pip install easyeditor, or "
@@ -229,10 +230,9 @@ class EasyEditEditor(Editor):
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         m = _transformers(model, self.name)
-        from easyeditor.util.alg_dict import ALG_MULTIMODAL_DICT
-
+        algorithms = importlib.import_module("easyeditor.util.alg_dict").ALG_MULTIMODAL_DICT
         t0 = time.perf_counter()
-        apply = ALG_MULTIMODAL_DICT[self.alg]
+        apply = algorithms[self.alg]
         item = {"prompt": request.question, "target": request.target, "image": request.image}
         _, weights = apply(m.model, m.processor, [item], self.hparams, copy=False,
                            return_orig_weights=True)  # fmt: skip

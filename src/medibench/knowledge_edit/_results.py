@@ -74,7 +74,7 @@ def parse_line(d: Any, where: str) -> ResultLine:
     if not isinstance(matcher, str):
         raise ResultsFormatError(f"{where}: matcher must be a string")
     extra = {k: v for k, v in d.items() if k not in (*_REQUIRED, "matcher")}
-    return ResultLine(*(d[k] for k in _REQUIRED), matcher=matcher, extra=extra)
+    return ResultLine(**{k: d[k] for k in _REQUIRED}, matcher=matcher, extra=extra)
 
 
 def read_results(path: str | os.PathLike) -> list[ResultLine]:

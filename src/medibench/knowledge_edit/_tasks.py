@@ -161,7 +161,8 @@ def write_taskset(
     root = Path(out)
     for r in requests:
         validate_request(r, where=f"{root / 'tasks.jsonl'} (order {r.order})")
-        for p in (r, *r.probes):
+        items: list[EditRequest | Probe] = [r, *r.probes]
+        for p in items:
             if not (root / p.image).is_file():
                 raise TaskError(f"{root}: edit {r.edit_id}: image {p.image} is missing")
     ids = Counter(r.edit_id for r in requests)
@@ -210,7 +211,8 @@ def read_taskset(path: str | os.PathLike) -> TaskSet:
         except (json.JSONDecodeError, TypeError) as exc:
             raise TaskError(f"{where}: not an edit request ({exc})") from None
         validate_request(request, where=where)
-        for item in (request, *request.probes):
+        items: list[EditRequest | Probe] = [request, *request.probes]
+        for item in items:
             if not (root / item.image).is_file():
                 raise TaskError(
                     f"{where}: the image {item.image} of question {item.question!r} is missing"

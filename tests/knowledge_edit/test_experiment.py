@@ -1,0 +1,196 @@
+"""The experiment loop: the sequential order, immediate and final stages, the run store, the
+CLI (tasks, run, score)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from medibench.cli import app
+from medibench.knowledge_edit import (
+    CallableAnswerer,
+    InContextEditor,
+    make_matchers,
+    read_results,
+    run_edits,
+    summarize,
+)
+
+FACT = re.compile(r'New fact: the answer to "(.*?)" is (.*?)\.')
+
+
+def knower(known: dict[str, str]):
+    """Answers from its in-context facts (an edited question gets its target; with any fact in
+    context, every other question gets the last fact's target: edits that overgeneralise),
+    else from ``known``."""
+
+    def answer(image, text: str) -> str:
+        facts = FACT.findall(text)
+        question = FACT.sub("", text).strip()
+        for q, t in facts:
+            if q == question:
+                return t
+        if facts:
+            return facts[-1][1]
+        return known.get(question, "unknown")
+
+    return answer
+
+
+class Recording(InContextEditor):
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def edit(self, model, request):
+        self.log.append(("edit", request.edit_id))
+        handle = super().edit(model, request)
+        undo = handle.restore
+
+        def restore():
+            self.log.append(("undo", request.edit_id))
+            undo()
+
+        handle.restore = restore
+        return handle
+
+
+def test_sequential_order_and_stages(synthetic):
+    log: list = []
+    model = CallableAnswerer(knower({}))
+    report = run_edits(synthetic, model, Recording(log), sequential=4)
+    ids = [r.edit_id for r in synthetic.requests]
+    assert [e.edit_id for e in report.edits] == ids
+    assert [e.sequence for e in report.edits] == [0, 0, 0, 0, 1, 1]
+    expected = [("edit", i) for i in ids[:4]] + [("undo", i) for i in reversed(ids[:4])]
+    expected += [("edit", i) for i in ids[4:]] + [("undo", i) for i in reversed(ids[4:])]
+    assert log == expected
+    assert model.context == [] and model.edits == []
+    stages = {(x.edit_id, x.stage) for x in report.lines}
+    assert stages == {(i, s) for i in ids for s in ("immediate", "final")}
+    s = summarize(report.lines)
+    assert s["reliability"] == 1.0  # right after its own edit
+    # after the sequence's last edit, every earlier question is answered by its own fact too
+    assert s["by_stage"]["final"]["reliability"] == 1.0
+
+
+def test_locality_and_generality_computed_from_a_scripted_model(synthetic):
+    # Before any edit the model answers from `known` (a question's answer on the last image
+    # that asked it); with the edit's fact in context it answers every question with the
+    # edit's target. So a probe is right after the edit iff its gold answer is the target.
+    known = {p.question: p.answer for r in synthetic.requests for p in r.probes}
+    model = CallableAnswerer(knower(known))
+    report = run_edits(
+        synthetic, model, InContextEditor(), matchers=make_matchers(["exact"], model)
+    )
+    loc, gen = [], []
+    for r in synthetic.requests:
+        before = {p.probe_id: known[p.question] == p.answer for p in r.probes}
+        right = [p for p in r.probes if p.kind == "locality" and before[p.probe_id]]
+        wrong = [p for p in r.probes if p.kind == "generality" and not before[p.probe_id]]
+        if right:
+            loc.append(sum(p.answer == r.target for p in right) / len(right))
+        if wrong:
+            gen.append(1.0)  # generality probes' gold is the target: all fixed
+    assert loc  # some locality values are defined
+    s = summarize(report.lines)
+    assert s["locality"] == pytest.approx(sum(loc) / len(loc))
+    assert s["n_undefined"]["locality"] == len(synthetic) - len(loc)
+    assert s["generality"] == (1.0 if gen else None)
+    assert s["n_undefined"]["generality"] == len(synthetic) - len(gen)
+    assert s["reliability"] == 1.0
+    assert s["locality"] < 1.0
+
+
+@pytest.fixture
+def cli():
+    return CliRunner()
+
+
+def test_cli_tasks_run_score(tmp_path, cli, tiny_path):
+    tasks = tmp_path / "tasks"
+    r = cli.invoke(app, ["edit", "tasks", "--synthetic", "4", "--out", str(tasks)])
+    assert r.exit_code == 0, r.output
+    assert "4 edit requests" in r.output
+    run = tmp_path / "run"
+    for extra in ([], ["--sequential", "2"]):
+        r = cli.invoke(
+            app,
+            [
+                "edit",
+                "run",
+                "--tasks",
+                str(tasks),
+                "--model",
+                str(tiny_path),
+                "--editor",
+                "ft",
+                "--run",
+                str(run),
+                "--max-new-tokens",
+                "4",
+                "--matcher",
+                "exact",
+                "--matcher",
+                "fuzzy",
+                *extra,
+            ],
+        )
+        assert r.exit_code == 0, r.output
+    results = run / "edit_results.jsonl"
+    lines = read_results(results)
+    assert {x.extra["setting"] for x in lines} == {"single", "sequential-2"}
+    r = cli.invoke(app, ["edit", "score", str(results)])
+    assert r.exit_code == 2 and "holds 2 runs" in r.output
+    out = tmp_path / "s.json"
+    r = cli.invoke(
+        app, ["edit", "score", str(results), "--setting", "sequential-2", "--json", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    s = json.loads(out.read_text())
+    for key in (
+        "reliability",
+        "generality",
+        "locality",
+        "n_edits",
+        "n_undefined",
+        "by_task_type",
+        "by_stage",
+    ):
+        assert key in s
+    assert s["reliability"] == 1.0 and s["n_edits"] == 4
+    assert set(s["by_stage"]) == {"immediate", "final"}
+    assert set(s["by_task_type"]) == {"T0", "T1", "T2", "T3", "T4", "T5"}
+    assert set(s["by_matcher"]) == {"exact", "fuzzy"}
+    from medibench.runs import RunStore
+
+    with RunStore.open_existing(run) as store:
+        names = {t.name for t in store.tables()}
+        assert {"edit_requests", "edit_results"} <= names
+        _, rows = store.table_rows("edit_requests")
+        assert len(rows) == 8
+
+
+def test_cli_score_refuses_an_unknown_kind(tmp_path, cli):
+    path = tmp_path / "r.jsonl"
+    good = {
+        "edit_id": "e",
+        "probe_id": "p",
+        "kind": "reliability",
+        "task_type": "T0",
+        "stage": "immediate",
+        "pre_correct": False,
+        "post_correct": True,
+    }
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "kind": "portability"}) + "\n")
+    r = cli.invoke(app, ["edit", "score", str(path)])
+    assert r.exit_code == 2
+    assert "line 2: unknown kind 'portability'" in r.output
+
+
+def test_cli_tasks_needs_a_source(tmp_path, cli):
+    r = cli.invoke(app, ["edit", "tasks", "--out", str(tmp_path / "t")])
+    assert r.exit_code == 2 and "--synthetic N" in r.output
