@@ -6,8 +6,9 @@ Features are ``(N, D)`` float arrays, one row per image, from a declared extract
 * :func:`frechet_distance`: ``|mu_a - mu_b|^2 + tr(S_a + S_b - 2 (S_a S_b)^(1/2))`` with the
   sample means and covariances (``N - 1`` in the denominator, as ``numpy.cov``). The trace of
   the matrix square root is computed either from eigenvalues (``method="eigen"``, the default:
-  ``tr (S_a S_b)^(1/2) = sum sqrt(eig(S_a^(1/2) S_b S_a^(1/2)))``, exact for PSD matrices, fast,
-  stable on singular covariances) or with ``scipy.linalg.sqrtm`` (``method="sqrtm"``, pytorch-fid's
+  ``tr (S_a S_b)^(1/2) = sum sqrt(eig(L^T S_b L))`` with ``L L^T = S_a`` (Cholesky, or a
+  symmetric root when ``S_a`` is singular), exact for PSD matrices, fast, stable on singular
+  covariances) or with ``scipy.linalg.sqrtm`` (``method="sqrtm"``, pytorch-fid's
   code path: when the root is not finite, ``eps`` is added to both diagonals and it is taken
   again; a complex root whose imaginary part exceeds ``1e-3`` is an error, else its real part).
 * :func:`kid`: the unbiased MMD^2 with the polynomial kernel ``k(x, y) = (x.y / D + 1)^3``,
@@ -241,11 +242,17 @@ def _cov(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
 
 
 def _trace_sqrt_product(sigma_a: np.ndarray, sigma_b: np.ndarray) -> float:
-    # S_a S_b is similar to S_a^(1/2) S_b S_a^(1/2) (symmetric PSD): same eigenvalues.
-    w, v = np.linalg.eigh(sigma_a)
-    root_a = (v * np.sqrt(_drop_noise(w))) @ v.T
-    m = root_a @ sigma_b @ root_a
-    ev = np.linalg.eigvalsh((m + m.T) / 2.0)
+    # With any factor L L^T = S_a (Cholesky; a symmetric root when S_a is singular), S_a S_b is
+    # similar to the symmetric PSD L^T S_b L: tr (S_a S_b)^(1/2) = sum sqrt(eig(L^T S_b L)).
+    from scipy import linalg
+
+    try:
+        factor = linalg.cholesky(sigma_a, lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        w, v = np.linalg.eigh(sigma_a)
+        factor = v * np.sqrt(_drop_noise(w))
+    m = factor.T @ sigma_b @ factor
+    ev = linalg.eigh((m + m.T) / 2.0, eigvals_only=True, driver="evd", check_finite=False)
     return float(np.sqrt(_drop_noise(ev)).sum())
 
 
