@@ -62,10 +62,10 @@ def bench_fid(n: int, dim: int, sqrtm: bool) -> None:
 
 def bench_capture(repeats: int) -> None:
     import torch
+    from tests.models.test_diffusers import build_tiny_ip2p
 
     from medibench.analysis import capture_attention
     from medibench.models.diffusers import InstructPix2PixModel
-    from tests.models.test_diffusers import build_tiny_ip2p
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
