@@ -172,6 +172,11 @@ def test_cli_tasks_run_score(tmp_path, cli, tiny_path):
         assert {"edit_requests", "edit_results"} <= names
         _, rows = store.table_rows("edit_requests")
         assert len(rows) == 8
+    from medibench.report import build_report
+
+    page = build_report(run, plots=False).read_text()
+    assert "Model editing" in page and "ft · sequential-2" in page and "ft · single" in page
+    assert "T5: temporal progression" in page
 
 
 def test_cli_score_refuses_an_unknown_kind(tmp_path, cli):

@@ -115,6 +115,9 @@ def build_report(
         meta = store.meta()
         judgements = read_judgements(store.connection)
         attention = read_attention(store.connection)  # medibench analyze attention
+        from medibench.knowledge_edit._report import editing_tables
+
+        editing = editing_tables(store)  # medibench edit run
     out.mkdir(parents=True, exist_ok=True)
     by_id = {s.sample_id: s for s in samples}
     models = sorted({p.model for p in predictions} | {s.model or "" for s in scores})
@@ -179,6 +182,7 @@ def build_report(
             "scores": len(scores),
         },
         build_seconds=time.perf_counter() - t0,
+        editing=editing,
     )
 
 
