@@ -63,15 +63,31 @@ def uniform_edges(n_bins: int) -> np.ndarray:
 
 def bin_index(conf: np.ndarray, n_bins: int, edges: EdgePolicy = "right") -> tuple[np.ndarray, int]:
     """Bin of each confidence and the number of bins (``n_bins``, or ``n_bins + 1`` for the
-    torchmetrics policy, whose last bin holds the confidences equal to 1)."""
+    torchmetrics policy, whose last bin holds the confidences equal to 1).
+
+    Computed as ``ceil(conf * n) - 1`` (right) or ``floor(conf * n)`` (left, torchmetrics), then
+    exactly (``searchsorted`` on the ``linspace`` edges) for the values within 1e-6 of an edge,
+    where the product may round across it.
+    """
+    if edges not in EDGE_POLICIES:
+        raise ValueError(f"edge policy must be one of {', '.join(EDGE_POLICIES)}, got {edges!r}")
     e = uniform_edges(n_bins)
+    t = conf * n_bins
+    near = np.flatnonzero(np.abs(t - np.rint(t)) < 1e-6)
     if edges == "right":
-        return np.searchsorted(e[1:-1], conf, side="left"), n_bins
+        index = np.ceil(t).astype(np.int64)
+        index -= 1
+        np.clip(index, 0, n_bins - 1, out=index)
+        index[near] = np.searchsorted(e[1:-1], conf[near], side="left")
+        return index, n_bins
+    index = np.floor(t).astype(np.int64)
     if edges == "left":
-        return np.searchsorted(e[1:-1], conf, side="right"), n_bins
-    if edges == "torchmetrics":
-        return np.searchsorted(e, conf, side="right") - 1, n_bins + 1
-    raise ValueError(f"edge policy must be one of {', '.join(EDGE_POLICIES)}, got {edges!r}")
+        np.clip(index, 0, n_bins - 1, out=index)
+        index[near] = np.searchsorted(e[1:-1], conf[near], side="right")
+        return index, n_bins
+    np.clip(index, 0, n_bins, out=index)
+    index[near] = np.searchsorted(e, conf[near], side="right") - 1
+    return index, n_bins + 1
 
 
 def bin_sums(index: np.ndarray, n_slots: int, conf: np.ndarray, hits: np.ndarray) -> BinSums:
@@ -88,12 +104,19 @@ def equal_mass_sums(conf: np.ndarray, hits: np.ndarray, n_bins: int) -> BinSums:
     """Equal-mass bins: the samples sorted by confidence (a stable sort, so ties keep their
     input order) and cut into ``n_bins`` runs of ``ceil(N / n_bins)`` or ``floor(N / n_bins)``
     samples, the longer runs first (``numpy.array_split``)."""
-    order = np.argsort(conf, kind="stable")
+    order = np.argsort(conf)
     n = conf.shape[0]
     q, r = divmod(n, n_bins)
     sizes = np.full(n_bins, q, dtype=np.int64)
     sizes[:r] += 1
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ordered = conf[order]
+    for s in starts[1:]:
+        # Only the order of ties across a bin boundary changes the sums: make it the input order.
+        lo = np.searchsorted(ordered, ordered[s], side="left")
+        hi = np.searchsorted(ordered, ordered[s], side="right")
+        if hi - lo > 1:
+            order[lo:hi] = np.sort(order[lo:hi])
     return BinSums(
         sizes.astype(np.float64),
         np.add.reduceat(conf[order], starts),

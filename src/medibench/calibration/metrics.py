@@ -132,6 +132,21 @@ def adaptive_calibration_error(
     """Top-label ACE (see the module doc for the three variants). ``edges`` applies to the
     netcal variant, ``quantile_method`` (a ``numpy.percentile`` method) to the MVC-Bench one."""
     conf, correct = top_label(probs, labels)
+    return ace_from_top_label(
+        conf, correct, n_bins, variant=variant, edges=edges, quantile_method=quantile_method
+    )
+
+
+def ace_from_top_label(
+    conf: np.ndarray,
+    correct: np.ndarray,
+    n_bins: int,
+    *,
+    variant: ACEVariant = "equal_mass",
+    edges: EdgePolicy = "right",
+    quantile_method: str = "linear",
+) -> float:
+    """:func:`adaptive_calibration_error` from top-label confidences and outcomes."""
     check_bins(n_bins, conf.shape[0], "ACE")
     if variant == "equal_mass":
         return ece_from_sums(equal_mass_sums(conf, correct, n_bins))
@@ -163,10 +178,12 @@ def classwise_ece_per_class(
     n, c = probs.shape
     check_bins(n_bins, n, "class-wise ECE")
     index, slots = bin_index(probs.ravel(), n_bins, edges)
-    key = index + np.tile(np.arange(c) * slots, n)
-    hits = (np.asarray(labels)[:, None] == np.arange(c)[None, :]).astype(np.float64).ravel()
-    sums = bin_sums(key, slots * c, probs.ravel(), hits)
-    gap = np.abs(sums.hits - sums.conf).reshape(c, slots).sum(axis=1)
+    key = index.reshape(n, c)
+    key += np.arange(c) * slots
+    conf_sum = np.bincount(key.ravel(), weights=probs.ravel(), minlength=slots * c)
+    # only the label's own entry of each row is a positive
+    hits = np.bincount(key[np.arange(n), labels], minlength=slots * c)
+    gap = np.abs(hits - conf_sum).reshape(c, slots).sum(axis=1)
     return gap / n
 
 
@@ -205,7 +222,9 @@ def nll_per_sample(
     if logits is not None:
         z = np.asarray(logits, dtype=np.float64)
         top = z.max(axis=1)
-        lse = np.log(np.exp(z - top[:, None]).sum(axis=1)) + top
+        shifted = z - top[:, None]
+        np.exp(shifted, out=shifted)
+        lse = np.log(shifted.sum(axis=1)) + top
         return lse - z[rows, labels]
     if not 0.0 < eps < 1.0:
         raise ValueError(f"NLL: eps must be in (0, 1), got {eps!r}")

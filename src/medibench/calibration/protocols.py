@@ -110,8 +110,8 @@ class CalibrationProtocol:
                 conf, correct, self.ace_bins, quantile_method=self.ace_quantile_method
             )
         else:
-            out["ace"] = M.adaptive_calibration_error(
-                probs, labels, n_bins=self.ace_bins, variant=self.ace_variant, edges=self.edges
+            out["ace"] = M.ace_from_top_label(
+                conf, correct, self.ace_bins, variant=self.ace_variant, edges=self.edges
             )
         if self.classwise_variant == "mvcbench_present_classes":
             out["classwise_ece"] = mvcbench_classwise_ece(probs, labels, self.classwise_bins)
