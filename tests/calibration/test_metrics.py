@@ -207,3 +207,30 @@ def test_more_bins_than_samples_and_bad_settings_are_refused():
         M.expected_calibration_error(probs, labels, n_bins=2, edges="closed")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="ACE variant"):
         M.adaptive_calibration_error(probs, labels, n_bins=2, variant="x")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("n_bins", [3, 10, 15, 20])
+def test_bin_index_equals_searchsorted_at_and_around_every_edge(n_bins):
+    from medibench.calibration._binning import bin_index
+
+    e = np.linspace(0, 1, n_bins + 1)
+    x = np.concatenate(
+        [e, np.nextafter(e, 2), np.nextafter(e, -1), np.random.default_rng(0).random(500)]
+    )
+    x = np.clip(x, 0, 1)
+    assert bin_index(x, n_bins, "right")[0].tolist() == np.searchsorted(e[1:-1], x, "left").tolist()
+    assert bin_index(x, n_bins, "left")[0].tolist() == np.searchsorted(e[1:-1], x, "right").tolist()
+    tm = np.searchsorted(e, x, "right") - 1
+    assert bin_index(x, n_bins, "torchmetrics")[0].tolist() == tm.tolist()
+
+
+def test_equal_mass_ties_across_a_boundary_keep_input_order():
+    rng = np.random.default_rng(2)
+    conf = rng.choice([0.55, 0.7, 0.8, 0.95], size=97)
+    correct = (rng.random(97) < 0.7).astype(float)
+    probs = np.stack([conf, 1 - conf], axis=1)
+    labels = np.where(correct == 1, 0, 1)
+    order = np.argsort(conf, kind="stable")
+    parts = zip(np.array_split(conf[order], 7), np.array_split(correct[order], 7), strict=True)
+    want = sum(len(c) * abs(h.mean() - c.mean()) for c, h in parts) / 97
+    assert M.adaptive_calibration_error(probs, labels, n_bins=7) == pytest.approx(want, abs=1e-12)
