@@ -27,20 +27,6 @@ def _images(n, shape=(40, 56, 3), seed=0):
     return [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(n)]
 
 
-@pytest.fixture(scope="module")
-def inception_file(tmp_path_factory):
-    torch.manual_seed(0)
-    net = FIDInceptionV3()
-    for m in net.modules():  # non-trivial batch-norm statistics
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.1, 0.1)
-            m.running_var.uniform_(0.5, 1.5)
-    state = {k: v for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
-    path = tmp_path_factory.mktemp("fid") / INCEPTION_FILE
-    torch.save(state, path)
-    return path
-
-
 def test_inception_has_pytorch_fids_tensor_names_and_shapes():
     state = FIDInceptionV3().state_dict()
     assert tuple(state["Conv2d_1a_3x3.conv.weight"].shape) == (32, 3, 3, 3)
@@ -174,22 +160,6 @@ def test_a_folder_without_a_model_names_what_is_missing(tmp_path):
 
 
 # -- LPIPS ----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def lpips_dir(tmp_path_factory):
-    torch.manual_seed(1)
-    net = LPIPSNet("alex")
-    for i in range(5):
-        getattr(net, f"lin{i}").model[1].weight.data.uniform_(0, 1)  # LPIPS keeps them >= 0
-    folder = tmp_path_factory.mktemp("lpips")
-    backbone = {k: v for k, v in net.state_dict().items() if k.startswith("features.")}
-    backbone["classifier.1.weight"] = torch.zeros(4, 4)  # torchvision's file has a classifier
-    torch.save(backbone, folder / "alexnet-owt-7be5be79.pth")
-    torch.save(
-        {k: v for k, v in net.state_dict().items() if k.startswith("lin")}, folder / "alex.pth"
-    )
-    return folder
-
-
 def _lpips_reference(folder, a, b):
     """LPIPS v0.1 with AlexNet written out with torch.nn.functional on the saved tensors."""
     bb = torch.load(folder / "alexnet-owt-7be5be79.pth", weights_only=True)

@@ -5,7 +5,8 @@
 =====================  =========================================================================
 ``inception:PATH``     pytorch-fid's Inception-v3, from ``pt_inception-2015-12-05-6726825d.pth``
                        (the file or its folder); 2,048 pool features. Images resized to 299x299 by
-                       ``torch`` bilinear (pytorch-fid) or ``pil-bicubic`` (clean-fid's choice).
+                       ``torch-bilinear`` (pytorch-fid), ``pil-bicubic`` (clean-fid's choice) or
+                       ``pil-lanczos``.
 ``hf:PATH``            any transformers vision model saved with ``save_pretrained`` (DINOv2,
                        Rad-DINO, ...), with its image processor; the pooled output (or CLS token).
 ``dinov2:PATH``,       the same, named.
@@ -51,7 +52,8 @@ LPIPS_FILES = {
     "alex": ("alexnet-owt-7be5be79.pth", "alex.pth"),
     "vgg": ("vgg16-397923af.pth", "vgg.pth"),
 }
-Resize = Literal["torch-bilinear", "pil-bicubic"]
+Resize = Literal["torch-bilinear", "pil-bicubic", "pil-lanczos"]
+_PIL = {"pil-bicubic": "BICUBIC", "pil-lanczos": "LANCZOS"}
 
 
 class ExtractorWeightsError(FileNotFoundError, ValueError):
@@ -112,8 +114,7 @@ class InceptionExtractor(Extractor):
 
         from medibench.analysis._nets import FIDInceptionV3
 
-        if resize not in ("torch-bilinear", "pil-bicubic"):
-            raise ValueError(f"resize must be torch-bilinear or pil-bicubic, not {resize!r}")
+        _check_resize(resize)
         file = Path(path)
         file = file / INCEPTION_FILE if file.is_dir() else file
         if not file.is_file():
@@ -214,6 +215,7 @@ class LPIPS:
     ) -> None:
         from medibench.analysis._nets import LPIPSNet
 
+        _check_resize(resize)
         if net not in LPIPS_FILES:
             raise ValueError(f"LPIPS net must be alex or vgg, not {net!r}")
         root = Path(folder)
@@ -326,11 +328,9 @@ def _to_tensor(images: Sequence[np.ndarray], resize: str, size: tuple[int, int] 
     from medibench.models._base import as_rgb_uint8
 
     arrays = [as_rgb_uint8(im) for im in images]
-    if size is not None and resize == "pil-bicubic":
-        arrays = [
-            np.asarray(Image.fromarray(a).resize((size[1], size[0]), Image.Resampling.BICUBIC))
-            for a in arrays
-        ]
+    if size is not None and resize in _PIL:
+        how = getattr(Image.Resampling, _PIL[resize])
+        arrays = [np.asarray(Image.fromarray(a).resize((size[1], size[0]), how)) for a in arrays]
     tensors = [torch.from_numpy(np.array(a)).permute(2, 0, 1) for a in arrays]
     if size is not None and resize == "torch-bilinear":
         tensors = [
@@ -341,6 +341,13 @@ def _to_tensor(images: Sequence[np.ndarray], resize: str, size: tuple[int, int] 
         ]
         return torch.stack(tensors)
     return torch.stack(tensors).float() / 255.0
+
+
+def _check_resize(resize: str) -> None:
+    if resize not in ("torch-bilinear", *_PIL):
+        raise ValueError(
+            f"resize must be torch-bilinear, pil-bicubic or pil-lanczos, not {resize!r}"
+        )
 
 
 def _info(

@@ -121,3 +121,83 @@ def attention(
         console.print(diag)
     else:
         console.print("no judged editing accuracy (ea) in the run: no diagnosis table")
+
+
+@analyze_app.command("features")
+def features(
+    dataset: Annotated[str, typer.Option(help="dataset spec, e.g. medebench:DIR")],
+    predictions: Annotated[Path, typer.Option(help="folder with one sub-folder per model")],
+    feature: Annotated[
+        list[str],
+        typer.Option(
+            "--features",
+            help="extractor NAME:PATH (repeatable): inception:PT_FILE (FID, KID), "
+            "rad-dino:DIR / dinov2:DIR / hf:DIR / clip:DIR (embedding similarity), "
+            "lpips-alex:DIR / lpips-vgg:DIR (LPIPS), module:callable",
+        ),
+    ],
+    model: Annotated[list[str] | None, typer.Option(help="only these models")] = None,
+    by: Annotated[str, typer.Option(help="group by this sample field")] = "region",
+    ci_resamples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: none)")] = 1000,
+    fid_ci_resamples: Annotated[
+        int, typer.Option(min=0, help="bootstrap resamples of FID (one FID each)")
+    ] = 0,
+    summary: Annotated[Path | None, typer.Option(help="also write the rows as CSV")] = None,
+) -> None:
+    """FID and KID (set-level, per group) and LPIPS and embedding similarity (per pair) of
+    model outputs against the ground truths, each extractor recorded."""
+    from medibench.analysis.feature_scores import feature_roles, feature_summary
+    from medibench.analysis.features import ExtractorWeightsError
+    from medibench.datasets import load_dataset
+
+    try:
+        roles = feature_roles(feature)
+        ds = load_dataset(dataset)
+        index = ds.find_predictions(predictions, models=model)
+    except (KeyError, ValueError, FileNotFoundError, ImportError) as exc:
+        fail(str(exc))
+    check_not_empty(ds, dataset)
+    if not index.models:
+        fail(f"no model outputs found in {predictions}")
+    first = {
+        m: {sid: ks[min(ks)] for sid, ks in files.items() if ks} for m, files in index.files.items()
+    }
+    try:
+        rows = feature_summary(
+            list(ds),
+            first,
+            roles,
+            by=by,
+            ci_resamples=ci_resamples,
+            fid_ci_resamples=fid_ci_resamples,
+        )
+    except (ExtractorWeightsError, ImportError) as exc:
+        fail(str(exc))
+    cols = [c for c in ("fid", "kid", "lpips", "embedding_similarity") if any(c in r for r in rows)]
+    for m in index.models:
+        table = Table(title=f"feature metrics: {m} (first output per sample)")
+        for col in ("group", "n", *cols):
+            table.add_column(col)
+        for r in (r for r in rows if r["model"] == m):
+            cells = []
+            for c in cols:
+                v = r.get(c)
+                ci = (r.get(f"{c}_ci_low"), r.get(f"{c}_ci_high"))
+                text = "-" if v is None else f"{v:.4g}"
+                if c == "kid" and v is not None:
+                    text += f" ± {r['kid_std']:.2g}"
+                if v is not None and ci[0] is not None:
+                    text += f" [{ci[0]:.4g}, {ci[1]:.4g}]"
+                cells.append(text)
+            table.add_row(str(r["group"]), str(r["n"]), *cells)
+        console.print(table)
+        shown = next((r for r in rows if r["model"] == m and r["group"] == "all"), None)
+        if shown:
+            console.print(f"extractors: {shown['extractors']}", markup=False)
+            if shown.get("set_notes"):
+                console.print(f"notes: {shown['set_notes']}", markup=False)
+    if summary is not None:
+        from medibench.report import write_rows_csv
+
+        write_rows_csv(rows, summary)
+        console.print(f"summary -> {summary}")
