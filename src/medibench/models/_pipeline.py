@@ -142,6 +142,7 @@ class DiffusersEditModel(SharedOptions):
 
     # -- hooks ----------------------------------------------------------------------------------
     def _call_options(self) -> dict[str, Any]:
+        """The pipeline call's keyword arguments; a subclass adds its own to these."""
         return {"num_inference_steps": self.steps}
 
     def _pipeline_options(self) -> dict[str, Any]:

@@ -96,7 +96,7 @@ class InstructPix2PixModel(DiffusersEditModel):
 
     def _call_options(self) -> dict[str, Any]:
         return {
-            "num_inference_steps": self.steps,
+            **super()._call_options(),
             "guidance_scale": self.guidance_scale,
             "image_guidance_scale": self.image_guidance_scale,
             **({"negative_prompt": self.negative_prompt} if self.negative_prompt else {}),
@@ -136,7 +136,7 @@ class FluxKontextModel(DiffusersEditModel):
 
     def _call_options(self) -> dict[str, Any]:
         return {
-            "num_inference_steps": self.steps,
+            **super()._call_options(),
             "guidance_scale": self.guidance_scale,
             "max_area": self.max_area,
         }
@@ -173,7 +173,7 @@ class QwenImageEditModel(DiffusersEditModel):
 
     def _call_options(self) -> dict[str, Any]:
         return {
-            "num_inference_steps": self.steps,
+            **super()._call_options(),
             "true_cfg_scale": self.true_cfg_scale,
             "negative_prompt": [self.negative_prompt],
         }
@@ -234,7 +234,7 @@ class DiffusionPipelineModel(DiffusersEditModel):
             )
 
     def _call_options(self) -> dict[str, Any]:
-        opts: dict[str, Any] = {"num_inference_steps": self.steps}
+        opts = super()._call_options()
         if self.guidance_scale is not None:
             opts["guidance_scale"] = self.guidance_scale
         if self.negative_prompt is not None:
