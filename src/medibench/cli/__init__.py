@@ -7,7 +7,7 @@ protocols; ``download``: download); the commands that drive one library part liv
 
 from __future__ import annotations
 
-from medibench.cli import analyze, download, export_dataset, listing, run, score
+from medibench.cli import analyze, build, download, export_dataset, listing, run, score
 from medibench.cli._app import app
 
 __all__ = ["app", "main"]
@@ -43,6 +43,7 @@ def _mount_commands() -> None:
 
     app.add_typer(edit_app, name="edit", help="Model editing of medical VLMs (M3Bench style).")
     app.add_typer(analyze.analyze_app, name="analyze", help="Look inside models: attention.")
+    app.add_typer(build.build_app, name="build", help="Build MieDB-style triplets from labels.")
 
 
 _mount_commands()
