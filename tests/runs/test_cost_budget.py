@@ -86,3 +86,21 @@ def test_the_cli_takes_max_cost_and_says_what_was_not_started(api, tmp_path):
         " ".join(res.output.split())
     )
     assert len(api.requests) == 1
+
+
+def test_a_run_recorded_before_price_per_image_existed_still_resumes(tmp_path):
+    from medibench.runs import RunStore
+    from medibench.runs._models import check_model_specs, record_model_specs
+    from medibench.runs._store import RunStoreError
+
+    old = {"model": "openai-image", "options": {"model": "gpt-image-1", "retries": 5}}
+    with RunStore(tmp_path / "run") as store:
+        record_model_specs(store, {"gpt-image-1": old})
+        now = {**old, "options": {**old["options"], "price_per_image": None}}
+        check_model_specs(store, {"gpt-image-1": now})  # an added option at None: the same
+        priced = {**old, "options": {**old["options"], "price_per_image": 0.04}}
+        with pytest.raises(RunStoreError, match="holds model 'gpt-image-1' made with spec"):
+            check_model_specs(store, {"gpt-image-1": priced})
+        changed = {**old, "options": {**old["options"], "retries": 2, "price_per_image": None}}
+        with pytest.raises(RunStoreError):
+            check_model_specs(store, {"gpt-image-1": changed})

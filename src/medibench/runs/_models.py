@@ -107,11 +107,25 @@ def check_model_specs(store: RunStore, specs: Mapping[str, dict[str, Any]]) -> N
     recorded = store.get_meta(_META_KEY) or {}
     for name, spec in specs.items():
         before = recorded.get(name)
-        if before is not None and before != spec:
+        if before is not None and not _same_spec(before, spec):
             raise RunStoreError(
                 f"{store.run_dir} holds model {name!r} made with spec {_show(before)}, not "
                 f"{_show(spec)}; use another --out folder, or give this spec another name"
             )
+
+
+def _same_spec(before: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Equal, or equal but for options the factory gained since ``before`` was recorded that
+    are left at a ``None`` default (``price_per_image``, say): those change no output."""
+    if before == now:
+        return True
+    old, new = before.get("options", {}), now.get("options", {})
+    added = set(new) - set(old)
+    return (
+        before.get("model") == now.get("model")
+        and all(new[k] is None for k in added)
+        and {k: v for k, v in new.items() if k not in added} == old
+    )
 
 
 def record_model_specs(store: RunStore, specs: Mapping[str, dict[str, Any]]) -> None:
