@@ -36,3 +36,17 @@ def tiny(tiny_path):
     from medibench.knowledge_edit import TransformersAnswerer
 
     return TransformersAnswerer(tiny_path, max_new_tokens=4)
+
+
+@pytest.fixture(scope="session")
+def taught_path(tmp_path_factory, synthetic, tiny_path) -> Path:
+    """The tiny model taught the synthetic set's locality probes (right on some before edits)."""
+    import shutil
+
+    from medibench.io import read_image
+    from tests.knowledge_edit.tiny_vlm import taught_items, teach
+
+    folder = tmp_path_factory.mktemp("taught") / "tiny"
+    shutil.copytree(tiny_path, folder)
+    teach(folder, taught_items(synthetic, read_image), epochs=15)
+    return folder

@@ -187,3 +187,32 @@ def test_editor_options_are_checked():
     with pytest.raises(ValueError, match="unknown editor 'rome'"):
         load_editor("rome")
     assert load_editor("lora", {"rank": 2, "layers": [0, 1]}).config.layers == (0, 1)
+
+
+@pytest.mark.parametrize("sequential", [0, 3])
+def test_locality_on_a_taught_tiny_model(taught_path, synthetic, sequential):
+    from medibench.knowledge_edit import TransformersAnswerer
+
+    model = TransformersAnswerer(taught_path, max_new_tokens=4)
+    report = run_edits(synthetic, model, load_editor("ft"), sequential=sequential)
+    s = summarize(report.lines)
+    assert s["reliability"] == 1.0
+    assert s["n_undefined"]["locality"] < len(synthetic)  # the taught model is right before
+    assert 0.0 <= s["locality"] <= 1.0
+    # recompute each defined edit's locality from its lines
+    from medibench.knowledge_edit import edit_values
+
+    imm = [x for x in report.lines if x.stage == "immediate" and x.matcher == "exact"]
+    values = edit_values(imm)
+    checked = 0
+    for e in values:
+        mine = [x for x in imm if x.edit_id == e and x.kind == "locality" and x.pre_correct]
+        if mine:
+            assert values[e]["locality"].value == sum(x.post_correct for x in mine) / len(mine)
+            checked += 1
+        else:
+            assert values[e]["locality"].value is None
+    assert checked == len(synthetic) - s["n_undefined"]["locality"]
+    assert set(s["by_task_type"]) == {"T0", "T1", "T2", "T3", "T4", "T5"}
+    if sequential:
+        assert s["by_stage"]["final"]["n_edits"] == len(synthetic)

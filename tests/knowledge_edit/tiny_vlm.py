@@ -90,3 +90,70 @@ def build_tiny_llava(folder: Path, words: list[str], *, seed: int = 0) -> Path:
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+def teach(
+    folder: Path,
+    items: list[tuple[object, str, str]],
+    *,
+    epochs: int = 30,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> int:
+    """Fine-tune the saved tiny model on ``(image, question, answer)`` items (all weights,
+    Adam, teacher forcing) and save it back: a model that is right on some probes before any
+    edit, so locality is defined. Returns how many items it then answers right (greedy)."""
+    import torch
+
+    from medibench.knowledge_edit import TransformersAnswerer, exact_match
+
+    torch.manual_seed(seed)
+    model = TransformersAnswerer(folder, max_new_tokens=4)
+    batches = [model.teacher_batch(im, q, a) for im, q, a in items]
+    opt = torch.optim.Adam(model.model.parameters(), lr=lr)
+    for _ in range(epochs):
+        for batch, n in batches:
+            loss = model.forward(batch, n).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    model.model.eval()
+    model.model.save_pretrained(folder)
+    answers = model.answer_batch([(im, q) for im, q, _ in items])
+    return sum(bool(exact_match(x, a).correct) for x, (_, _, a) in zip(answers, items, strict=True))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tests.knowledge_edit.tiny_vlm TASKS OUT``: a tiny LLaVA for a task set (its
+    vocabulary), taught the task set's locality probes (for demos and the bench)."""
+    import argparse
+
+    from medibench.io import read_image
+    from medibench.knowledge_edit import read_taskset
+    from medibench.knowledge_edit._build import TEXT_TEMPLATES
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("tasks", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--epochs", type=int, default=15)
+    args = parser.parse_args(argv)
+    ts = read_taskset(args.tasks)
+    texts = [t for r in ts.requests for p in r.probes for t in (p.question, p.answer)]
+    build_tiny_llava(args.out, vocabulary([*texts, *TEXT_TEMPLATES]))
+    items = taught_items(ts, read_image)
+    right = teach(args.out, items, epochs=args.epochs)
+    print(f"tiny LLaVA -> {args.out} (right on {right} of {len(items)} taught probes)")
+
+
+def taught_items(ts, read_image) -> list[tuple[object, str, str]]:
+    """The distinct (image, question) of the task set's locality probes, with their answers."""
+    seen = {}
+    for r in ts.requests:
+        for p in r.probes:
+            if p.kind == "locality":
+                seen.setdefault((p.image, p.question), p.answer)
+    return [(read_image(ts.image_path(i)), q, a) for (i, q), a in seen.items()]
+
+
+if __name__ == "__main__":
+    main()

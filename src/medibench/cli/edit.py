@@ -133,8 +133,11 @@ def run(
         ed = load_editor(editor, _read_config(config))
     except (ImportError, FileNotFoundError, ValueError, KeyError) as exc:
         fail(str(exc))
-    names = matcher or (["exact", "fuzzy", "token_accuracy"] if Path(model).is_dir()
-                        else ["exact", "fuzzy"])  # fmt: skip
+    names = list(matcher or []) or (
+        ["exact", "fuzzy", "token_accuracy"] if Path(model).is_dir() else ["exact", "fuzzy"]
+    )
+    if judge is not None and "judge" not in names:
+        names.append("judge")
     try:
         with run_folder_lock(run), RunStore(run) as store:
             judge_matcher = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +43,10 @@ class ResultLine:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        extra = d.pop("extra")
-        return {**d, **extra}
+        return {"edit_id": self.edit_id, "probe_id": self.probe_id, "kind": self.kind,
+                "task_type": self.task_type, "stage": self.stage,
+                "pre_correct": self.pre_correct, "post_correct": self.post_correct,
+                "matcher": self.matcher, **self.extra}  # fmt: skip
 
 
 _REQUIRED = ("edit_id", "probe_id", "kind", "task_type", "stage", "pre_correct", "post_correct")

@@ -12,14 +12,15 @@ the run (all settings), in the results format.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from medibench.io import atomic_write_text
 from medibench.knowledge_edit._experiment import EditRecord, EditRunReport
-from medibench.knowledge_edit._results import ResultLine, parse_line, write_results
+from medibench.knowledge_edit._results import ResultLine, parse_line
 
 __all__ = ["RESULTS_FILE", "declare_edit_tables", "edit_results", "store_edit_run"]
 
@@ -70,7 +71,8 @@ def store_edit_run(store: Any, report: EditRunReport, *, model: str, editor: str
             [_line_row(model, editor, setting, x) for x in report.lines],
         )
     path = store.run_dir / RESULTS_FILE
-    write_results(path, edit_results(store))
+    rows = db.execute("SELECT line FROM edit_results ORDER BY rowid")
+    atomic_write_text(path, "".join(text + "\n" for (text,) in rows))
     return path
 
 
@@ -91,7 +93,7 @@ def edit_results(store: Any, *, model: str | None = None, editor: str | None = N
     out = []
     for s, text in store.connection.execute(sql + " ORDER BY rowid", args):
         line = parse_line(json.loads(text), f"{store.path} edit_results")
-        out.append(ResultLine(**{**asdict(line), "extra": {**line.extra, "setting": s}}))
+        out.append(dataclasses.replace(line, extra={**line.extra, "setting": s}))
     return out
 
 
