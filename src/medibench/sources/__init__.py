@@ -35,6 +35,7 @@ from medibench.sources._hub import (
     download_source,
     verify_source,
 )
+from medibench.sources._index import cached_read
 from medibench.sources._parquet import (
     ParquetRow,
     check_columns,
@@ -54,6 +55,7 @@ __all__ = [
     "SourceError",
     "SourceManifest",
     "SourceMismatchError",
+    "cached_read",
     "check_columns",
     "decode_image_cell",
     "download_source",

@@ -90,7 +90,7 @@ def test_path_cells_relative_to_the_repository_root(medebench_root, tmp_path, mo
     ds = load_dataset(f"medebench:{shard / 'train-00000-of-00001.parquet'}")
     assert [s.sample_id for s in ds] == list("12345")
     assert ds.get("1").input == str((repo / "editing/previous/1.png").resolve())
-    assert not (repo / CACHE).exists()  # nothing to store for path cells
+    assert not (repo / CACHE / "images").exists()  # nothing to store for path cells
 
 
 def test_detected_and_scored_identically(converted, medebench_root, tmp_path):
@@ -145,3 +145,12 @@ def test_an_undecodable_cell_is_that_samples_problem(medebench_root, tmp_path):
         text
     )
     assert "(id 3): row 2, column 'previous_mask': the bytes are not an image" in text
+
+
+def test_a_second_read_of_unchanged_shards_reads_no_rows(converted, monkeypatch):
+    from medibench.benchmarks.medebench import parquet
+
+    first = read_medebench(converted)
+    monkeypatch.setattr(parquet, "_records", lambda *a: (_ for _ in ()).throw(AssertionError))
+    again = read_medebench(converted)
+    assert [s.model_dump() for s in again] == [s.model_dump() for s in first]

@@ -213,3 +213,17 @@ def test_columns_that_do_not_match_name_missing_and_found(tmp_path):
 def test_neither_layout_says_both(tmp_path):
     with pytest.raises(DatasetError, match=r"no edit.jsonl and no parquet/image_editing"):
         read_medgen(tmp_path)
+
+
+def test_a_second_read_of_unchanged_shards_reads_no_editing_rows(trees, monkeypatch):
+    from medibench.benchmarks.medgen import parquet
+
+    first = read_medgen(trees["release"])
+
+    def no_rows(*a, **k):
+        raise AssertionError("the editing shards were read again")
+
+    monkeypatch.setattr(parquet, "_edit_records", no_rows)
+    again = read_medgen(trees["release"])
+    assert [s.model_dump() for s in again] == [s.model_dump() for s in first]
+    assert again.problems == first.problems

@@ -178,3 +178,17 @@ def test_unwritable_snapshot_stores_images_in_the_user_cache(snapshot, tmp_path,
     ds = read_paintbench(copy)
     assert ds.benchmark_name == "TinyGrafixBench" and len(ds) == 2
     assert all(s.input.startswith(str(tmp_path / "cache")) for s in ds)
+
+
+def test_a_second_read_of_unchanged_shards_reads_no_rows(snapshot, monkeypatch):
+    from medibench.benchmarks.paintbench import parquet
+
+    first = read_paintbench(snapshot)
+
+    def no_rows(*a, **k):
+        raise AssertionError("the shards were read again")
+
+    monkeypatch.setattr(parquet, "_read", no_rows)
+    again = read_paintbench(snapshot)
+    assert [s.model_dump() for s in again] == [s.model_dump() for s in first]
+    assert again.problems == first.problems

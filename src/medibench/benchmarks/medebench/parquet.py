@@ -30,6 +30,7 @@ from typing import Any
 from medibench.datasets._base import DatasetError, collect_samples
 from medibench.sources import (
     ImageCellError,
+    cached_read,
     check_columns,
     image_cell_bytes,
     image_format,
@@ -81,8 +82,23 @@ def read_medebench_parquet(path: str | os.PathLike, *, name: str = "medebench") 
     files = parquet_files(path, what="MedEBench Parquet")
     root = (path if path.is_dir() else path.parent).resolve()
     problems: list[str] = []
+
+    def read() -> dict[str, Any]:
+        found: list[str] = []
+        return {"entries": list(_records(root, files, found)), "problems": found}
+
+    value = cached_read(
+        root / CACHE,
+        files,
+        read,
+        paths=lambda v: [
+            str(root / record[c]) for _, _, record in v["entries"] for c in _IMAGE_COLUMNS
+            if record.get(c)
+        ],
+    )
+    problems.extend(value["problems"])
     samples = collect_samples(
-        _records(root, files, problems),
+        (tuple(entry) for entry in value["entries"]),
         lambda record, where: _to_sample(record, where, root, problems),
         problems,
         source=path,

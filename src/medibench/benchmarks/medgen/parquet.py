@@ -43,6 +43,7 @@ from medibench.benchmarks.medgen.dataset import MedGenDataset, _to_sample
 from medibench.datasets._base import DatasetError, collect_samples
 from medibench.sources import (
     ImageCellError,
+    cached_read,
     check_columns,
     image_cell_bytes,
     image_format,
@@ -87,8 +88,16 @@ def read_release(root: Path, name: str = "medgen") -> MedGenDataset:
     root = root.absolute()
     problems: list[str] = []
     files = _shards(root, "image_editing")
+
+    def read() -> dict[str, Any]:
+        found: list[str] = []
+        return {"entries": list(_edit_records(root, files, found)), "problems": found}
+
+    # What a read found is kept beside the images: unchanged shards load without reading rows.
+    value = cached_read(root / CACHE, files, read, paths=_image_refs(root), what="image_editing")
+    problems.extend(value["problems"])
     samples = collect_samples(
-        _edit_records(root, files, problems),
+        (tuple(entry) for entry in value["entries"]),
         lambda record, where: _to_sample(record, where, root, problems),
         problems,
         source=root / "parquet" / "image_editing",
@@ -105,6 +114,18 @@ def read_release(root: Path, name: str = "medgen") -> MedGenDataset:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _image_refs(root: Path) -> Any:
+    def refs(value: dict[str, Any]) -> list[str]:
+        return [
+            str(root / ref)
+            for _, _, record in value["entries"]
+            for field in ("input_images", "ground_truth_images")
+            for ref in record.get(field) or ()
+        ]
+
+    return refs
 
 
 def _shards(root: Path, config: str) -> list[Path]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from medibench import sources
 from medibench.datasets._base import DatasetError, require_samples
@@ -67,13 +68,22 @@ def read_hf_export(path: str | os.PathLike, *, name: str | None = None) -> Nativ
     shards = _shards(given)
     assets = root / ASSETS
     files = sources.parquet_files(shards, what="hf-parquet export")
-    key = _shards_key(files)
-    cached = _read_index(assets, key)
-    if cached is not None:  # the same shards read before: their samples, no Parquet to read
-        known = [Sample.parse(d, where=f"{assets / _INDEX}") for d in cached["samples"]]
-        return NativeDataset(name or root.name, root, known, problems=cached["problems"])
+
+    def read() -> dict[str, Any]:
+        found: list[str] = []
+        samples = _read_rows(files, assets, found)
+        require_samples(samples, shards, found)
+        return {"samples": [s.model_dump(mode="json") for s in samples], "problems": found}
+
+    # The samples of unchanged shards come from the index beside the assets: a second read
+    # costs what reading a native folder costs (no Parquet rows, no hashing).
+    value = sources.cached_read(assets, files, read, paths=_image_paths)
+    samples = [Sample.parse(d, where=f"{assets}") for d in value["samples"]]
+    return NativeDataset(name or root.name, root, samples, problems=value["problems"])
+
+
+def _read_rows(files: list[Path], assets: Path, problems: list[str]) -> list[Sample]:
     samples: list[Sample] = []
-    problems: list[str] = []
     seen: dict[str, str] = {}
     for file in files:
         sources.check_columns(file, HF_COLUMNS)
@@ -103,50 +113,11 @@ def read_hf_export(path: str | os.PathLike, *, name: str | None = None) -> Nativ
         values["paraphrases"] = values["paraphrases"] or ()
         values["overlay_color"] = values["overlay_color"] or ()
         samples.append(Sample.parse(values, where=row.where()))
-    require_samples(samples, shards, problems)
-    _write_index(assets, key, samples, problems)
-    return NativeDataset(name or root.name, root, samples, problems=problems)
+    return samples
 
 
-#: The samples of the last read, keyed by the shards' names, sizes and modification times: a
-#: second read of unchanged shards costs what reading a native folder costs.
-_INDEX = "index.json"
-
-
-def _shards_key(files: list[Path]) -> list[list]:
-    return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
-
-
-def _read_index(assets: Path, key: list[list]) -> dict | None:
-    try:
-        index = json.loads((assets / _INDEX).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(index, dict) or index.get("shards") != key:
-        return None
-    if not all(Path(p).is_file() for d in index["samples"] for p in _image_paths(d)):
-        return None  # an asset was removed: read the shards again
-    return index
-
-
-def _write_index(
-    assets: Path, key: list[list], samples: list[Sample], problems: list[str]
-) -> None:
-    from medibench.io import atomic_write_text
-
-    index = {
-        "shards": key,
-        "samples": [s.model_dump(mode="json") for s in samples],
-        "problems": problems,
-    }
-    try:
-        atomic_write_text(assets / _INDEX, json.dumps(index))
-    except OSError:
-        pass  # a read-only export still loads, only without the shortcut next time
-
-
-def _image_paths(sample: dict) -> list[str]:
-    return [sample[f] for f in _IMAGES if sample.get(f)]
+def _image_paths(value: dict[str, Any]) -> list[str]:
+    return [d[f] for d in value["samples"] for f in _IMAGES if d.get(f)]
 
 
 def _shards(root: Path) -> Path:

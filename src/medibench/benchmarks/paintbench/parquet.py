@@ -37,6 +37,7 @@ from medibench.datasets._base import DatasetError
 from medibench.sources import (
     ImageCellError,
     ParquetRow,
+    cached_read,
     check_columns,
     iter_parquet_rows,
     store_image_cell,
@@ -112,15 +113,41 @@ def read_rows(
     """``(where, task, NNN, metadata, input file, answer file)`` per row (``where``: the
     shard and row), in the folder
     reader's order (task, then problem id); rows that cannot be a problem are reported and
-    left out. Image bytes are stored, unchanged, under ``snapshot/.medibench-assets``.
+    left out. Image bytes are stored, unchanged, under ``snapshot/.medibench-assets``; what a
+    read found is kept there too (:func:`~medibench.sources.cached_read`), so loading unchanged
+    shards again reads no rows.
 
     Raises:
         DatasetError: a shard without PaintBench's columns (naming missing and found ones), or
             one that is not Parquet or is cut off.
     """
+    assets = _assets(snapshot)
+
+    def read() -> dict[str, Any]:
+        found: list[str] = []
+        rows = _read(files, snapshot, assets, include_diagnostic, found)
+        return {"rows": rows, "problems": found}
+
+    value = cached_read(
+        assets,
+        files,
+        read,
+        paths=lambda v: [path for row in v["rows"] for path in row[4:6]],
+        what="paintbench-rows" + ("-diagnostic" if include_diagnostic else ""),
+    )
+    problems.extend(value["problems"])
+    return [tuple(row) for row in value["rows"]]  # type: ignore[misc]
+
+
+def _read(
+    files: list[Path],
+    snapshot: Path,
+    assets: Path,
+    include_diagnostic: bool,
+    problems: list[str],
+) -> list[tuple[str, str, str, dict[str, Any], str, str]]:
     for file in files:
         check_columns(file, COLUMNS)
-    assets = _assets(snapshot)
     rows: dict[tuple[str, str], tuple[str, str, str, dict[str, Any], str, str]] = {}
     skipped_diagnostic = 0
     for row in iter_parquet_rows(files, COLUMNS):
