@@ -87,7 +87,7 @@ def test_cli_prints_and_writes_the_feature_summary(lpips_dir, tmp_path):
     assert res.exit_code == 0, res.output
     assert "feature metrics: m" in res.output and "lpips-alex-v0.1" in res.output
     rows = list(csv.DictReader(open(tmp_path / "f.csv")))
-    assert [r["group"] for r in rows] == ["(none)", "all"]
+    assert [r["group"] for r in rows] == ["", "all"]
     allrow = rows[-1]
     assert int(allrow["n"]) == 6 and float(allrow["fid"]) > 0 and float(allrow["lpips"]) > 0
     assert float(allrow["lpips_ci_low"]) <= float(allrow["lpips"]) <= float(allrow["lpips_ci_high"])
@@ -108,3 +108,42 @@ def test_cli_names_missing_weights(tmp_path):
     res = CliRunner().invoke(app, [*args, "--features", f"inception:{tmp_path}/nope"])
     assert res.exit_code == 2
     assert "Inception-v3 FID weights not found" in res.output and "nope" in res.output
+
+
+@pytest.mark.filterwarnings("ignore::medibench.metrics.features.FeatureSetWarning")
+def test_cli_puts_fid_into_a_protocols_summary(tmp_path):
+    data = make_native(tmp_path / "data", n=6)
+    for i in range(6):
+        out = read_image(data / "img" / f"s00{i}.png")
+        write_image(tmp_path / "preds" / "m" / f"s00{i}_0.png", 255 - out)
+    args = [
+        "analyze",
+        "features",
+        "--dataset",
+        f"native:{data}",
+        "--predictions",
+        str(tmp_path / "preds"),
+    ]
+    args += [
+        "--features",
+        HIST,
+        "--protocol",
+        "native@1",
+        "--by",
+        "task",
+        "--summary",
+        str(tmp_path / "s.csv"),
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "native@1 by task" in res.output and "fid" in res.output
+    rows = list(csv.DictReader(open(tmp_path / "s.csv")))
+    micro = next(r for r in rows if r["by"] == "all" and r["group"] == "micro")
+    ex = cached_extractor(HIST)
+    from medibench.datasets import load_dataset, load_images
+
+    samples = list(load_dataset(f"native:{data}"))
+    real = ex([load_images(s).target for s in samples])
+    fake = ex([read_image(tmp_path / "preds" / "m" / f"{s.sample_id}_0.png") for s in samples])
+    assert float(micro["fid"]) == pytest.approx(frechet_distance(real, fake))
+    assert micro["protocol"] == "native" and float(micro["ssim"]) < 1

@@ -28,6 +28,7 @@ __all__ = [
     "describe_extractor",
     "feature_roles",
     "feature_summary",
+    "merge_set_rows",
     "pair_scores",
     "set_scores",
 ]
@@ -171,6 +172,7 @@ def feature_summary(
     """
     from medibench.datasets import load_images
     from medibench.io import read_image
+    from medibench.report import sample_field
     from medibench.stats import bootstrap_ci
 
     rows: list[dict[str, Any]] = []
@@ -187,14 +189,14 @@ def feature_summary(
                 no_target += 1
                 continue
             pred = read_image(files[s.sample_id])
-            group = str(getattr(s, by, None) or s.metadata.get(by.removeprefix("metadata."), ""))
-            for g in (group or "(none)", "all"):
+            group = str(sample_field(s, by))  # as the protocol summaries group
+            for g in (group, "all"):
                 pairs.setdefault(g, []).append((target, pred))
             if "lpips" in roles or "embedding" in roles:
                 scored, notes = pair_scores(target, _resized(pred, target), roles)
                 for n in notes:
                     used[n.split(" by ", 1)[0]] = n.split(" by ", 1)[1]
-                for g in (group or "(none)", "all"):
+                for g in (group, "all"):
                     for name, v in scored.items():
                         per_pair.setdefault(g, {}).setdefault(name, []).append(v)
         sets = {}
@@ -229,3 +231,28 @@ def _resized(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
 
     size = (target.shape[1], target.shape[0])
     return np.asarray(Image.fromarray(pred).resize(size, Image.Resampling.LANCZOS))
+
+
+def merge_set_rows(
+    summary: list[dict[str, Any]], feature_rows: Sequence[Mapping[str, Any]], by: str
+) -> int:
+    """Put the set-level ``fid`` and ``kid`` (and FID CIs) of :func:`feature_summary` into a
+    protocol's summary rows (``@1`` rows: the first output per sample, what the features used)
+    of grouping ``by`` and the overall micro row. Returns the rows filled."""
+    sets = {(r["model"], str(r["group"])): r for r in feature_rows}
+    filled = 0
+    for row in summary:
+        if not str(row.get("k_mode", "@1")).startswith("@1"):
+            continue
+        group = "all" if row["by"] == "all" and row["group"] == "micro" else str(row["group"])
+        if row["by"] not in (by, "all"):
+            continue
+        got = sets.get((row["model"], group))
+        if got is None or got.get("fid") is None:
+            continue
+        for key in ("fid", "fid_ci_low", "fid_ci_high", "kid", "kid_std"):
+            if key in got:
+                row[key] = got[key]
+        row["fid_n"] = row["kid_n"] = got["n"]
+        filled += 1
+    return filled

@@ -143,9 +143,17 @@ def features(
         int, typer.Option(min=0, help="bootstrap resamples of FID (one FID each)")
     ] = 0,
     summary: Annotated[Path | None, typer.Option(help="also write the rows as CSV")] = None,
+    protocol: Annotated[
+        str | None,
+        typer.Option(
+            help="also score by this protocol (medebench@paper, medgen@code, ...) and print its "
+            "summary with the feature columns filled"
+        ),
+    ] = None,
 ) -> None:
     """FID and KID (set-level, per group) and LPIPS and embedding similarity (per pair) of
-    model outputs against the ground truths, each extractor recorded."""
+    model outputs against the ground truths, each extractor recorded; with --protocol, in that
+    protocol's score summary."""
     from medibench.analysis.feature_scores import feature_roles, feature_summary
     from medibench.analysis.features import ExtractorWeightsError
     from medibench.datasets import load_dataset
@@ -196,8 +204,55 @@ def features(
             console.print(f"extractors: {shown['extractors']}", markup=False)
             if shown.get("set_notes"):
                 console.print(f"notes: {shown['set_notes']}", markup=False)
+    if protocol is not None:
+        rows = _protocol_summary(ds, index, protocol, feature, rows, by)
     if summary is not None:
         from medibench.report import write_rows_csv
 
         write_rows_csv(rows, summary)
         console.print(f"summary -> {summary}")
+
+
+def _protocol_summary(ds, index, spec: str, specs: list[str], rows: list[dict], by: str):
+    """Score by the protocol (with the extractors when it takes them), print its summary with
+    the set-level FID/KID merged in; return its rows."""
+    import dataclasses
+
+    from medibench.analysis.feature_scores import merge_set_rows
+    from medibench.protocols import load_protocol
+    from medibench.report import summarize, summary_tables
+    from medibench.runs import score_predictions
+
+    try:
+        proto = load_protocol(spec)
+    except (KeyError, ValueError) as exc:
+        fail(str(exc))
+    if dataclasses.is_dataclass(proto) and any(
+        f.name == "features" for f in dataclasses.fields(proto)
+    ):
+        proto = dataclasses.replace(proto, features=tuple(specs))
+    records = score_predictions(ds, index, [proto], k=ds.expected_k, progress=False)
+    agg = dataclasses.replace(proto.aggregation, group_by=(by,))
+    metrics = list(proto.metric_names)
+    metrics += [m for m in ("fid", "kid") if m not in metrics and any(m in r for r in rows)]
+    summary_rows = summarize(
+        records,
+        {s.sample_id: s for s in ds},
+        agg,
+        metrics=metrics,
+        applicable=getattr(proto, "applicable_metrics", None),
+    )
+    merge_set_rows(summary_rows, rows, by)
+    label = f"{proto.name}@{proto.version}"
+    for table in summary_tables(
+        summary_rows,
+        label=label,
+        aggregation=agg,
+        metrics=metrics,
+        judged=getattr(proto, "judged_metrics", ()),
+    ):
+        console.print(table)
+    notes = sorted({n for r in records for n in r.notes if " by " in n and "sha256" in n})
+    for n in notes:
+        console.print(f"{label}: {n}", markup=False)
+    return [{"protocol": proto.name, "protocol_version": proto.version, **r} for r in summary_rows]
