@@ -189,3 +189,33 @@ def test_the_declared_sources():
     assert all(s.revision == "main" for s in declared.values() if not s.pinned)
     with pytest.raises(ValueError, match="OWNER/NAME"):
         HubSource("no-owner", revision="main")
+
+
+def test_files_verified_before_are_not_hashed_again_unless_changed(tmp_path, hub_env, monkeypatch):
+    from medibench.sources import _hub
+
+    repo = _native_repo(tmp_path)
+    with fake_hub(repo) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.url)
+        download_source(HubSource(repo.repo_id, revision="main"), tmp_path / "out")
+    out = tmp_path / "out"
+    verify_source(out)  # hashes every file once, records size and mtime
+    assert (out / ".medibench-verified.json").is_file()
+    hashed = []
+    real = _hub.sha256_file
+    monkeypatch.setattr(_hub, "sha256_file", lambda p: hashed.append(p.name) or real(p))
+    verify_source(out)
+    assert hashed == []
+    image = out / "img" / "s001.png"
+    image.write_bytes(image.read_bytes())  # same bytes, a new mtime: hashed again, still fine
+    verify_source(out)
+    assert hashed == ["s001.png"]
+    verify_source(out, full=True)
+    assert len(hashed) == 1 + len(_manifest_files(out))
+    image.write_bytes(image.read_bytes() + b"\0")
+    with pytest.raises(SourceMismatchError, match="s001.png"):
+        verify_source(out)
+
+
+def _manifest_files(folder):
+    return json.loads((folder / SOURCE_MANIFEST).read_text())["files"]

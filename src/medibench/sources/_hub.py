@@ -229,18 +229,24 @@ def download_source(
     return manifest
 
 
-def verify_source(folder: str | os.PathLike) -> SourceManifest | None:
+def verify_source(folder: str | os.PathLike, *, full: bool = False) -> SourceManifest | None:
     """Re-check every file ``folder/medibench-source.json`` lists; ``None`` without a manifest.
 
     ``folder`` may also be a file in a downloaded folder (``DIR/dataBenchmark_00.tar``): the
     folder holding it is checked. A missing file, or one whose sha256 differs, is a
     :class:`SourceMismatchError` naming the file and both hashes.
+
+    A file verified before is hashed again only when its size or modification time changed
+    (they are kept in ``.medibench-verified.json`` beside the manifest), so loading a
+    multi-gigabyte download costs a ``stat`` per file; ``full=True`` hashes every file.
     """
     path = Path(folder)
     root = path.parent if path.is_file() else path
     if not (root / SOURCE_MANIFEST).is_file():
         return None
     manifest = SourceManifest.read(root)
+    verified = {} if full else _verified(root, manifest)
+    checked: dict[str, list[Any]] = {}
     for entry in manifest.files:
         path = root / entry.path
         if not path.is_file():
@@ -249,14 +255,38 @@ def verify_source(folder: str | os.PathLike) -> SourceManifest | None:
                 f"missing; download it again: medibench download "
                 f"{manifest.benchmark or 'BENCHMARK'} --out {root}"
             )
-        actual = sha256_file(path)
-        if actual != entry.sha256:
-            raise SourceMismatchError(
-                f"{path}: sha256 {actual} does not match {entry.sha256} recorded in "
-                f"{root / SOURCE_MANIFEST} ({manifest.repo_id}@{manifest.resolved_revision}); "
-                "the file changed after the download"
-            )
+        st = path.stat()
+        seen = [entry.sha256, st.st_size, st.st_mtime_ns]
+        if verified.get(entry.path) != seen:
+            actual = sha256_file(path)
+            if actual != entry.sha256:
+                raise SourceMismatchError(
+                    f"{path}: sha256 {actual} does not match {entry.sha256} recorded in "
+                    f"{root / SOURCE_MANIFEST} ({manifest.repo_id}@"
+                    f"{manifest.resolved_revision}); the file changed after the download"
+                )
+        checked[entry.path] = seen
+    if checked != verified:
+        try:
+            atomic_write_text(root / _VERIFIED, json.dumps(checked))
+        except OSError:
+            pass  # a read-only download is hashed in full each time
     return manifest
+
+
+#: Size and mtime of each file at its last successful check, beside the manifest.
+_VERIFIED = ".medibench-verified.json"
+
+
+def _verified(root: Path, manifest: SourceManifest) -> dict[str, Any]:
+    manifest_time = (root / SOURCE_MANIFEST).stat().st_mtime_ns
+    try:
+        data = json.loads((root / _VERIFIED).read_text(encoding="utf-8"))
+        if (root / _VERIFIED).stat().st_mtime_ns < manifest_time:
+            return {}  # written before this manifest: a new download
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -307,7 +337,7 @@ def _hashed(folder: Path, patterns: Sequence[str] | None) -> tuple[SourceFile, .
         for p in folder.rglob("*")
         if p.is_file() and not p.relative_to(folder).parts[0] == ".cache"
     )
-    paths = [p for p in paths if p != SOURCE_MANIFEST]
+    paths = [p for p in paths if p not in (SOURCE_MANIFEST, _VERIFIED)]
     kept = filter_repo_objects(paths, allow_patterns=list(patterns) if patterns else None)
     return tuple(SourceFile(p, (folder / p).stat().st_size, sha256_file(folder / p)) for p in kept)
 
