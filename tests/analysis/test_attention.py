@@ -201,3 +201,46 @@ def test_attention_that_exposes_no_probabilities_is_refused(ip2p_model):
             record_cross_attention(ip2p_model, _image(), INSTRUCTION, seed=0)
     finally:
         attn.set_processor(original)
+
+
+def test_transformer_denoisers_with_cross_attention_are_found():
+    from diffusers import PixArtTransformer2DModel
+
+    from medibench.analysis._recorder import _block, _cross_attention_layers
+
+    torch.manual_seed(0)
+    dit = PixArtTransformer2DModel(
+        sample_size=8,
+        num_layers=2,
+        attention_head_dim=8,
+        num_attention_heads=2,
+        in_channels=4,
+        out_channels=8,
+        cross_attention_dim=16,
+        caption_channels=16,
+        patch_size=2,
+        norm_num_groups=2,
+    )
+    found = _cross_attention_layers(types.SimpleNamespace(), dit)
+    assert list(found) == ["transformer_blocks.0.attn2", "transformer_blocks.1.attn2"]
+    assert _block("transformer_blocks.0.attn2") is None  # not a UNet block: always kept
+    assert latent_grid(8, 8, 16) == (4, 4)  # patch size 2 over an 8x8 latent
+
+
+def test_the_conditional_chunk_of_each_guidance_layout():
+    from medibench.analysis._recorder import _Recorder
+
+    def chunk(n, ip2p, choice="conditional"):
+        rec = _Recorder(
+            latent=(8, 8), tokens=None, chunk=choice, ip2p=ip2p, max_side=None, keep_steps=False
+        )
+        return rec._chunk_index(n)
+
+    assert chunk(3, ip2p=True) == 0  # [text + image, image only, unconditional]
+    assert chunk(2, ip2p=False) == 1  # [unconditional, conditional]
+    assert chunk(1, ip2p=False) == 0  # guidance off
+    assert chunk(3, ip2p=True, choice=1) == 1
+    with pytest.raises(ValueError, match="cannot tell the conditional chunk of a batch of 2"):
+        chunk(2, ip2p=True)
+    with pytest.raises(ValueError, match="chunk must be an index or 'conditional'"):
+        chunk(3, ip2p=True, choice="uncond")
