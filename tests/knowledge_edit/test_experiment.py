@@ -199,3 +199,36 @@ def test_cli_score_refuses_an_unknown_kind(tmp_path, cli):
 def test_cli_tasks_needs_a_source(tmp_path, cli):
     r = cli.invoke(app, ["edit", "tasks", "--out", str(tmp_path / "t")])
     assert r.exit_code == 2 and "--synthetic N" in r.output
+
+
+def test_cli_tasks_from_slake_and_vqarad(tmp_path, cli):
+    from tests.knowledge_edit.test_tasks import _slake, _vqarad
+
+    slake, rad = _slake(tmp_path / "slake"), _vqarad(tmp_path / "rad")
+    out = tmp_path / "tasks"
+    r = cli.invoke(
+        app,
+        [
+            "edit",
+            "tasks",
+            "--slake",
+            str(slake),
+            "--vqarad",
+            str(rad),
+            "--out",
+            str(out),
+            "--seed",
+            "3",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((out / "taskset.json").read_text())
+    assert manifest["sources"] == ["slake", "vqa-rad"] and manifest["n_edits"] == 6
+    assert manifest["n_questions"] == 6 and manifest["language"] == "en"
+    ids = [json.loads(x)["edit_id"] for x in (out / "tasks.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(
+        ["slake-1", "slake-3", "slake-4", "slake-5", "vqa-rad-a1", "vqa-rad-a2"]
+    )
+    (rad / "VQA_RAD Image Folder" / "synpic1.jpg").unlink()
+    r = cli.invoke(app, ["edit", "tasks", "--vqarad", str(rad), "--out", str(tmp_path / "t2")])
+    assert r.exit_code == 2 and "question a1" in r.output and "is missing" in r.output
