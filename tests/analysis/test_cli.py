@@ -139,3 +139,44 @@ def test_overlay_marks_the_roi_and_the_binarised_map():
     assert out.shape == (16, 24, 3)
     assert tuple(out[8, 15]) == (0, 255, 0)  # ROI border
     assert tuple(out[2, 3]) == (255, 255, 255)  # binarised-map border
+
+
+@pytest.mark.slow
+def test_the_sample_detail_shows_the_overlays_in_chromium(analysed):
+    from pathlib import Path
+
+    if not (Path("/usr/bin/chromium").exists() and Path("/usr/bin/chromedriver").exists()):
+        pytest.skip("needs Debian's chromium and chromium-driver")
+    import time
+
+    from tests.browser.test_report_page import driver as make_driver
+
+    _, run, _, _ = analysed
+    index = run / "report" / "index.html"
+    if not index.exists():
+        res = CliRunner().invoke(app, ["report", str(run), "--no-progress"])
+        assert res.exit_code == 0, res.output
+    gen = make_driver.__wrapped__()
+    page = next(gen)
+    try:
+        from selenium.webdriver.common.by import By
+
+        page.get(index.resolve().as_uri() + "#sample=s001")
+        deadline = time.time() + 10
+        while page.execute_script("return document.documentElement.dataset.ready") != "1":
+            assert time.time() < deadline, "the page never became ready"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        detail = page.find_element(By.ID, "sample-detail")
+        assert "attention grounding" in detail.text
+        figs = [
+            f for f in detail.find_elements(By.CSS_SELECTOR, "figure") if "'lesion' IoU" in f.text
+        ]
+        assert [f.text.split(" IoU")[0] for f in figs] == ["ip2p k0 'lesion'", "ip2p k1 'lesion'"]
+        for f in figs:
+            img = f.find_element(By.TAG_NAME, "img")
+            assert page.execute_script("return arguments[0].naturalWidth", img) == 32
+        errors = [e for e in page.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert errors == []
+    finally:
+        gen.close()
