@@ -57,6 +57,8 @@ def test_rows_per_sample_and_k_with_iou_and_pictures(analysed):
         assert details["how"] == "longest" and details["tokens"] == ["lesion</w>"]
         assert details["chunk"] == 0 and details["n_chunks"] == 3 and details["steps"] == 2
         assert details["options"]["steps"] == "mean" and details["size"] == [32, 32]
+        assert details["model_spec"]["model"] == "ip2p"
+        assert details["model_spec"]["options"]["steps"] == 2
         # the edit captured is the run's own output, pixel for pixel
         assert r["matches_prediction"] == 1
         heat = read_image(run / r["heatmap"], mode="gray")

@@ -62,11 +62,13 @@ def analyze_attention(
     options: Any = None,
     redo: bool = False,
     on_item: Callable[[], None] | None = None,
+    model_spec: dict[str, Any] | None = None,
 ) -> AttentionStage:
     """Capture attention for ``k`` draws of every sample, write rows and PNGs into the run.
 
     ``model`` is a loaded diffusers model (``model.name`` names it in the store); ``store`` an
-    open :class:`~medibench.runs.RunStore` (the caller holds the run folder's lock).
+    open :class:`~medibench.runs.RunStore` (the caller holds the run folder's lock);
+    ``model_spec`` (``ModelSpec.to_dict()``) goes into every row's details.
     """
     from medibench.analysis.attention import AttentionOptions, capture_attention
     from medibench.io import ImageReadError, read_image, read_mask, write_image
@@ -143,7 +145,7 @@ def analyze_attention(
                 heatmap=heat_rel.as_posix(),
                 overlay=overlay_rel.as_posix(),
                 matches_prediction=_matches(stored.get((s.sample_id, j)), maps.edited, store),
-                details={**maps.record(), "size": list(mask.shape)},
+                details={**maps.record(), "size": list(mask.shape), "model_spec": model_spec},
             )
             put_attention(store, row)
             report.written += 1

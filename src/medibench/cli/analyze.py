@@ -88,6 +88,7 @@ def attention(
                         options=options,
                         redo=redo,
                         on_item=advance,
+                        model_spec=spec.to_dict(),
                     )
                 except NoCrossAttentionError as exc:
                     fail(f"model {model!r}: {exc}")
