@@ -139,3 +139,15 @@ def test_class_count_mismatch_is_refused():
     cal = fit_calibrator(val, "temperature")
     with pytest.raises(ValueError, match="3 classes, but the calibrator was fitted on 4"):
         apply_calibrator(cal, as_predictions([0], probs=[[0.2, 0.3, 0.5]]))
+
+
+def test_before_after_table():
+    from medibench.calibration import score
+    from medibench.calibration.calibrators import before_after
+
+    val, test = split(n=1000, seed=3)
+    cal = fit_calibrator(val, "temperature")
+    table = before_after(cal, test)
+    assert table["before"]["ece"] == score(test, n_resamples=0)["ece"]
+    assert table["after"]["ece"] == score(apply_calibrator(cal, test), n_resamples=0)["ece"]
+    assert table["after"]["nll"] < table["before"]["nll"]

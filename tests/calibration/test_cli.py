@@ -109,6 +109,7 @@ def test_fit_apply_improves_calibration(tmp_path, files):
     out = tmp_path / "calibrated.npz"
     res = runner.invoke(app, ["calibration", "apply", str(params), str(test), "--out", str(out)])
     assert res.exit_code == 0, res.output
+    assert "before and after" in res.output and "calibrated predictions (temperature)" in res.output
     before, after = load_predictions(test), load_predictions(out)
     np.testing.assert_allclose(after.probs, softmax(before.logits / t))
     assert after.groups["domain"].tolist() == before.groups["domain"].tolist()

@@ -20,6 +20,7 @@ binning methods map to all zeros becomes uniform.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +36,7 @@ __all__ = [
     "Calibrator",
     "Method",
     "apply_calibrator",
+    "before_after",
     "fit_calibrator",
     "load_calibrator",
     "save_calibrator",
@@ -173,6 +175,27 @@ def apply_calibrator(cal: Calibrator, pred: Predictions) -> Predictions:
     return as_predictions(
         pred.labels, probs=_renormalise(probs), groups=pred.groups, source=pred.source
     )
+
+
+def before_after(
+    cal: Calibrator,
+    test: Predictions,
+    protocol: str = "calibration@1",
+    *,
+    by: Sequence[str] = (),
+    n_resamples: int = 0,
+) -> dict[str, Any]:
+    """``{"method", "params", "before": score(test), "after": score(calibrated test)}`` under
+    ``protocol`` (:func:`medibench.calibration.score`)."""
+    from medibench.calibration.protocols import score
+
+    after = apply_calibrator(cal, test)
+    return {
+        "method": cal.method,
+        "params": cal.params,
+        "before": score(test, protocol, by=by, n_resamples=n_resamples),
+        "after": score(after, protocol, by=by, n_resamples=n_resamples),
+    }
 
 
 def save_calibrator(cal: Calibrator, path: str | Path) -> Path:

@@ -119,16 +119,20 @@ def apply(
     out: Annotated[Path, typer.Option(help="calibrated predictions (.npz, .csv or .parquet)")],
     kind: Kind = "auto",
 ) -> None:
-    """Apply a fitted calibrator to PRED and write the calibrated predictions."""
+    """Apply a fitted calibrator to PRED, write the calibrated predictions and print the
+    calibration@1 values before and after."""
     from medibench.calibration import load_predictions, save_predictions
     from medibench.calibration.calibrators import apply_calibrator, load_calibrator
 
     try:
-        calibrated = apply_calibrator(load_calibrator(params), load_predictions(pred, kind=kind))  # type: ignore[arg-type]
+        cal = load_calibrator(params)
+        original = load_predictions(pred, kind=kind)  # type: ignore[arg-type]
+        calibrated = apply_calibrator(cal, original)
         save_predictions(calibrated, out)
+        _print_before_after(original, calibrated)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         fail(str(exc))
-    console.print(f"{calibrated.n} calibrated predictions -> {out}")
+    console.print(f"{calibrated.n} calibrated predictions ({cal.method}) -> {out}")
 
 
 @calibration_app.command()
@@ -171,6 +175,20 @@ def _print_scores(result: dict[str, Any]) -> None:
     rows = [("all", result)] + list(result.get("groups", {}).items())
     for key, r in rows:
         table.add_row(key, str(r["n"]), *(_cell(r, name) for name in METRIC_NAMES))
+    console.print(table)
+
+
+def _print_before_after(before, after) -> None:
+    from medibench.calibration import METRIC_NAMES, score
+
+    table = Table(title="calibration@1 before and after")
+    table.add_column("")
+    for name in METRIC_NAMES:
+        table.add_column(name, justify="right")
+    for label, p in (("before", before), ("after", after)):
+        bins = min(15, p.n)
+        r = score(p, "calibration@1", n_bins=bins, n_resamples=0)
+        table.add_row(label, *(f"{r[name]:.4f}" for name in METRIC_NAMES))
     console.print(table)
 
 
