@@ -60,3 +60,28 @@ def lpips_dir(tmp_path_factory):
         {k: v for k, v in net.state_dict().items() if k.startswith("lin")}, folder / "alex.pth"
     )
     return folder
+
+
+@pytest.fixture(scope="session")
+def dinov2_dir(tmp_path_factory):
+    """A tiny random DINOv2 with its image processor, saved as transformers saves them."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.Dinov2Config(
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        image_size=28,
+        patch_size=14,
+    )
+    folder = tmp_path_factory.mktemp("dino") / "dinov2-tiny"
+    transformers.Dinov2Model(cfg).save_pretrained(folder)
+    transformers.BitImageProcessor(
+        size={"shortest_edge": 28},
+        crop_size={"height": 28, "width": 28},
+        image_mean=[0.485, 0.456, 0.406],
+        image_std=[0.229, 0.224, 0.225],
+    ).save_pretrained(folder)
+    return folder

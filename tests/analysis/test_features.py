@@ -84,28 +84,6 @@ def test_inception_weights_of_the_wrong_shape_are_refused(inception_file, tmp_pa
 
 
 # -- transformers models -------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def dinov2_dir(tmp_path_factory):
-    torch.manual_seed(0)
-    cfg = transformers.Dinov2Config(
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        image_size=28,
-        patch_size=14,
-    )
-    folder = tmp_path_factory.mktemp("dino") / "dinov2-tiny"
-    transformers.Dinov2Model(cfg).save_pretrained(folder)
-    transformers.BitImageProcessor(
-        size={"shortest_edge": 28},
-        crop_size={"height": 28, "width": 28},
-        image_mean=[0.485, 0.456, 0.406],
-        image_std=[0.229, 0.224, 0.225],
-    ).save_pretrained(folder)
-    return folder
-
-
 def test_transformers_vision_model_from_a_local_folder(dinov2_dir):
     ex = load_extractor(f"dinov2:{dinov2_dir}")
     imgs = _images(3, (30, 30, 3))
