@@ -10,7 +10,8 @@ Edge policies for ``n`` equal-width bins with edges ``numpy.linspace(0, 1, n + 1
   ``histogram`` and ``digitize``, MVC-Bench's ``tools/metrics.py``).
 * ``"torchmetrics"``: bins ``[lo, hi)`` plus a hidden ``n + 1``-th bin that holds confidences of
   exactly 1 (``torch.bucketize(conf, edges, right=True) - 1``, as torchmetrics'
-  ``CalibrationError`` bins).
+  ``CalibrationError`` bins; it casts confidences and edges to float32, so a float64 confidence
+  within float32 rounding of an edge may land one bin apart from it).
 """
 
 from __future__ import annotations
