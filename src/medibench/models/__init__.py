@@ -89,6 +89,22 @@ MODELS.register(
     "medibench.models.api:HTTPImageModel",
     help="Any JSON image-editing endpoint, through a request template: http:URL.",
 )
+# Answering models (text, or text + image): medibench.models.vlm and .compose.
+MODELS.register(
+    "openai-chat",
+    "medibench.models.vlm:OpenAIChatVLM",
+    help="OpenAI-compatible chat VLM (answers with text): openai-chat:MODEL.",
+)
+MODELS.register(
+    "transformers-vlm",
+    "medibench.models.vlm:TransformersVLM",
+    help="A transformers image-text-to-text model saved locally: transformers-vlm:PATH.",
+)
+MODELS.register(
+    "compose",
+    "medibench.models.compose:CompositionalSystem",
+    help="A VLM planning for an editor: 'openai-chat:gpt-4o + openai-image:gpt-image-1'.",
+)
 
 
 def load_model(name: str, /, **kwargs: Any) -> EditModel:

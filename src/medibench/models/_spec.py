@@ -13,7 +13,8 @@ Three forms, tried in this order:
   (``ip2p:/weights/ip2p``, ``diffusers:/weights/omnigen2``), the provider's model id for API
   models (``openai-image:gpt-image-1``), the endpoint for ``http:URL``;
 - ``NAME`` alone, or ``module:callable`` for a user's own factory (any ``NAME:ARG`` whose
-  ``NAME`` is not registered).
+  ``NAME`` is not registered);
+- ``VLM + EDITOR``, a compositional system (:mod:`medibench.models.compose`).
 
 Options (``--model-option key=value`` or the YAML ``options``) become keyword arguments of the
 model's factory; an option the factory does not take is an error that lists the ones it does
@@ -115,10 +116,11 @@ class ModelSpec:
     def load(self):
         """Build the model (checking the options first)."""
         from medibench.models import EditModel
+        from medibench.models.compose import is_answering_model
 
         self.check_options()
         model = self.factory()(**dict(self.options))
-        if not isinstance(model, EditModel):
+        if not isinstance(model, EditModel) and not is_answering_model(model):
             raise TypeError(
                 f"model factory '{self.model}' returned {type(model).__name__}, not an EditModel"
             )
@@ -141,6 +143,8 @@ def parse_model_spec(text: str, options: Iterable[str] | Mapping[str, Any] = ())
         return ModelSpec(model, {**opts, **extra})
     from medibench.models import MODELS
 
+    if "+" in text:  # "VLM + EDITOR": a compositional system (medibench.models.compose)
+        return ModelSpec("compose", {"system": text, **extra})
     head, sep, arg = text.partition(":")
     if sep and head in MODELS:
         key = _main_argument(MODELS.get(head))

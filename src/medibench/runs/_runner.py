@@ -111,7 +111,9 @@ def generate(
     console: Console | None = None,
     executor=None,
 ) -> StageReport:
-    """Run ``model`` on every (sample, k) not yet done; write PNGs and prediction rows.
+    """Run ``model`` on every (sample, k) not yet done; write PNGs and prediction rows. An
+    answering model (``answer`` / ``generate``) writes text predictions instead
+    (:mod:`medibench.runs._answers`).
 
     A plain re-run asks again for what failed, not for what the model refused;
     ``only_failed`` asks only for failed and refused items, ``retry_refused`` for refused ones
@@ -122,24 +124,28 @@ def generate(
         RunStoreError: another model's outputs are in this model's folder.
         DiskFullError: the disk is full (finished items are stored; re-run to resume).
     """
+    from medibench.models.compose import is_answering_model
+
+    if is_answering_model(model):  # a VLM or generator: text (+ image) predictions
+        from medibench.runs._answers import generate_answers
+
+        return generate_answers(
+            store,
+            samples,
+            model,
+            model_name=model_name,
+            k=k,
+            seed=seed,
+            only_failed=only_failed,
+            retry_refused=retry_refused,
+            progress=progress,
+            console=console,
+        )
     report = StageReport("generate")
     folder = output_folder(model_name)
     _check_folder_is_its_own(store, folder, model_name)
     out_dir = store.run_dir / "outputs" / folder
-    done = store.prediction_keys(model_name, status="ok")
-    failed = store.prediction_keys(model_name, status="error")
-    refused = store.prediction_keys(model_name, status="refused")
-    todo = []
-    for s in samples:
-        for j in range(k):
-            key = (s.sample_id, j)
-            if key in done or (only_failed and key not in failed | refused):
-                report.skipped += 1
-            elif key in refused and not (only_failed or retry_refused):
-                report.skipped += 1
-                report.skipped_refused += 1
-            else:
-                todo.append((s, j))
+    todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
     _clean_stale_temp_files(out_dir)
     tasks = [Task(s, j, seed_for(seed, s.sample_id, j)) for s, j in todo]
     executor = executor or LocalExecutor()
@@ -174,6 +180,34 @@ def generate(
             store.put_prediction(pred)
             advance()
     return report
+
+
+def items_to_make(
+    store: RunStore,
+    samples: Sequence[Sample],
+    model_name: str,
+    k: int,
+    only_failed: bool,
+    retry_refused: bool,
+    report: StageReport,
+) -> list[tuple[Sample, int]]:
+    """The (sample, k) items a generate stage makes (see :func:`generate`), counting the
+    skipped ones in ``report``."""
+    done = store.prediction_keys(model_name, status="ok")
+    failed = store.prediction_keys(model_name, status="error")
+    refused = store.prediction_keys(model_name, status="refused")
+    todo = []
+    for s in samples:
+        for j in range(k):
+            key = (s.sample_id, j)
+            if key in done or (only_failed and key not in failed | refused):
+                report.skipped += 1
+            elif key in refused and not (only_failed or retry_refused):
+                report.skipped += 1
+                report.skipped_refused += 1
+            else:
+                todo.append((s, j))
+    return todo
 
 
 def score(

@@ -178,9 +178,18 @@ class MedGenDataset(Dataset):
             index.failed.get(name, {}).get(sid, {}).pop(0, None)
 
 
-def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") -> MedGenDataset:
+def read_medgen(
+    path: str | os.PathLike | None = None,
+    *,
+    name: str = "medgen",
+    formats: str | Sequence[str] | None = None,
+) -> MedGenDataset:
     """Read MedGEN-Bench's evaluation folder (the one holding ``edit.jsonl``) or its Parquet
     release (``parquet/image_editing/*.parquet``, read by :mod:`.parquet`).
+
+    The editing records by default; a path to ``vqa.jsonl`` / ``gen.jsonl`` (or the release's
+    ``parquet/vqa`` / ``parquet/multimodal_generation``) or ``formats`` (``"all"``, or keys
+    ``edit``, ``vqa``, ``gen``) loads those formats instead (:mod:`.formats`, :mod:`.records`).
 
     Returns:
         A :class:`MedGenDataset`; skipped or questionable records are listed in ``problems``.
@@ -192,7 +201,13 @@ def read_medgen(path: str | os.PathLike | None = None, *, name: str = "medgen") 
     """
     if path is None or str(path) == "":
         raise DatasetError("MedGEN-Bench needs its folder: use 'medgen:/path/to/MedGEN_data'")
-    root = Path(path)
+    from medibench.benchmarks.medgen.formats import read_formats, select_formats
+
+    root, picked = select_formats(Path(path))
+    if formats is not None or picked is not None:
+        if not root.is_dir():
+            raise DatasetError(f"MedGEN-Bench folder {root} does not exist or is not a folder")
+        return read_formats(root, formats or picked or (), name)
     if not root.is_dir():
         raise DatasetError(f"MedGEN-Bench folder {root} does not exist or is not a folder")
     if not (root / EDIT_FILE).is_file():
@@ -270,6 +285,7 @@ def _to_sample(record: dict, where: str, root: Path, problems: list[str]) -> Sam
         paths[field] = resolved
     metadata: dict[str, Any] = {
         "medgen_sample_id": str(raw_id),
+        "format": "ImageEditing",
         "paper_task": record.get("paper_task"),
     }
     perspective = PERSPECTIVES.get(task)

@@ -161,18 +161,28 @@ def _edit_records(
         columns = list(EDIT_COLUMNS) + [c for c in ("subtask",) if c in found]
         for row in iter_parquet_rows(file, columns):
             record = _record("image_editing", file, row.index, row.values)
-            try:
-                for column, fields in (
-                    ("input_images", ("input_images", "input_image")),
-                    ("output_images", ("ground_truth_images", "ground_truth_image")),
-                ):
-                    refs = _store_all(row.values.get(column), assets, root, file, row.index, column)
-                    if refs:
-                        record[fields[0]], record[fields[1]] = refs, refs[0]
-            except ImageCellError as exc:
-                problems.append(f"{row.where()} (sample '{record['sample_id']}'): {exc}; skipped")
-                continue
-            yield row.where(), f"{file.name} row {row.index}", record
+            if store_images(record, row, assets, root, file, problems):
+                yield row.where(), f"{file.name} row {row.index}", record
+
+
+def store_images(
+    record: dict[str, Any], row: Any, assets: Path, root: Path, file: Path, problems: list[str]
+) -> bool:
+    """Store a row's ``input_images`` / ``output_images`` cells in ``assets`` and set the
+    record's image fields (lists and first paths); ``False`` with the problem added when a cell
+    is not an image."""
+    try:
+        for column, fields in (
+            ("input_images", ("input_images", "input_image")),
+            ("output_images", ("ground_truth_images", "ground_truth_image")),
+        ):
+            refs = _store_all(row.values.get(column), assets, root, file, row.index, column)
+            if refs:
+                record[fields[0]], record[fields[1]] = refs, refs[0]
+    except ImageCellError as exc:
+        problems.append(f"{row.where()} (sample '{record['sample_id']}'): {exc}; skipped")
+        return False
+    return True
 
 
 def _store_all(cell: Any, assets: Path, root: Path, file: Path, row: int, column: str) -> list[str]:

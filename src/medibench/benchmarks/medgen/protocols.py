@@ -41,11 +41,15 @@ Where medibench differs from the code, on purpose:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from medibench.benchmarks.medgen.answers import TEXT_METRICS, Answer, read_answer, score_text
 from medibench.datasets import SampleImages
 from medibench.metrics import psnr, ssim
 from medibench.protocols import (
@@ -54,6 +58,7 @@ from medibench.protocols import (
     Aggregation,
     PaperReading,
     ProtocolResult,
+    read_pil_rgb,
     resize_noted,
 )
 from medibench.protocols import as_rgb as _prepare_rgb
@@ -78,6 +83,9 @@ _JUDGED = (
     "hallucination_control",
     "overall",
 )
+#: The same six from the judge's without-ground-truth view (the reference-free score).
+_JUDGED_NOGT = tuple(f"{m}_nogt" for m in _JUDGED)
+_IMAGE_METRICS = ("psnr", "ssim", "psnr_pass", "ssim_pass", "lpips", "embedding_similarity")
 _SSIM = SKIMAGE_DEFAULT_SSIM.replace(channel_axis=None)
 
 
@@ -92,32 +100,65 @@ class MedGenCodeProtocol(PaperReading):
         "MedGEN-Bench image tier as its code computes it: PIL LANCZOS resize to the ground truth, "
         "RGB PSNR capped at 100, grayscale SSIM (skimage defaults), pass flags PSNR>=28, SSIM>=0.7"
     )
-    metric_names: tuple[str, ...] = (
-        "psnr",
-        "ssim",
-        "psnr_pass",
-        "ssim_pass",
-        "lpips",
-        "embedding_similarity",
-        *_JUDGED,
-    )
-    judged_metrics: tuple[str, ...] = _JUDGED
+    metric_names: tuple[str, ...] = (*_IMAGE_METRICS, *TEXT_METRICS, *_JUDGED, *_JUDGED_NOGT)
+    judged_metrics: tuple[str, ...] = (*_JUDGED, *_JUDGED_NOGT)
     aggregation: Aggregation = Aggregation(
         k_modes=(("@1", "first"),),
         missing="skip",
         group_by=("task",),
-        lower_is_better=frozenset({"lpips"}),
+        lower_is_better=frozenset({"lpips", "entity_hallucination_rate", "entity_omission_rate"}),
         pass_rates=(
             ("psnr_pass_rate", "psnr", PSNR_PASS),
             ("ssim_pass_rate", "ssim", SSIM_PASS),
             ("lpips_pass_rate", "lpips", LPIPS_PASS),
             ("embedding_pass_rate", "embedding_similarity", EMBEDDING_PASS),
             ("overall_pass_rate", "overall", JUDGE_PASS),
+            ("overall_nogt_pass_rate", "overall_nogt", JUDGE_PASS),
+            ("bleu_pass_rate", "bleu", 0.09),
+            ("bertscore_pass_rate", "bertscore", 0.9),
+            ("entity_hallucination_pass_rate", "entity_hallucination_rate", 0.1),
+            ("entity_omission_pass_rate", "entity_omission_rate", 0.1),
+            ("entity_factual_precision_pass_rate", "entity_factual_precision", 0.9),
         ),
     )
 
-    def score(self, sample: Sample, images: SampleImages, prediction: np.ndarray) -> ProtocolResult:
+    def read_prediction(self, path: str | os.PathLike) -> Any:
+        """An editing output as the code reads it (PIL RGB); a text prediction (a ``.txt``
+        file, or a ``.png`` with one beside it) as an :class:`~.answers.Answer`."""
+        p = Path(path)
+        if p.suffix.lower() == ".txt" or p.with_suffix(".txt").is_file():
+            return read_answer(p, read_pil_rgb)
+        return read_pil_rgb(p)
+
+    def applicable_metrics(self, sample: Sample) -> tuple[str, ...] | None:
+        """Editing samples: the image tier and the judge; VQA: the text tier and the judge;
+        generation: all three."""
+        fmt = sample.metadata.get("format")
+        judged = (*_JUDGED, *_JUDGED_NOGT)
+        if fmt == "VQA":
+            return (*TEXT_METRICS, *judged)
+        if fmt == "MultimodalGeneration":
+            return None
+        return (*_IMAGE_METRICS, *judged)
+
+    def score(self, sample: Sample, images: SampleImages, prediction: Any) -> ProtocolResult:
         res = ProtocolResult.for_images(images)
+        fmt = sample.metadata.get("format") or "ImageEditing"
+        if fmt in ("VQA", "MultimodalGeneration") or isinstance(prediction, Answer):
+            subtask = sample.metadata.get("subtask") or ""
+            res.notes.insert(0, f"format={fmt} task={sample.task} subtask={subtask}")
+            answer = prediction if isinstance(prediction, Answer) else Answer("", prediction)
+            score_text(sample, answer.text, res)
+            if fmt == "MultimodalGeneration":
+                if answer.image is None:
+                    res.missing(_IMAGE_METRICS, "the model made no image")
+                else:
+                    self._image_tier(images, answer.image, res)
+            return res
+        self._image_tier(images, prediction, res)
+        return res
+
+    def _image_tier(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult):
         res.missing("lpips", _NEEDS_EXTRACTOR)
         res.missing("embedding_similarity", _NEEDS_EXTRACTOR)
         target = images.target
@@ -125,7 +166,7 @@ class MedGenCodeProtocol(PaperReading):
             res.missing(
                 ("psnr", "ssim", "psnr_pass", "ssim_pass"), "the sample has no ground-truth image"
             )
-            return res
+            return
         ref = _prepare_rgb(target, "ground truth", alpha="drop", notes=res.notes)
         out = _prepare_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
         size = (ref.shape[1], ref.shape[0])
@@ -145,7 +186,6 @@ class MedGenCodeProtocol(PaperReading):
         else:
             res.metrics["ssim"] = s
             res.metrics["ssim_pass"] = 1.0 if s >= SSIM_PASS else 0.0
-        return res
 
 
 def _grey(rgb: np.ndarray) -> np.ndarray:
