@@ -88,3 +88,16 @@ def test_diagnosis_reads_iou_beside_judged_accuracy():
     acc = {("m", "a", 0): 0.2, ("m", "b", 0): 0.8, ("m", "c", 0): 0.9, ("m", "e", 0): 0.5}
     out = {r["sample_id"]: r["diagnosis"] for r in diagnose(rows, acc)}
     assert out == {"a": "conservative edit", "b": "grounded", "c": "mislocalised"}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_iou_matches_scikit_learns_jaccard_of_the_binarised_map(seed):
+    from sklearn.metrics import jaccard_score
+
+    rng = np.random.default_rng(seed)
+    heat = normalize_heatmap(rng.gamma(2.0, size=(24, 40)))
+    mask = np.zeros((24, 40), bool)
+    mask[rng.integers(0, 12) :, rng.integers(0, 20) :] = True
+    binary = heat > 1.3 * threshold_otsu(heat)
+    want = jaccard_score(mask.ravel(), binary.ravel())
+    assert grounding_iou(heat, mask) == pytest.approx(want)
