@@ -214,3 +214,21 @@ def test_bootstrap_warns_once_not_per_resample():
         warnings.simplefilter("always")
         frechet_distance_ci(a, b, n_resamples=5)
     assert not [w for w in caught if issubclass(w.category, F.FeatureSetWarning)]
+
+
+def test_fid_and_kid_match_torchmetrics():
+    torch = pytest.importorskip("torch")
+    tm_fid = pytest.importorskip("torchmetrics.image.fid")
+    tm_kid = pytest.importorskip("torchmetrics.image.kid")
+    rng = np.random.default_rng(11)
+    for d in (4, 32):
+        a, b = rng.normal(size=(300, d)), rng.normal(0.3, 1.2, size=(250, d))
+        mu1, mu2 = a.mean(0), b.mean(0)
+        s1, s2 = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
+        t = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+        want = float(tm_fid._compute_fid(t(mu1), t(s1), t(mu2), t(s2)))
+        assert frechet_distance(a, b) == pytest.approx(want, rel=1e-9)
+        # one subset of every row: KID is torchmetrics' poly_mmd (degree 3, gamma 1/D, coef 1)
+        x, y = a[:250], b
+        got = kid(x, y, subset_size=250, subsets=1).mean
+        assert got == pytest.approx(float(tm_kid.poly_mmd(t(x), t(y))), rel=1e-9)
