@@ -79,7 +79,7 @@ class ZeroShotCLIP:
 
     @property
     def logit_scale(self) -> float:
-        return float(self.model.logit_scale.exp())
+        return float(self.model.logit_scale.detach().exp())
 
 
 def zero_shot_predictions(
