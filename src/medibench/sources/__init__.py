@@ -23,6 +23,7 @@ from medibench.sources._cells import (
     image_format,
     map_rows_in_threads,
     store_image_cell,
+    store_image_ref,
 )
 from medibench.sources._errors import SourceError
 from medibench.sources._hf import HfSpec, is_hf_path, parse_hf_path, resolve_hf_path
@@ -70,5 +71,6 @@ __all__ = [
     "resolve_hf_path",
     "resolve_source",
     "store_image_cell",
+    "store_image_ref",
     "verify_source",
 ]

@@ -23,6 +23,8 @@ from medibench.datasets._base import DatasetError, resolve_inside
 from medibench.io import ImageReadError, atomic_write_bytes, decode_image, read_image, sha256_bytes
 from medibench.io._images import ImageMode
 
+#: The folder a path cell is relative to (``None``: path cells are refused).
+_Folder = str | os.PathLike | None
 R = TypeVar("R")
 T = TypeVar("T")
 
@@ -34,6 +36,7 @@ __all__ = [
     "image_format",
     "map_rows_in_threads",
     "store_image_cell",
+    "store_image_ref",
 ]
 
 
@@ -105,12 +108,7 @@ def decode_image_cells(cell: Any, *, column: str, **options: Any) -> list[np.nda
 
 
 def image_cell_bytes(
-    cell: Any,
-    *,
-    file: str | os.PathLike,
-    row: int,
-    column: str,
-    base: str | os.PathLike | None = None,
+    cell: Any, *, file: str | os.PathLike, row: int, column: str, base: _Folder = None
 ) -> tuple[bytes | None, str]:
     """What an image cell holds, undecoded: ``(bytes, name)`` for embedded bytes (``name`` is
     the stored path, or the cell's place), or ``(None, resolved file path)`` for a path.
@@ -195,6 +193,26 @@ def store_image_cell(
     if not target.is_file():  # a cache of the cell: rebuilt from it, so no fsync per image
         atomic_write_bytes(target, data, durable=False)
     return target
+
+
+def store_image_ref(
+    cell: Any, folder: Path, root: Path, *, file: str | os.PathLike, row: int, column: str
+) -> str:
+    """:func:`store_image_cell` under ``folder`` (path cells resolved in ``root``), as a POSIX
+    path relative to ``root``: what a record that points at its images holds.
+
+    Raises:
+        ImageCellError: as :func:`store_image_cell`.
+        DatasetError: ``folder`` cannot be written (it must be, beside the Parquet files).
+    """
+    try:
+        stored = store_image_cell(cell, folder, file=file, row=row, column=column, base=root)
+    except OSError as exc:
+        raise DatasetError(
+            f"cannot write the images of {file} to {folder} ({exc}); the folder must be "
+            "writable, as it sits beside the Parquet files"
+        ) from None
+    return Path(os.path.relpath(stored, root)).as_posix()
 
 
 def map_rows_in_threads(

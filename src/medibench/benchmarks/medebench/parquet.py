@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from medibench.datasets._base import DatasetError, collect_samples
@@ -36,7 +36,7 @@ from medibench.sources import (
     image_format,
     iter_parquet_rows,
     parquet_files,
-    store_image_cell,
+    store_image_ref,
 )
 
 __all__ = ["CACHE", "REQUIRED_COLUMNS", "is_medebench_parquet", "read_medebench_parquet"]
@@ -138,11 +138,4 @@ def _stored(cell: Any, images: Path, root: Path, file: Path, row: int, column: s
     if data is None:  # a path cell: the metadata's own relative path
         return cell if isinstance(cell, str) else str(cell.get("path"))
     image_format(data, file=file, row=row, column=column)
-    try:
-        stored = store_image_cell(cell, images, file=file, row=row, column=column, base=root)
-    except OSError as exc:
-        raise DatasetError(
-            f"cannot write MedEBench's images to {images} ({exc}); the folder holding the "
-            "Parquet files must be writable"
-        ) from None
-    return PurePosixPath(Path(os.path.relpath(stored, root))).as_posix()
+    return store_image_ref(cell, images, root, file=file, row=row, column=column)

@@ -34,13 +34,12 @@ image columns (not materialised): their records have the official ids and text f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from medibench.benchmarks.medgen.dataset import MedGenDataset, _to_sample
-from medibench.datasets._base import DatasetError, collect_samples
+from medibench.datasets._base import collect_samples
 from medibench.sources import (
     ImageCellError,
     cached_read,
@@ -48,7 +47,7 @@ from medibench.sources import (
     image_cell_bytes,
     image_format,
     iter_parquet_rows,
-    store_image_cell,
+    store_image_ref,
 )
 
 __all__ = ["CACHE", "EDIT_COLUMNS", "read_release", "release_root"]
@@ -196,14 +195,7 @@ def _store_all(cell: Any, assets: Path, root: Path, file: Path, row: int, column
             stored = item.get("path") if isinstance(item, dict) else None
             suffix = _official_suffix(data, stored, file, row, where)
             item = {"bytes": data, "path": f"image{suffix}"}
-        try:
-            path = store_image_cell(item, assets, file=file, row=row, column=where, base=root)
-        except OSError as exc:
-            raise DatasetError(
-                f"cannot write MedGEN-Bench's images to {assets} ({exc}); the folder beside "
-                "parquet/ must be writable"
-            ) from None
-        refs.append(PurePosixPath(Path(os.path.relpath(path, root))).as_posix())
+        refs.append(store_image_ref(item, assets, root, file=file, row=row, column=where))
     return refs
 
 
