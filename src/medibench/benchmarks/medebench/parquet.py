@@ -27,17 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from medibench import sources
 from medibench.datasets._base import DatasetError, collect_samples
-from medibench.sources import (
-    ImageCellError,
-    cached_read,
-    check_columns,
-    image_cell_bytes,
-    image_format,
-    iter_parquet_rows,
-    parquet_files,
-    store_image_ref,
-)
 
 __all__ = ["CACHE", "REQUIRED_COLUMNS", "is_medebench_parquet", "read_medebench_parquet"]
 
@@ -59,7 +50,7 @@ def is_medebench_parquet(path: Path) -> bool:
     if not files:
         return False
     try:
-        check_columns(files[0], REQUIRED_COLUMNS)
+        sources.check_columns(files[0], REQUIRED_COLUMNS)
     except (DatasetError, ImportError):
         return False
     return True
@@ -79,7 +70,7 @@ def read_medebench_parquet(path: str | os.PathLike, *, name: str = "medebench") 
     from medibench.benchmarks.medebench.dataset import MedEBenchDataset, _to_sample
 
     path = Path(path)
-    files = parquet_files(path, what="MedEBench Parquet")
+    files = sources.parquet_files(path, what="MedEBench Parquet")
     root = (path if path.is_dir() else path.parent).resolve()
     problems: list[str] = []
 
@@ -87,7 +78,7 @@ def read_medebench_parquet(path: str | os.PathLike, *, name: str = "medebench") 
         found: list[str] = []
         return {"entries": list(_records(root, files, found)), "problems": found}
 
-    value = cached_read(
+    value = sources.cached_read(
         root / CACHE,
         files,
         read,
@@ -113,15 +104,15 @@ def _records(
     """``(where, label, record)`` per row: the metadata record, image cells as paths."""
     images = root / CACHE / "images"
     for file in files:
-        check_columns(file, REQUIRED_COLUMNS)
-        for row in iter_parquet_rows(file):
+        sources.check_columns(file, REQUIRED_COLUMNS)
+        for row in sources.iter_parquet_rows(file):
             record, skip = dict(row.values), False
             for column in _IMAGE_COLUMNS:
                 if record.get(column) is None:
                     continue  # a missing required image is the record's problem, as in JSON
                 try:
                     record[column] = _stored(record[column], images, root, file, row.index, column)
-                except ImageCellError as exc:
+                except sources.ImageCellError as exc:
                     skip = column in REQUIRED_COLUMNS
                     what = "skipped" if skip else "left out"
                     problems.append(f"{row.where()} (id {record.get('id')}): {exc.problem}; {what}")
@@ -134,8 +125,8 @@ def _records(
 
 def _stored(cell: Any, images: Path, root: Path, file: Path, row: int, column: str) -> str:
     """The cell's image as a path relative to ``root`` (embedded bytes stored first)."""
-    data, _ = image_cell_bytes(cell, file=file, row=row, column=column, base=root)
+    data, _ = sources.image_cell_bytes(cell, file=file, row=row, column=column, base=root)
     if data is None:  # a path cell: the metadata's own relative path
         return cell if isinstance(cell, str) else str(cell.get("path"))
-    image_format(data, file=file, row=row, column=column)
-    return store_image_ref(cell, images, root, file=file, row=row, column=column)
+    sources.image_format(data, file=file, row=row, column=column)
+    return sources.store_image_ref(cell, images, root, file=file, row=row, column=column)
