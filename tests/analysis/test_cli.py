@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import sqlite3
@@ -182,3 +183,13 @@ def test_the_sample_detail_shows_the_overlays_in_chromium(analysed):
         assert errors == []
     finally:
         gen.close()
+
+
+def test_export_writes_the_attention_table(analysed, tmp_path):
+    _, run, _, _ = analysed
+    res = CliRunner().invoke(
+        app, ["export", str(run), "--format", "csv", "--out", str(tmp_path / "s.csv")]
+    )
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(open(tmp_path / "s.attention.csv")))
+    assert len(rows) == 6 and {r["word"] for r in rows} == {"lesion"}
