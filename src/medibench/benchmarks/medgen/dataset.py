@@ -296,7 +296,7 @@ def _to_sample(record: dict, where: str, root: Path, problems: list[str]) -> Sam
             f"{who}: unknown task '{task}' (known: {', '.join(PERSPECTIVES)}); kept as a "
             "modification sample"
         )
-    for key in ("answer", "choice", "paper_format", "sub-category"):
+    for key in ("answer", "choice", "paper_format", "sub-category", "control"):
         if record.get(key) not in (None, "", []):
             metadata[key] = record[key]
     if len(paths["input_image"]) > 1:

@@ -151,6 +151,8 @@ def answer_sample(
                 f"{who}: report section header(s) {', '.join(unknown)} are not among the known "
                 f"ones ({', '.join(REPORT_SECTIONS)}); kept"
             )
+    if isinstance(record.get("control"), dict):  # a pairing-sensitivity control set's record
+        metadata["control"] = record["control"]
     choices = record.get("choice") or record.get("choices")
     if isinstance(choices, list) and choices:
         metadata["choices"] = [str(c) for c in choices]

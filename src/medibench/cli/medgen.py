@@ -1,0 +1,108 @@
+"""``medibench medgen``: MedGEN-Bench's own commands (:mod:`medibench.benchmarks.medgen`).
+
+* ``medibench medgen controls --dataset ... --control blank|unrelated|same-modality --seed N
+  --out DIR``: the pairing-sensitivity control variant of a sample set, as a folder that
+  ``medibench run --dataset medgen:DIR/vqa.jsonl`` (or ``gen.jsonl``) runs like the original.
+* ``medibench medgen delta ORIGINAL_RUN --control RUN ...``: Delta per control and model with
+  paired bootstrap CIs, printed and written to ``ORIGINAL_RUN/report/pairing_sensitivity.md``
+  (and ``.json``).
+* ``medibench medgen summary RUN``: ``medgen@code`` by format, task, subtask and modality.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from medibench.cli._app import check_not_empty, console, err, fail, load
+
+medgen_app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+_BY = ("metadata.format", "task", "metadata.subtask", "modality")
+
+
+@medgen_app.command("controls")
+def controls(
+    dataset: Annotated[str, typer.Option(help="MedGEN sample set, e.g. medgen:DIR/vqa.jsonl")],
+    control: Annotated[str, typer.Option(help="blank, unrelated or same-modality")],
+    out: Annotated[Path, typer.Option(help="new folder for the control set")],
+    seed: Annotated[int, typer.Option(help="seed of the donor draws")] = 0,
+) -> None:
+    """Derive a pairing-sensitivity control set (donors drawn from the set itself, recorded)."""
+    from medibench.benchmarks.medgen.controls import CONTROLS, derive_controls
+    from medibench.datasets import load_dataset
+
+    if control not in CONTROLS:
+        fail(f"unknown control {control!r}; choose one of {', '.join(CONTROLS)}")
+    ds = load(load_dataset, dataset)
+    check_not_empty(ds, dataset)
+    try:
+        manifest = derive_controls(list(ds), control, seed, out, source=dataset)
+    except ValueError as exc:
+        fail(str(exc))
+    made, left = len(manifest["samples"]), len(manifest["left_out"])
+    files = ", ".join(sorted(p.name for p in out.glob("*.jsonl")))
+    console.print(f"{control} control of {made} samples (seed {seed}) -> {out} ({files})")
+    if left:
+        err.print(f"[yellow]{left} sample(s) left out (no donor): see {out / 'controls.json'}[/]")
+
+
+@medgen_app.command("delta")
+def delta(
+    original: Annotated[Path, typer.Argument(metavar="RUN", help="run on the original samples")],
+    control: Annotated[list[Path], typer.Option(help="run on a control set (repeatable)")],
+    metric: Annotated[str, typer.Option(help="the score compared")] = "overall_nogt",
+    protocol: Annotated[str, typer.Option(help="scoring protocol")] = "medgen@code",
+) -> None:
+    """Delta = mean(original - control) per control and model, paired bootstrap 95% CI."""
+    from contextlib import ExitStack
+
+    from medibench.benchmarks.medgen.controls import (
+        pairing_sensitivity,
+        rows_as_json,
+        sensitivity_table,
+    )
+    from medibench.io import atomic_write_text
+    from medibench.runs import RunStore, RunStoreError
+
+    with ExitStack() as stack:
+        try:
+            base = stack.enter_context(RunStore.open_existing(original))
+            others = [stack.enter_context(RunStore.open_existing(c)) for c in control]
+        except RunStoreError as exc:
+            fail(str(exc))
+        rows = pairing_sensitivity(base, others, metric=metric, protocol=protocol)
+    if not rows:
+        fail(f"no sample has {metric} under {protocol} in both {original} and a control run")
+    table = Table("control", "model", "n", "original", "control", "Delta", "95% CI")
+    for r in rows:
+        ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"
+        table.add_row(r.control, r.model, str(r.n), f"{r.original:.3f}", f"{r.controlled:.3f}",
+                      f"{r.delta:.3f}", ci)  # fmt: skip
+    console.print(table)
+    report = original / "report"
+    atomic_write_text(report / "pairing_sensitivity.md", sensitivity_table(rows))
+    atomic_write_text(report / "pairing_sensitivity.json", rows_as_json(rows))
+    console.print(f"-> {report / 'pairing_sensitivity.md'}")
+
+
+@medgen_app.command("summary")
+def summary(
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="run folder")],
+    by: Annotated[list[str] | None, typer.Option(help="sample fields (default: all four)")] = None,
+) -> None:
+    """``medgen@code`` by format, task, subtask and modality, with the code's pass rates."""
+    from medibench.cli._app import print_summary
+    from medibench.protocols import load_protocol
+    from medibench.runs import RunStore, RunStoreError
+
+    try:
+        with RunStore.open_existing(run) as store:
+            samples = {s.sample_id: s for s in store.samples()}
+            records = [s for s in store.scores("medgen") if s.protocol_version == "code"]
+    except RunStoreError as exc:
+        fail(str(exc))
+    print_summary(records, samples, load_protocol("medgen@code"), by=list(by or _BY))
