@@ -44,6 +44,9 @@ def _mount_commands() -> None:
     app.add_typer(edit_app, name="edit", help="Model editing of medical VLMs (M3Bench style).")
     app.add_typer(analyze.analyze_app, name="analyze", help="Look inside models: attention.")
     app.add_typer(build.build_app, name="build", help="Build MieDB-style triplets from labels.")
+    from medibench.cli.medgen import medgen_app
+
+    app.add_typer(medgen_app, name="medgen", help="MedGEN-Bench: controls, Delta, summaries.")
 
 
 _mount_commands()
