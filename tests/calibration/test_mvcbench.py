@@ -169,3 +169,12 @@ def test_official_nll_on_probabilities_only_is_noted():
     res = score(as_predictions(y, probs=softmax(z)), "mvcbench@paper", n_resamples=0)
     assert res["nll"] == pytest.approx(ref_logged_nll(np.log(softmax(z)), y))
     assert any("log-probabilities" in note for note in res["notes"])
+
+
+def test_classwise_ece_leaves_out_classes_without_samples():
+    probs, z, y = predictions_with_edges(5)
+    y = np.where(y == 4, 3, y)  # class 4 has no sample: the official macro skips it
+    res = score(as_predictions(y, probs=probs), "mvcbench@paper", n_resamples=0)
+    assert res["classwise_ece"] == pytest.approx(ref_ovr_classwise_macro(probs, y, 20), abs=1e-12)
+    ours = score(as_predictions(y, probs=probs), "calibration@1", n_bins=20, n_resamples=0)
+    assert ours["classwise_ece"] != pytest.approx(res["classwise_ece"], abs=1e-6)

@@ -75,18 +75,14 @@ def mvcbench_ace(
 
 
 def mvcbench_classwise_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> float:
-    """``one_vs_rest_classwise_ece`` + ``summarize_classwise_metric`` (macro over the classes
-    that have samples)."""
-    inner = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
-    values = []
-    for c in range(probs.shape[1]):
-        if not np.any(labels == c):
-            continue
-        scores = np.clip(probs[:, c], 0.0, 1.0)
-        target = (labels == c).astype(np.float64)
-        index = np.searchsorted(inner, scores, side="left")  # digitize(..., right=True)
-        values.append(_count_weighted(index, n_bins, scores, target, np.sum))
-    return float(np.mean(values))
+    """``one_vs_rest_classwise_ece`` + ``summarize_classwise_metric``: the one-vs-rest ECE with
+    bins ``(lo, hi]`` (``digitize(..., right=True)``: the ``"right"`` policy), averaged over the
+    classes that have samples."""
+    from medibench.calibration.metrics import classwise_ece_per_class
+
+    per_class = classwise_ece_per_class(probs, labels, n_bins=n_bins, edges="right")
+    present = np.bincount(labels, minlength=probs.shape[1]) > 0
+    return float(per_class[present].mean())
 
 
 def mvcbench_nll(logits: np.ndarray, labels: np.ndarray) -> float:
