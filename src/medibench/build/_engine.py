@@ -31,7 +31,7 @@ import cv2
 
 from medibench.build._errors import BuildError
 from medibench.build._items import Slice, item_slices
-from medibench.build._modification import modification
+from medibench.build._modification import MODIFICATION_DEFAULTS, modification
 from medibench.build._perception import check_operators, perception, transformation
 from medibench.build._post import assign_splits, near_duplicates, phash, split_groups
 from medibench.build._records import BuildContext, Triplet
@@ -106,6 +106,14 @@ def build(
     if perspective != "modification" and (inpainter or verifier or inpainter_options):
         raise BuildError("--inpainter and --verifier apply to modification builds only")
     split_groups(spec)  # a missing patient field fails before anything is built
+    if perspective == "modification":
+        unknown = sorted(set(options or {}) - set(MODIFICATION_DEFAULTS))
+        if unknown:
+            raise BuildError(f"unknown modification option(s) {unknown}; known: "
+                             f"{', '.join(MODIFICATION_DEFAULTS)}")  # fmt: skip
+        options = {**MODIFICATION_DEFAULTS, **(options or {})}
+    elif options:
+        raise BuildError(f"{perspective} builds take no options, got {sorted(options)}")
     folder = Path(out)
     job = {
         "version": BUILD_VERSION, "perspective": perspective,

@@ -267,6 +267,10 @@ def _series(item: ItemSpec) -> list[tuple[Path, str]]:
 def _is_seg(path: Path) -> bool:
     import pydicom
 
+    with open(path, "rb") as fh:
+        head = fh.read(132)
+    if not (path.name.lower().endswith(".dcm") or head[128:132] == b"DICM"):
+        return False  # a label image (PNG), not DICOM
     try:
         ds = pydicom.dcmread(path, stop_before_pixels=True)
     except Exception as exc:  # pydicom raises many types on damaged files
