@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench.benchmarks.medgen.predictions import index_answer_record
 from medibench.benchmarks.medgen.tasks import PERSPECTIVES, is_editing_task, normalize_task
 from medibench.datasets._base import DatasetError, collect_samples, read_jsonl
 from medibench.datasets._dataset import (
@@ -86,6 +87,8 @@ class MedGenDataset(Dataset):
 
     default_protocols = ("medgen@code",)
     expected_k = 1
+    #: medibench's outputs: ``<sample_id>_<k>.png``, and ``.txt`` for a text answer.
+    prediction_pattern = re.compile(r"^(?P<sid>.+)_(?P<k>\d+)\.(?:png|txt)$")
 
     def __init__(self, *args: Any, other_records: dict[str, list[dict]] | None = None, **kw):
         super().__init__(*args, **kw)
@@ -145,7 +148,7 @@ class MedGenDataset(Dataset):
         self, folder: Path, models: Sequence[str] | None, model: str | None
     ) -> dict[str, tuple[Path | None, list[Path]]]:
         top_jsonl = sorted(p for p in folder.glob("*.jsonl") if p.is_file())
-        has_png = any(p.suffix.lower() == ".png" for p in folder.iterdir() if p.is_file())
+        has_png = any(p.suffix.lower() in (".png", ".txt") for p in folder.iterdir() if p.is_file())
         sources: dict[str, tuple[Path | None, list[Path]]] = {}
         if has_png:
             sources[model or folder.name] = (folder, top_jsonl)
@@ -161,6 +164,15 @@ class MedGenDataset(Dataset):
 
     def _index_jsonl(self, index: PredictionIndex, name: str, jsonl: Path) -> None:
         for _, record in read_jsonl(jsonl):
+            raw_id = str(record.get("sample_id") or "")
+            answer_id = self._id_of.get(raw_id, raw_id if raw_id in self else None)
+            if answer_id is not None and self.get(answer_id).metadata.get("format") in (
+                "VQA",
+                "MultimodalGeneration",
+            ):  # a text answer (medgen/predictions.py)
+                find = lambda ref: _output_path(ref, jsonl, self.root)  # noqa: E731
+                index_answer_record(index, name, answer_id, record, jsonl, find)
+                continue
             ref = record.get("output_image")
             if record.get("error") or not isinstance(ref, str) or not ref.strip():
                 continue
