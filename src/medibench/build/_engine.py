@@ -165,12 +165,6 @@ def finalize(
             continue
         group = groups[s["metadata"]["item"]]
         kept.append(Sample.parse({**s, "split": splits[group]}))
-    if not kept:
-        raise BuildError(
-            f"{folder}: no sample survived the filters (see the filter counts in the items' "
-            "records, .build/items/)"
-        )
-    write_native(folder, kept, overwrite=True)
     attempts = [a for r in records for a in r["attempts"]]
     atomic_write_text(folder / ATTEMPTS, "".join(json.dumps(a) + "\n" for a in attempts))
     filters: Counter = Counter()
@@ -180,6 +174,11 @@ def finalize(
     post = {"near_duplicate": sorted(dropped), "dedupe_bits": source.dedupe_bits,
             "splits": splits, "groups": groups}  # fmt: skip
     atomic_write_text(folder / POST, json.dumps(post, indent=1) + "\n")
+    if not kept:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(filters.items()) if v) or "none"
+        why = f"; every attempt is in {folder / ATTEMPTS}" if attempts else ""
+        raise BuildError(f"{folder}: no sample survived the filters (filtered: {counts}){why}")
+    write_native(folder, kept, overwrite=True)
     write_report(folder)
     written = export_build(folder, kept, formats=exports, name=source.name)
     return {"samples": len(kept), "filters": dict(filters), "exports": written}
