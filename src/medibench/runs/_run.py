@@ -130,6 +130,11 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
     specs = [_checked(parse_model_spec, m, options=list(cfg.model_options)) for m in cfg.models]
     for spec in specs:
         _checked(spec.check_options)
+        if cfg.executor == "ray" and cfg.generates and _answers(spec):
+            raise RunError(
+                f"--model {spec.model!r} answers with text: answering models run with "
+                "--executor local (the Ray actors run editing models)"
+            )
     planned = [planned_name(spec) for spec in specs]
     _checked(check_unique_names, list(zip(cfg.models, planned, strict=True)))
     resolved = [resolved_spec(spec) for spec in specs]
@@ -237,6 +242,15 @@ def _check_built_name(
         record_model_specs(store, {name: res})
     except RunStoreError as exc:
         raise RunError(str(exc)) from exc
+
+
+def _answers(spec: Any) -> bool:
+    """Whether a spec's factory makes an answering model (a VLM or generator class)."""
+    try:
+        factory = spec.factory()
+    except Exception:  # reported when the model is built
+        return False
+    return any(callable(getattr(factory, m, None)) for m in ("answer", "generate"))
 
 
 def _checked(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

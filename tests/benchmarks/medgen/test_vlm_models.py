@@ -137,3 +137,20 @@ def test_module_callables_become_answering_models():
     assert is_answering_model(vlm) and not is_answering_model(object())
     with pytest.raises(TypeError, match="has no answer or generate"):
         as_answering_model(dict, {"a": 1}, name="mod:dict")
+
+
+def test_answering_models_are_refused_on_ray(tmp_path):
+    from medibench.runs import RunConfig, RunError, run
+
+    from .answer_data import build_folder
+
+    folder = build_folder(tmp_path / "data")
+    config = RunConfig(
+        dataset=f"medgen:{folder / 'vqa.jsonl'}",
+        models=("openai-chat:gpt-4o",),
+        model_options=("api_key_required=false",),
+        out=tmp_path / "run",
+        executor="ray",
+    )
+    with pytest.raises(RunError, match="answering models run with --executor local"):
+        run(config, progress=False)

@@ -22,8 +22,10 @@ changed answer is a new cache key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medibench.benchmarks.medgen.judges import _MEDGEN_DIMENSIONS
 from medibench.judges import Fill, JudgeProtocol, ScoreField
@@ -80,7 +82,15 @@ class MedGenAnswerJudge(JudgeProtocol):
             texts["reference"] = str(expected.get("text") or sample.description or "")
         return texts
 
-    def messages(self, sample, paths, *, structured, max_side, oversize):  # as JudgeProtocol
+    def messages(
+        self,
+        sample: Sample,
+        paths: Sequence[Path],
+        *,
+        structured: bool,
+        max_side: int,
+        oversize: str,
+    ) -> tuple[list[dict[str, Any]], list[str]]:
         notes: list[str] = []
         roles = [r for r, _ in self.images(sample, Path(paths[-1]))]
         parts, response = [], "(no text answer)"
