@@ -152,6 +152,8 @@ def test_registry_listings():
     for cmd, name in (("models", "classical"), ("datasets", "native"), ("protocols", "native@1")):
         res = runner.invoke(app, [cmd])
         assert res.exit_code == 0 and name in res.output
+    listed = runner.invoke(app, ["protocols"]).output
+    assert "calibration@1" in listed and "mvcbench@paper" in listed
 
 
 def test_score_several_models_in_sub_folders_and_unknown_ids(tmp_path):

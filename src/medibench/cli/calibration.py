@@ -68,10 +68,17 @@ def score(
         atomic_write_text(json_out, json.dumps(result, indent=2) + "\n")
         console.print(f"results -> {json_out}")
     if run is not None:
+        from medibench.calibration._report import diagram_folder
+        from medibench.calibration.diagrams import write_diagrams
         from medibench.calibration.store import store_results
 
         n = store_results(run, result)
-        console.print(f"{n} rows -> {run / 'run.sqlite'} (table calibration_results)")
+        folder = diagram_folder(run, result["source"])
+        drawn = write_diagrams(predictions, folder, n_bins=bins or 15, by=by or (), formats=["svg"])
+        console.print(
+            f"{n} rows -> {run / 'run.sqlite'} (table calibration_results); {len(drawn)} "
+            f"reliability diagrams -> {folder} (shown by `medibench report {run}`)"
+        )
 
 
 @calibration_app.command()

@@ -32,7 +32,10 @@ def datasets() -> None:
 
 
 def protocols() -> None:
-    """List the scoring protocols (name@version)."""
+    """List the scoring protocols (name@version), then the calibration protocols
+    (``medibench calibration score --protocol``)."""
+    from medibench.calibration.protocols import CALIBRATION_PROTOCOLS
     from medibench.protocols import PROTOCOLS
 
     list_registry(PROTOCOLS)
+    list_registry(CALIBRATION_PROTOCOLS)

@@ -10,7 +10,13 @@ from medibench.knowledge_edit._metrics import METRICS, summarize
 from medibench.knowledge_edit._store import edit_groups, edit_records, edit_results
 from medibench.knowledge_edit._tasks import TASK_TYPE_NAMES
 
-__all__ = ["editing_tables"]
+__all__ = ["editing_panel", "editing_tables"]
+
+
+def editing_panel(store: Any, run_dir: Any = None) -> dict[str, Any] | None:
+    """The report panel (:mod:`medibench.report._panels`): the tables below, or ``None``."""
+    tables = editing_tables(store)
+    return {"id": "model-editing", "title": "Model editing", "tables": tables} if tables else None
 
 
 def editing_tables(store: Any) -> list[dict[str, Any]]:

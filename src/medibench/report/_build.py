@@ -104,6 +104,7 @@ def build_report(
     """
     from medibench.report import _html, _plot_set
     from medibench.report._images import process_pool
+    from medibench.report._panels import collect_panels
 
     t0 = time.perf_counter()
     run_dir = Path(run_dir)
@@ -115,9 +116,7 @@ def build_report(
         meta = store.meta()
         judgements = read_judgements(store.connection)
         attention = read_attention(store.connection)  # medibench analyze attention
-        from medibench.knowledge_edit._report import editing_tables
-
-        editing = editing_tables(store)  # medibench edit run
+        panels = collect_panels(store, run_dir)  # calibration, model editing
     out.mkdir(parents=True, exist_ok=True)
     by_id = {s.sample_id: s for s in samples}
     models = sorted({p.model for p in predictions} | {s.model or "" for s in scores})
@@ -182,7 +181,7 @@ def build_report(
             "scores": len(scores),
         },
         build_seconds=time.perf_counter() - t0,
-        editing=editing,
+        panels=panels,
     )
 
 

@@ -56,10 +56,10 @@ def write_html(
     settings: dict[str, Any],
     counts: dict[str, int],
     build_seconds: float,
-    editing: list[dict[str, Any]] | None = None,
+    panels: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write ``out/index.html`` and ``out/assets/``; return the page's path (``editing``: the
-    model-editing tables, :func:`medibench.knowledge_edit._report.editing_tables`)."""
+    """Write ``out/index.html`` and ``out/assets/``; return the page's path (``panels``: the
+    other stages' sections, :func:`medibench.report._panels.collect_panels`)."""
     templates = files("medibench.report") / "templates"
     (out / "assets").mkdir(parents=True, exist_ok=True)
     for name in ASSETS:
@@ -83,7 +83,7 @@ def write_html(
         build_seconds=build_seconds,
         medibench_version=_version(),
         no_scores=counts["scores"] == 0,
-        editing=editing or [],
+        panels=panels or [],
         # "</" inside a script element would end it: escape it the JSON way.
         blob=json.dumps(blob, separators=(",", ":"), allow_nan=False).replace("</", "<\\/"),
     )
