@@ -172,6 +172,9 @@ def test_cli_tasks_run_score(tmp_path, cli, tiny_path):
         assert {"edit_requests", "edit_results"} <= names
         _, rows = store.table_rows("edit_requests")
         assert len(rows) == 8
+        spec = store.get_meta(f"knowledge_edit/{tiny_path}/ft/sequential-2")
+        assert spec["editor"]["name"] == "ft" and spec["editor"]["lr"] == 0.01
+        assert spec["taskset"]["n_edits"] == 4 and spec["matchers"] == ["exact", "fuzzy"]
     from medibench.report import build_report
 
     page = build_report(run, plots=False).read_text()

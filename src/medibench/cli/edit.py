@@ -152,8 +152,12 @@ def run(
                 fail(str(exc))
             report = run_edits(ts, answerer, ed, sequential=sequential, matchers=matchers,
                                limit=limit, model_name=model)  # fmt: skip
+            spec = {
+                "tasks": str(tasks), "taskset": ts.manifest, "limit": limit,
+                "editor": _settings(ed), "matchers": names, "model_options": options,
+            }  # fmt: skip
             path = store_edit_run(store, report, model=model, editor=ed.name,
-                                  sequential=sequential)  # fmt: skip
+                                  sequential=sequential, spec=spec)  # fmt: skip
     except RunFolderInUse as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(code=3) from None
@@ -246,3 +250,14 @@ def _read_config(path: Path | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         fail(f"editor config {path}: expected a mapping of options")
     return data
+
+
+def _settings(editor: Any) -> dict[str, Any]:
+    """An editor's settings as data (its config dataclass, or its plain attributes)."""
+    import dataclasses
+
+    config = getattr(editor, "config", None)
+    if config is not None and dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return {"name": editor.name, **dataclasses.asdict(config)}
+    plain = {k: v for k, v in vars(editor).items() if isinstance(v, (str, int, float))}
+    return {"name": editor.name, **plain}

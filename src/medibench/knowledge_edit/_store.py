@@ -52,11 +52,15 @@ def setting_name(sequential: int) -> str:
 
 
 def store_edit_run(store: Any, report: EditRunReport, *, model: str, editor: str,
-                   sequential: int) -> Path:  # fmt: skip
+                   sequential: int, spec: dict[str, Any] | None = None) -> Path:  # fmt: skip
     """Write a run's records and lines into the store (replacing a re-run of the same model,
-    editor and setting) and rewrite ``RUN/edit_results.jsonl`` from the store."""
+    editor and setting) and rewrite ``RUN/edit_results.jsonl`` from the store. ``spec`` (the
+    task set's manifest, the editor's settings, the matchers) goes into the store's meta under
+    ``knowledge_edit/<model>/<editor>/<setting>``."""
     declare_edit_tables(store)
     setting = setting_name(sequential)
+    if spec is not None:
+        store.set_meta(f"knowledge_edit/{model}/{editor}/{setting}", spec)
     db = store.connection
     with store.transaction():
         for table in ("edit_requests", "edit_results"):
