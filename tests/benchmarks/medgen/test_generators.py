@@ -142,3 +142,10 @@ def test_summary_by_format_task_subtask_modality(folder, tmp_path):
     for field in ("metadata.format", "task", "metadata.subtask", "modality"):
         assert f"medgen@code by {field}" in res.output
     assert "bleu_pass_rate" in res.output
+
+
+def test_the_editing_checklist_leaves_answers_to_the_code_judge(folder):
+    (mc, _) = load_dataset(f"medgen:{folder / 'vqa.jsonl'}")
+    for version in ("1", "1-nogt"):
+        why = load_judge(f"medgen-checklist@{version}").skip_reason(mc)
+        assert why == "a text answer: judged by medgen-checklist@code (answer_judges.py)"

@@ -34,6 +34,8 @@ class MedGenChecklistJudge(JudgeProtocol):
     scale_max: int = 10
 
     def skip_reason(self, sample: Sample) -> str | None:
+        if sample.metadata.get("format") in ("VQA", "MultimodalGeneration"):
+            return "a text answer: judged by medgen-checklist@code (answer_judges.py)"
         return needs_target(sample) if self.with_gt else None
 
     def images(self, sample: Sample, prediction: Path) -> list[tuple[str, Path]]:
@@ -51,8 +53,7 @@ class MedGenChecklistJudge(JudgeProtocol):
         notes = []  # resize notes
         roles = [r for r, _ in self.images(sample, Path())]
         parts = [
-            image_part(p, r, max_side, oversize, notes)
-            for r, p in zip(roles, paths, strict=True)
+            image_part(p, r, max_side, oversize, notes) for r, p in zip(roles, paths, strict=True)
         ]
         intro = self.prompt.render("images_with_gt" if self.with_gt else "images_without_gt")
         task = self.prompt.render(
