@@ -1,4 +1,15 @@
-"""``medgen@code``: MedGEN-Bench's image tier as its code computes it (docs/protocols.md).
+"""``medgen@code``: MedGEN-Bench as its code computes it (docs/protocols.md, docs/medgen.md).
+
+The protocol covers the three formats: an editing record is scored by the image tier below; a
+VQA record by the text tier (:mod:`.answers`: BLEU, BERTScore, task accuracy, EM/F1, clinical
+entities, RadGraph F1, the code's pass flags); a generation record by both (the image tier on
+the image the model made, missing with that reason when it made none). A text prediction is a
+``.txt`` file (with its ``.png`` beside it), read as an :class:`~.answers.Answer`; the rows of
+VQA and generation records carry ``format=... task=... subtask=...`` as their first note. The
+judge's without-ground-truth view fills the ``*_nogt`` metrics (the reference-free score of the
+pairing-sensitivity test, :mod:`.controls`).
+
+The image tier:
 
 What the official ``util/metrics.py`` (``FR_IQA``) and ``eval.py`` do, and this protocol does:
 
