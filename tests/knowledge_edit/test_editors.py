@@ -216,3 +216,26 @@ def test_locality_on_a_taught_tiny_model(taught_path, synthetic, sequential):
     assert set(s["by_task_type"]) == {"T0", "T1", "T2", "T3", "T4", "T5"}
     if sequential:
         assert s["by_stage"]["final"]["n_edits"] == len(synthetic)
+
+
+@pytest.mark.parametrize("name", ["ft", "lora", "grace"])
+def test_an_edit_that_fails_midway_leaves_the_model_as_it_was(tiny, synthetic, monkeypatch, name):
+    from medibench.knowledge_edit import _editors, _grace
+
+    real = _editors.train
+
+    def failing(m, request, params, cfg):
+        real(m, request, params, cfg)  # the weights (or adapters) have moved: then it fails
+        raise RuntimeError("out of memory (scripted)")
+
+    monkeypatch.setattr(_editors, "train", failing)
+    monkeypatch.setattr(_grace, "train", failing)
+    before = _state(tiny)
+    modules = [n for n, _ in tiny.model.named_modules()]
+    grads = [p.requires_grad for p in tiny.model.parameters()]
+    report = run_edits(synthetic, tiny, load_editor(name), limit=2)
+    assert [p.requires_grad for p in tiny.model.parameters()] == grads
+    assert [e.error for e in report.edits] == ["RuntimeError: out of memory (scripted)"] * 2
+    assert report.lines == [] and tiny.edits == []
+    assert _same_state(before, _state(tiny))
+    assert [n for n, _ in tiny.model.named_modules()] == modules

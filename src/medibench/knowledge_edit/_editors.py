@@ -139,7 +139,11 @@ class FineTuneEditor(Editor):
                 for k, p in params.items():
                     p.copy_(saved[k])
 
-        converged, loss, steps = train(m, request, list(params.values()), self.config)
+        try:
+            converged, loss, steps = train(m, request, list(params.values()), self.config)
+        except BaseException:  # a failed edit leaves the model as it was
+            restore()
+            raise
         return _push(model, EditHandle(self.name, request.edit_id, model, restore, converged,
                                        loss, steps, time.perf_counter() - t0))  # fmt: skip
 
@@ -171,13 +175,14 @@ class LoraEditor(Editor):
             r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=0.0, target_modules=targets,
         ))  # fmt: skip
         lora = [p for n, p in wrapped.named_parameters() if "lora_" in n]
-        converged, loss, steps = train(m, request, lora, cfg)
+        try:
+            converged, loss, steps = train(m, request, lora, cfg)
+        except BaseException:  # a failed edit: the adapters go, unmerged
+            m.model = wrapped.unload()
+            _unwrapped(m.model, flags)
+            raise
         m.model = wrapped.merge_and_unload()
-        for attr in ("peft_config", "_hf_peft_config_loaded"):
-            if attr in vars(m.model):
-                delattr(m.model, attr)
-        for n, p in m.model.named_parameters():
-            p.requires_grad_(flags.get(n, False))
+        _unwrapped(m.model, flags)
         current = dict(m.model.named_modules())
 
         def restore() -> None:
@@ -355,6 +360,15 @@ def _transformers(model: Answerer, editor: str) -> TransformersAnswerer:
         raise EditError(f"the {editor} editor trains weights: it needs a local transformers model, "
                         f"not {type(model).__name__} (use the in-context editor)")  # fmt: skip
     return model
+
+
+def _unwrapped(model: Any, flags: dict[str, bool]) -> None:
+    """A model peft unwrapped: its attributes and ``requires_grad`` flags as before."""
+    for attr in ("peft_config", "_hf_peft_config_loaded"):
+        if attr in vars(model):
+            delattr(model, attr)
+    for n, p in model.named_parameters():
+        p.requires_grad_(flags.get(n, False))
 
 
 def _push(model: Answerer, handle: EditHandle) -> EditHandle:

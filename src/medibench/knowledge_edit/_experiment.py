@@ -119,7 +119,6 @@ def run_edits(
     matchers: Sequence[Matcher] | None = None,
     limit: int | None = None,
     model_name: str | None = None,
-    on_edit: Callable[[EditRecord, list[ResultLine]], None] | None = None,
 ) -> EditRunReport:
     """Run ``editor`` over the task set's requests (the first ``limit``, in order)."""
     t_start = time.perf_counter()
@@ -139,8 +138,6 @@ def run_edits(
             record, handle = _edit(answerer, editor, request, images, timer, seq)
             report.edits.append(record)
             if handle is None:
-                if on_edit:
-                    on_edit(record, [])
                 continue
             try:
                 post = _answers(answerer, list(request.probes), images, matchers, timer)
@@ -154,17 +151,13 @@ def run_edits(
                 applied.append((request, handle, record))
             else:
                 timer.call(handle.undo)
-            if on_edit and (sequential == 0 or post is None):
-                on_edit(record, lines)
         if sequential > 0:
             final_probes = [p for r, _, _ in applied for p in r.probes]
             final = _answers(answerer, final_probes, images, matchers, timer)
             for request, _, record in applied:
-                lines = _lines(request, pre, final, matchers, "final", record, editor, name)
-                report.lines.extend(lines)
-                if on_edit:
-                    immediate = [x for x in report.lines if x.edit_id == request.edit_id]
-                    on_edit(record, immediate)
+                report.lines.extend(
+                    _lines(request, pre, final, matchers, "final", record, editor, name)
+                )
             for _, handle, _ in reversed(applied):
                 timer.call(handle.undo)
     report.total_s = time.perf_counter() - t_start

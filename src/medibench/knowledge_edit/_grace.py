@@ -74,8 +74,6 @@ class GraceEditor(Editor):
                 radius = min(radius, d / 2)
         value = torch.nn.Parameter(first_value.clone())
         codebook.add(key, value, radius)
-        converged, loss, steps = train(m, request, [value], cfg)
-        value.requires_grad_(False)
 
         def restore() -> None:
             codebook.pop()
@@ -83,6 +81,12 @@ class GraceEditor(Editor):
             if not codebook.keys:
                 layer.mlp = codebook.inner
 
+        try:
+            converged, loss, steps = train(m, request, [value], cfg)
+        except BaseException:  # a failed edit leaves the model as it was
+            restore()
+            raise
+        value.requires_grad_(False)
         return _push(model, EditHandle(self.name, request.edit_id, model, restore, converged,
                                        loss, steps, time.perf_counter() - t0))  # fmt: skip
 
