@@ -31,6 +31,7 @@ from medibench.metrics.ssim import (
     SSIMOptions,
     _as_hwc,
     _cropped_mean,
+    _fused,
     _ssim_hwc,
     resolve_options,
 )
@@ -70,8 +71,7 @@ def masked_ssim(
         Raises ``ValueError`` when the region is empty (naming it).
     """
     opts = resolve_options(options, keywords, "masked_ssim")
-    s, _, chosen = _map_and_regions(a, b, mask, (region,), dilate, opts)
-    return _region_mean(s, chosen[region])
+    return _summaries(a, b, mask, (region,), dilate, opts)[region]
 
 
 def ssim_by_region(
@@ -104,27 +104,31 @@ def ssim_by_region(
         )
     opts = resolve_options(options, keywords, "ssim_by_region")
     masked = [_MASKED[r] for r in regions if r != "full"]
-    s, win, chosen = _map_and_regions(a, b, mask, masked, dilate, opts)
-    return {
-        r: _region_mean(s, chosen[r]) if r in chosen else _cropped_mean(s, win) for r in regions
-    }
+    summaries = _summaries(a, b, mask, masked, dilate, opts)
+    return {r: summaries[r] for r in regions}
 
 
-def _map_and_regions(
+def _summaries(
     a: np.ndarray,
     b: np.ndarray,
     mask: np.ndarray,
     regions: Iterable[Region],
     dilate: int,
     opts: SSIMOptions,
-) -> tuple[np.ndarray, int, dict[str, np.ndarray]]:
-    """The ``(H, W, C)`` SSIM map (a workspace view), its window size and each region's pixels."""
+) -> dict[str, float]:
+    """``"full"`` (the cropped mean) and each region's mean, from one SSIM map."""
     x, y, _ = _as_hwc(a, b, opts.channel_axis)
     chosen: dict[str, np.ndarray] = {
         r: select_region(mask, x.shape[:2], r, dilate) for r in regions
     }
+    # The fused stencil sums the regions row by row without writing the map.
+    fused = _fused(x, y, opts, tuple(chosen.values()), want_map=False)
+    if fused is not None:
+        return dict(zip(["full", *chosen], fused[1], strict=True))
     s, win = _ssim_hwc(x, y, opts)
-    return s, win, chosen
+    out = {r: _region_mean(s, sel) for r, sel in chosen.items()}
+    out["full"] = _cropped_mean(s, win)
+    return out
 
 
 def _region_mean(values: np.ndarray, chosen: np.ndarray) -> float:
