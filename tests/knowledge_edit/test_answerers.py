@@ -77,3 +77,29 @@ def test_openai_compatible_endpoint(monkeypatch):
         model.config = model.config.model_copy(update={"max_attempts": 1})
         with pytest.raises(AnswererError, match="vlm-x: .*HTTP 500"):
             model.answer(np.zeros((4, 4, 3), np.uint8), "q")
+
+
+def test_the_processors_chat_template_is_the_prompt(tiny_path, tmp_path):
+    import shutil
+
+    from transformers import AutoProcessor
+
+    from medibench.knowledge_edit import TransformersAnswerer
+
+    folder = tmp_path / "chat"
+    shutil.copytree(tiny_path, folder)
+    processor = AutoProcessor.from_pretrained(folder)
+    processor.chat_template = (
+        "{% for m in messages %}<s> user : {% for c in m['content'] %}{% if c['type'] == 'image' %}"
+        "<image>{% else %} {{ c['text'] }}{% endif %}{% endfor %}{% endfor %}"
+        "{% if add_generation_prompt %} assistant :{% endif %}"
+    )
+    processor.save_pretrained(folder)
+    model = TransformersAnswerer(folder, max_new_tokens=2)
+    assert model.prompt is None
+    assert model.prompt_text("which side ?") == "<s> user : <image> which side ? assistant :"
+    model.context.append("New fact: x.")
+    assert model.prompt_text("q") == "<s> user : <image> New fact: x. q assistant :"
+    assert isinstance(model.answer(np.zeros((40, 40, 3), np.uint8), "which side ?"), str)
+    plain = TransformersAnswerer(tiny_path, prompt="Q: {question} A:")
+    assert plain.prompt_text("which side ?") == "Q: which side ? A:"
