@@ -4,8 +4,9 @@
   --out DIR``: the pairing-sensitivity control variant of a sample set, as a folder that
   ``medibench run --dataset medgen:DIR/vqa.jsonl`` (or ``gen.jsonl``) runs like the original.
 * ``medibench medgen delta ORIGINAL_RUN --control RUN ...``: Delta per control and model with
-  paired bootstrap CIs, printed and written to ``ORIGINAL_RUN/report/pairing_sensitivity.md``
-  (and ``.json``).
+  paired bootstrap CIs, printed, kept in the original run's store (table
+  ``pairing_sensitivity``: ``medibench report`` shows it as a panel) and written to
+  ``ORIGINAL_RUN/report/pairing_sensitivity.md`` (and ``.json``).
 * ``medibench medgen summary RUN``: ``medgen@code`` by format, task, subtask and modality.
 """
 
@@ -64,6 +65,7 @@ def delta(
         pairing_sensitivity,
         rows_as_json,
         sensitivity_table,
+        store_rows,
     )
     from medibench.io import atomic_write_text
     from medibench.runs import RunStore, RunStoreError
@@ -75,8 +77,9 @@ def delta(
         except RunStoreError as exc:
             fail(str(exc))
         rows = pairing_sensitivity(base, others, metric=metric, protocol=protocol)
-    if not rows:
-        fail(f"no sample has {metric} under {protocol} in both {original} and a control run")
+        if not rows:
+            fail(f"no sample has {metric} under {protocol} in both {original} and a control run")
+        store_rows(base, rows)  # the report's "Pairing sensitivity" panel
     table = Table("control", "model", "n", "original", "control", "Delta", "95% CI")
     for r in rows:
         ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"

@@ -20,6 +20,7 @@ __all__ = ["PANEL_PROVIDERS", "collect_panels"]
 PANEL_PROVIDERS = (
     "medibench.calibration._report:calibration_panel",  # medibench calibration score --run
     "medibench.knowledge_edit._report:editing_panel",  # medibench edit run
+    "medibench.benchmarks.medgen.controls:pairing_panel",  # medibench medgen delta
 )
 
 

@@ -16,10 +16,10 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from medibench.benchmarks.medgen.controls import derive_controls
+from medibench.benchmarks.medgen.controls import derive_controls, pairing_panel
 from medibench.cli import app
 from medibench.datasets import load_dataset
-from medibench.runs import RunConfig, run
+from medibench.runs import RunConfig, RunStore, run
 
 runner = CliRunner()
 CHOICES = ["A. Normal", "B. Pneumonia", "C. Nodule"]
@@ -96,6 +96,18 @@ def test_delta_known_by_construction(sample_set, tmp_path):
         "unrelated": (6, 1.0, 1.0, 1.0),
         "same-modality": (6, 0.0, 0.0, 0.0),
     }
+    with RunStore.open_existing(original) as store:
+        panel = pairing_panel(store, original)
+    assert panel is not None and panel["title"] == "Pairing sensitivity"
+    assert [row[:3] + row[6:8] for row in panel["tables"][0]["rows"]] == [
+        ["blank", "reads-pixels", "task_accuracy", "1.000", "[1.000, 1.000]"],
+        ["unrelated", "reads-pixels", "task_accuracy", "1.000", "[1.000, 1.000]"],
+        ["same-modality", "reads-pixels", "task_accuracy", "0.000", "[0.000, 0.000]"],
+    ]
+    res = runner.invoke(app, ["report", str(original), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    html = (original / "report" / "index.html").read_text()
+    assert "Pairing sensitivity" in html and "same-modality" in html
     md = (original / "report" / "pairing_sensitivity.md").read_text()
     assert (
         "| blank | reads-pixels | task_accuracy | 6 | 1.000 | 0.000 | 1.000 | [1.000, 1.000] |"
