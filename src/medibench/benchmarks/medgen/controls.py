@@ -193,11 +193,11 @@ def store_rows(store: Any, rows: Sequence[DeltaRow]) -> None:
                         stage="analysis", per_output=False)  # fmt: skip
     with store.transaction():
         for r in rows:
+            values = (r.control, r.model, r.metric, r.control_run, r.n, r.original,
+                      r.controlled, r.delta, r.ci_low, r.ci_high, time.time())  # fmt: skip
             store.connection.execute(
-                f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (r.control, r.model, r.metric, r.control_run, r.n, r.original, r.controlled, r.delta,
-                 r.ci_low, r.ci_high, time.time()),
-            )  # fmt: skip
+                f"INSERT OR REPLACE INTO {TABLE} VALUES ({', '.join('?' * len(values))})", values
+            )
 
 
 def pairing_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
