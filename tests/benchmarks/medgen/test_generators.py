@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 from typer.testing import CliRunner
 
 from medibench.cli import app
@@ -149,3 +150,20 @@ def test_the_editing_checklist_leaves_answers_to_the_code_judge(folder):
     for version in ("1", "1-nogt"):
         why = load_judge(f"medgen-checklist@{version}").skip_reason(mc)
         assert why == "a text answer: judged by medgen-checklist@code (answer_judges.py)"
+
+
+def test_an_editing_sample_answered_by_a_unified_model_gets_the_image_tier(tmp_path):
+    from .answer_data import build_release
+
+    release = build_release(tmp_path / "release")
+    config = RunConfig(
+        dataset=f"medgen:{release / 'parquet' / 'image_editing'}",
+        models=(f"{__name__}:make_unified",),
+        out=tmp_path / "run",
+    )
+    with run(config, progress=False) as store:
+        (score,) = store.scores()
+    (sample,) = load_dataset(f"medgen:{release / 'parquet' / 'image_editing'}")
+    gt = np.asarray(Image.open(sample.target).convert("RGB"), np.float64)
+    assert score.metrics["psnr"] == pytest.approx(10 * np.log10(255**2 / np.mean((gt - 50) ** 2)))
+    assert "bleu" not in {k for k, v in score.metrics.items() if v is not None}

@@ -155,18 +155,20 @@ class MedGenCodeProtocol(PaperReading):
     def score(self, sample: Sample, images: SampleImages, prediction: Any) -> ProtocolResult:
         res = ProtocolResult.for_images(images)
         fmt = sample.metadata.get("format") or "ImageEditing"
-        if fmt in ("VQA", "MultimodalGeneration") or isinstance(prediction, Answer):
+        if not isinstance(prediction, Answer) and fmt == "ImageEditing":
+            self._image_tier(images, prediction, res)
+            return res
+        # A text answer (VQA, generation; or an editing sample answered by a text + image model)
+        answer = prediction if isinstance(prediction, Answer) else Answer("", prediction)
+        if fmt != "ImageEditing":
             subtask = sample.metadata.get("subtask") or ""
             res.notes.insert(0, f"format={fmt} task={sample.task} subtask={subtask}")
-            answer = prediction if isinstance(prediction, Answer) else Answer("", prediction)
             score_text(sample, answer.text, res)
-            if fmt == "MultimodalGeneration":
-                if answer.image is None:
-                    res.missing(_IMAGE_METRICS, "the model made no image")
-                else:
-                    self._image_tier(images, answer.image, res)
-            return res
-        self._image_tier(images, prediction, res)
+        if fmt != "VQA":
+            if answer.image is None:
+                res.missing(_IMAGE_METRICS, "the model made no image")
+            else:
+                self._image_tier(images, answer.image, res)
         return res
 
     def _image_tier(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult):
