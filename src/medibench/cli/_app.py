@@ -20,6 +20,7 @@ __all__ = [
     "fail",
     "list_registry",
     "load",
+    "open_dataset",
     "print_dataset_notes",
     "print_leaderboards",
     "print_summary",
@@ -71,6 +72,17 @@ def print_dataset_notes(ds: Any, *, most: int = 5) -> None:
         err.print(f"[yellow]dataset:[/] {problem}")
     if len(problems) > most:
         err.print(f"[yellow]dataset:[/] ... and {len(problems) - most} more problems")
+
+
+def open_dataset(spec: str, *, download: bool = False) -> Any:
+    """``load_dataset(spec)`` for a command: a bad spec is a one-line error, an empty dataset
+    exits 2, and where it came from and its problems are printed on stderr."""
+    from medibench.datasets import load_dataset
+
+    ds = load(load_dataset, spec, **({"download": True} if download else {}))
+    check_not_empty(ds, spec)
+    print_dataset_notes(ds)
+    return ds
 
 
 def check_not_empty(ds, spec: str) -> None:

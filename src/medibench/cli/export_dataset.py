@@ -7,15 +7,7 @@ from typing import Annotated
 
 import typer
 
-from medibench.cli._app import (
-    DownloadOption,
-    check_not_empty,
-    console,
-    err,
-    fail,
-    load,
-    print_dataset_notes,
-)
+from medibench.cli._app import DownloadOption, console, err, fail, open_dataset
 
 
 def export_dataset(
@@ -30,15 +22,13 @@ def export_dataset(
     """Export DATASET to --out: Parquet shards with Image features and a dataset card
     (hf-parquet; read back as native:OUT), samples.jsonl and images (native), or
     dataBenchmark/metadata.json (miedb)."""
-    from medibench.datasets import DatasetError, load_dataset
+    from medibench.datasets import DatasetError
     from medibench.datasets._export import FORMATS
     from medibench.datasets._export import export_dataset as export
 
     if format not in FORMATS:
         fail(f"unknown export format {format!r}; choose one of {', '.join(FORMATS)}")
-    ds = load(load_dataset, dataset, **({"download": True} if download else {}))
-    check_not_empty(ds, dataset)
-    print_dataset_notes(ds)
+    ds = open_dataset(dataset, download=download)
     try:
         result = export(ds, out, format=format, name=ds.name, overwrite=overwrite)
     except (DatasetError, ImportError) as exc:

@@ -7,16 +7,7 @@ from typing import Annotated
 
 import typer
 
-from medibench.cli._app import (
-    DownloadOption,
-    check_not_empty,
-    console,
-    err,
-    fail,
-    load,
-    print_dataset_notes,
-    print_summary,
-)
+from medibench.cli._app import DownloadOption, console, err, fail, load, open_dataset, print_summary
 
 
 def score(
@@ -58,14 +49,11 @@ def score(
     download: DownloadOption = False,
 ) -> None:
     """Score existing model outputs; a missing output is a 'missing' record, never a 0."""
-    from medibench.datasets import load_dataset
     from medibench.io import atomic_write_text
     from medibench.protocols import load_protocol
     from medibench.runs import score_predictions
 
-    ds = load(load_dataset, dataset, **({"download": True} if download else {}))
-    check_not_empty(ds, dataset)
-    print_dataset_notes(ds)
+    ds = open_dataset(dataset, download=download)
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
     flat = predictions.is_dir() and any(p.suffix.lower() == ".png" for p in predictions.iterdir())
     if flat and model and len(model) > 1:
