@@ -86,6 +86,11 @@ class CompositionalSystem:
         self.system = system
 
     @property
+    def concurrency(self) -> int:
+        """The VLM's: calls in flight the runner may keep (1 when it does not say)."""
+        return int(getattr(self.vlm, "concurrency", 1) or 1)
+
+    @property
     def max_images(self) -> int | None:
         """The VLM's: the images one call may carry (``None``: any)."""
         return getattr(self.vlm, "max_images", None)

@@ -212,21 +212,28 @@ class OpenAIChatVLM:
             timeout_s=timeout_s,
         )
         self.config.api_key()  # a missing key fails now, naming the variable
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Any = None
+        self.concurrency = concurrency
+        # One event loop and client per calling thread: the runner answers on several threads.
+        self._local = threading.local()
+        self._opened: list[tuple[asyncio.AbstractEventLoop, Any]] = []
         self._lock = threading.Lock()
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
-        """One chat call (blocking); see the class docstring."""
-        with self._lock:
-            if self._loop is None:
-                from medibench.judges import JudgeClient
+        """One chat call (blocking; thread-safe); see the class docstring."""
+        if getattr(self._local, "loop", None) is None:
+            from medibench.judges import JudgeClient
 
-                self._loop = asyncio.new_event_loop()
-                self._client = JudgeClient(self.config)
-            return self._loop.run_until_complete(self._answer(images, prompt, seed))
+            self._local.loop = asyncio.new_event_loop()
+            self._local.client = JudgeClient(self.config)
+            with self._lock:
+                self._opened.append((self._local.loop, self._local.client))
+        return self._local.loop.run_until_complete(
+            self._answer(self._local.client, images, prompt, seed)
+        )
 
-    async def _answer(self, images: Sequence[np.ndarray], prompt: str, seed: int) -> str:
+    async def _answer(
+        self, client: Any, images: Sequence[np.ndarray], prompt: str, seed: int
+    ) -> str:
         from medibench.judges import png_data_url
 
         parts: list[dict[str, Any]] = []
@@ -234,7 +241,7 @@ class OpenAIChatVLM:
             url, _ = png_data_url(image, max_side=self.config.max_image_side)
             parts.append({"type": "image_url", "image_url": {"url": url}})
         parts.append({"type": "text", "text": prompt})
-        done = await self._client.complete([{"role": "user", "content": parts}], seed=seed)
+        done = await client.complete([{"role": "user", "content": parts}], seed=seed)
         if done.refused:
             raise ContentRefusedError(f"{self.name}: refused: {done.refused}")
         if done.text is None:
@@ -242,12 +249,13 @@ class OpenAIChatVLM:
         return done.text
 
     def close(self) -> None:
-        """Close the HTTP client and the event loop."""
+        """Close the HTTP clients and event loops of every thread that called."""
         with self._lock:
-            if self._loop is not None:
-                self._loop.run_until_complete(self._client.aclose())
-                self._loop.close()
-                self._loop = None
+            opened, self._opened = self._opened, []
+        for loop, client in opened:
+            loop.run_until_complete(client.aclose())
+            loop.close()
+        self._local = threading.local()
 
 
 class TransformersVLM:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Literal
 
@@ -83,19 +84,34 @@ def generate_answers(
     retry_refused: bool = False,
     progress: bool = True,
     console: Console | None = None,
+    workers: int | None = None,
 ):
-    """Answer every (sample, k) not yet done (module docstring); returns a ``StageReport``."""
+    """Answer every (sample, k) not yet done (module docstring); returns a ``StageReport``.
+
+    ``workers`` items are answered at once (default: the model's ``concurrency``, else 1), on
+    threads; this thread writes every row, one transaction per item."""
     from medibench.runs._runner import StageReport, items_to_make, seed_for
 
     declare_answers(store)
     report = StageReport("generate")
     out_dir = store.run_dir / "outputs" / output_folder(model_name)
     todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
-    with progress_bar(progress, console, f"answer {model_name}", len(todo)) as advance:
-        for sample, j in todo:
-            task_seed = seed_for(seed, sample.sample_id, j)
-            t0 = time.perf_counter()
-            row, error = _answer_one(model, sample, j, task_seed, out_dir)
+    workers = max(1, int(workers or getattr(model, "concurrency", 1) or 1))
+    seeds = {(s.sample_id, j): seed_for(seed, s.sample_id, j) for s, j in todo}
+
+    def one(item: tuple[Sample, int]) -> tuple[dict[str, Any], str | None, float]:
+        sample, j = item
+        t0 = time.perf_counter()
+        row, error = _answer_one(model, sample, j, seeds[(sample.sample_id, j)], out_dir)
+        return row, error, time.perf_counter() - t0
+
+    with (
+        progress_bar(progress, console, f"answer {model_name}", len(todo)) as advance,
+        ThreadPoolExecutor(workers, thread_name_prefix="medibench-answer") as pool,
+    ):
+        futures = {pool.submit(one, item): item for item in todo}
+        for future in as_completed(futures):  # this thread writes every row
+            (sample, j), (row, error, elapsed) = futures[future], future.result()
             status: Literal["ok", "error", "refused"] = "ok" if error is None else "error"
             if isinstance(error, Refusal):
                 status = "refused"
@@ -105,10 +121,10 @@ def generate_answers(
                 model=model_name,
                 k=j,
                 path=rel if status == "ok" else None,
-                seed=task_seed,
+                seed=seeds[(sample.sample_id, j)],
                 status=status,
                 error=error,
-                elapsed_s=time.perf_counter() - t0,
+                elapsed_s=elapsed,
             )
             if status == "ok":
                 report.done += 1

@@ -140,6 +140,7 @@ def generate(
             retry_refused=retry_refused,
             progress=progress,
             console=console,
+            workers=getattr(executor, "workers", None),
         )
     report = StageReport("generate")
     folder = output_folder(model_name)

@@ -167,3 +167,42 @@ def test_an_editing_sample_answered_by_a_unified_model_gets_the_image_tier(tmp_p
     gt = np.asarray(Image.open(sample.target).convert("RGB"), np.float64)
     assert score.metrics["psnr"] == pytest.approx(10 * np.log10(255**2 / np.mean((gt - 50) ** 2)))
     assert "bleu" not in {k for k, v in score.metrics.items() if v is not None}
+
+
+class Together:
+    """A VLM that answers only when three calls are in flight at once."""
+
+    name = "together"
+    concurrency = 3
+
+    def __init__(self) -> None:
+        import threading
+
+        self.barrier = threading.Barrier(3, timeout=10)
+
+    def answer(self, images, prompt, *, seed):
+        self.barrier.wait()
+        return "B"
+
+
+def make_together() -> Together:
+    return Together()
+
+
+def test_answers_run_concurrency_calls_at_once(tmp_path):
+    import json
+
+    root = tmp_path / "data"
+    (root / "images").mkdir(parents=True)
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(root / "images" / "q.png")
+    recs = [
+        {"sample_id": f"q{i}", "category": "VQA", "paper_task": "blank-filling",
+         "instruction": "Fill in.", "input_image": "images/q.png", "answer": "B"}
+        for i in range(3)
+    ]  # fmt: skip
+    (root / "vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with _go(root, "vqa.jsonl", f"{__name__}:make_together", tmp_path / "run") as store:
+        preds = store.predictions()
+        scores = store.scores()
+    assert [p.status for p in preds] == ["ok"] * 3
+    assert [s.metrics["task_accuracy"] for s in scores] == [1.0] * 3
