@@ -218,9 +218,11 @@ def _link_bound(root: Path) -> Path:
 _HUB_CACHE_KINDS = ("datasets--", "models--", "spaces--")
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, record)`` of each non-blank line; DatasetError for a line that is not a
-    JSON object."""
+def read_jsonl(
+    path: Path, *, error: type[Exception] = DatasetError
+) -> Iterator[tuple[int, dict]]:
+    """``(line number, record)`` of each non-blank line; ``error`` (a :class:`DatasetError`
+    unless the caller's format has its own) for a line that is not a JSON object."""
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
@@ -228,9 +230,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path} line {number}: not valid JSON ({exc})") from None
+                raise error(f"{path} line {number}: not valid JSON ({exc})") from None
             if not isinstance(record, dict):
-                raise DatasetError(
+                raise error(
                     f"{path} line {number}: expected a JSON object, got {type(record).__name__}"
                 )
             yield number, record

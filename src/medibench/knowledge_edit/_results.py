@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medibench.datasets._base import read_jsonl
 from medibench.knowledge_edit._tasks import KINDS, TASK_TYPES
 
 __all__ = ["STAGES", "ResultLine", "ResultsFormatError", "read_results", "write_results"]
@@ -87,16 +88,8 @@ def read_results(path: str | os.PathLike) -> list[ResultLine]:
 
 
 def _iter(p: Path) -> Iterator[ResultLine]:
-    with p.open(encoding="utf-8") as fh:
-        for n, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            where = f"{p} line {n}"
-            try:
-                d = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ResultsFormatError(f"{where}: not JSON ({exc.msg})") from None
-            yield parse_line(d, where)
+    for n, d in read_jsonl(p, error=ResultsFormatError):
+        yield parse_line(d, f"{p} line {n}")
 
 
 def write_results(path: str | os.PathLike, lines: Iterable[ResultLine], *, append: bool = False
