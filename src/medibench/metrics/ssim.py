@@ -239,7 +239,7 @@ def _fused(
     n = win * win
     offset = 0.5 * (x[::4, ::4].mean(dtype=np.float64) + y[::4, ::4].mean(dtype=np.float64))
     pad = (win - 1) // 2
-    masks = np.stack(regions).view(np.uint8) if regions else np.zeros((0, h, w), np.uint8)
+    masks = np.stack(regions) if regions else np.zeros((0, h, w), bool)
     s, sums = fused_ssim(
         x,
         y,
