@@ -45,7 +45,8 @@ def test_targets_are_the_miedb_blend_and_the_mask_comes_back_exactly():
                          (0, 255, 0), "blue": (0, 0, 255)}[colour])  # fmt: skip
         np.testing.assert_array_equal(t.target, np.rint(expected).astype(np.uint8))
         np.testing.assert_array_equal(t.mask, mask)
-        assert t.metadata["overlay_dice"] == 1.0 and t.metadata["alpha"] == 0.6
+        np.testing.assert_array_equal(overlay_to_mask(t.target, image, colour), mask)
+        assert t.metadata["alpha"] == 0.6
         assert colour in t.instruction and t.name in t.instruction.replace(" ", "-")
         assert len(t.paraphrases) == len(PERCEPTION) - 1 and t.instruction not in t.paraphrases
     multi = out.triplets[-1]

@@ -51,7 +51,13 @@ CONFIG = "build.json"
 ITEMS = Path(".build") / "items"
 ATTEMPTS = "attempts.jsonl"
 POST = Path(".build") / "post.json"
-_PNG = [cv2.IMWRITE_PNG_COMPRESSION, 1]
+# Fast lossless PNG: zlib level 1 and the Up filter only (OpenCV >= 4.11; 2-4x faster to
+# encode than the adaptive filters at about the same size).
+_PNG = [cv2.IMWRITE_PNG_COMPRESSION, 1] + (
+    [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_UP]
+    if hasattr(cv2, "IMWRITE_PNG_FILTER")
+    else []
+)
 
 
 @dataclass
@@ -237,7 +243,7 @@ def _run_ray(job: dict[str, Any], todo: list[str], address: str | None):
 def build_item(job: dict[str, Any], item_id: str) -> dict[str, Any]:
     """Build one source item: write its images, return its record (``status`` ok or error)."""
     t0 = time.perf_counter()
-    source = read_source(job["source"])
+    source = _source(job["source"], job["source_sha256"])
     item = next(it for it in source.items if it.id == item_id)
     try:
         ctx = BuildContext(job["seed"], options=job["options"])
@@ -264,6 +270,15 @@ def build_item(job: dict[str, Any], item_id: str) -> dict[str, Any]:
 
 
 _PLUGINS: dict[str, tuple[Any, Any]] = {}
+_SOURCES: dict[tuple[str, str], SourceSpec] = {}
+
+
+def _source(path: str, sha256: str) -> SourceSpec:
+    """The source, read once per process (and again if its file changed)."""
+    key = (path, sha256)
+    if key not in _SOURCES:
+        _SOURCES[key] = read_source(path)
+    return _SOURCES[key]
 
 
 def _plugins(job: dict[str, Any]) -> tuple[Any, Any]:
@@ -329,8 +344,16 @@ def _write(
     return out
 
 
+def _grey(image: Any) -> bool:
+    return bool(
+        (image[:, :, 0] == image[:, :, 1]).all() and (image[:, :, 0] == image[:, :, 2]).all()
+    )
+
+
 def _png(path: Path, image: Any) -> None:
     # Plain writes: an item's record is written atomically only after all its images, and an
     # unfinished item is rebuilt (its files overwritten) on the next run.
     path.parent.mkdir(parents=True, exist_ok=True)
+    if image.ndim == 3 and _grey(image):  # one channel: a third of the bytes, same pixels read
+        image = image[:, :, 0]
     path.write_bytes(encode_image(image, ".png", params=_PNG, where=str(path)))

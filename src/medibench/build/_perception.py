@@ -26,7 +26,7 @@ from medibench.build._operators import OPERATORS, applicable
 from medibench.build._records import BuildContext, SliceOutput, Triplet
 from medibench.build._source import SourceSpec
 from medibench.build._templates import PERCEPTION, PERCEPTION_MULTI, pairs_text, render
-from medibench.metrics import blend_overlay, dice, overlay_ill_conditioned, overlay_to_mask
+from medibench.metrics import blend_overlay, overlay_ill_conditioned
 from medibench.samples import Perspective
 from medibench.synth import item_seed
 
@@ -72,13 +72,15 @@ def perception(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOutput:
     """Overlay triplets of one slice (see the module docstring)."""
     out = SliceOutput()
     singles: list[tuple[str, np.ndarray, float]] = []
+    image_digest = hashlib.sha1(sl.image.tobytes()).hexdigest()
     for name, mask, fraction in kept_structures(source, sl, out):
-        if _duplicate(ctx, sl, mask, f"perception|{name}"):
+        if _duplicate(ctx, image_digest, mask, f"perception|{name}"):
             out.filters["duplicate"] += 1
             continue
         seed, rng = seeded(source.name, "perception", sl.key, name, ctx.seed)
         colour = COLOURS[int(rng.integers(3))]
-        ill = float(overlay_ill_conditioned(sl.image, colour)[mask].mean())
+        # only the mask's pixels matter: test them as a (1, N, 3) image
+        ill = float(overlay_ill_conditioned(sl.image[mask][None], colour).mean())
         if ill > MAX_ILL_CONDITIONED:
             out.filters["overlay_ill_conditioned"] += 1
             continue
@@ -91,8 +93,7 @@ def perception(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOutput:
             input=sl.image, target=target, mask=mask, instruction=instruction,
             paraphrases=paraphrases, overlay_color=(colour,),
             metadata={"structure": name, "fraction": fraction, "alpha": ALPHA, "seed": seed,
-                      "template": template, "ill_conditioned_fraction": ill,
-                      "overlay_dice": dice(overlay_to_mask(target, sl.image, colour), mask)},
+                      "template": template, "ill_conditioned_fraction": ill},
         ))  # fmt: skip
     if len(singles) >= 2:
         out.triplets.append(_multiclass(source, sl, ctx, singles[:3]))
@@ -114,14 +115,12 @@ def _multiclass(
     fields = {"pairs": pairs_text(list(zip(names, colours, strict=True))),
               "modality": source.modality}  # fmt: skip
     instruction, paraphrases, template = render(PERCEPTION_MULTI, rng, **fields)
-    recovered = overlay_to_mask(target, sl.image, colours)
     return Triplet(
         task="segment-multiclass", perspective=Perspective.perception, name="multiclass",
         input=sl.image, target=target, mask=union, instruction=instruction,
         paraphrases=paraphrases, overlay_color=tuple(colours),
         metadata={"structures": names, "colours": colours, "alpha": ALPHA, "seed": seed,
-                  "template": template, "fraction": float(union.mean()),
-                  "overlay_dice": dice(recovered, union)},
+                  "template": template, "fraction": float(union.mean())},
     )  # fmt: skip
 
 
@@ -158,9 +157,8 @@ def transformation(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOut
     return out
 
 
-def _duplicate(ctx: BuildContext, sl: Slice, mask: np.ndarray, what: str) -> bool:
-    digest = hashlib.sha1(what.encode())
-    digest.update(sl.image.tobytes())
+def _duplicate(ctx: BuildContext, image_digest: str, mask: np.ndarray, what: str) -> bool:
+    digest = hashlib.sha1(f"{what}|{image_digest}".encode())
     digest.update(np.packbits(mask).tobytes())
     key = digest.hexdigest()
     if key in ctx.seen:

@@ -121,7 +121,8 @@ def read_source(path: str | os.PathLike) -> SourceSpec:
     if not file.is_file():
         raise BuildError(f"source file {file} does not exist")
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when present
+        data = yaml.load(file.read_text(encoding="utf-8"), Loader=loader)
     except yaml.YAMLError as exc:
         raise BuildError(f"{file}: not valid YAML ({exc})") from None
     return source_from_dict(data, base=file.parent.resolve(), where=str(file))
