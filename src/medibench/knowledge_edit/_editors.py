@@ -122,11 +122,18 @@ class Editor:
         raise NotImplementedError
 
 
-class FineTuneEditor(Editor):
-    name = "ft"
+class TrainedEditor(Editor):
+    """An editor that trains weights: its hyper-parameters are one ``config_type`` config."""
 
-    def __init__(self, config: FineTuneConfig | None = None) -> None:
-        self.config = config or FineTuneConfig()
+    config_type: type[TrainConfig] = TrainConfig
+
+    def __init__(self, config: TrainConfig | None = None) -> None:
+        self.config: Any = config if config is not None else self.config_type()
+
+
+class FineTuneEditor(TrainedEditor):
+    name = "ft"
+    config_type = FineTuneConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         m = _transformers(model, self.name)
@@ -148,11 +155,9 @@ class FineTuneEditor(Editor):
                                        loss, steps, time.perf_counter() - t0))  # fmt: skip
 
 
-class LoraEditor(Editor):
+class LoraEditor(TrainedEditor):
     name = "lora"
-
-    def __init__(self, config: LoraConfig | None = None) -> None:
-        self.config = config or LoraConfig()
+    config_type = LoraConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         m = _transformers(model, self.name)

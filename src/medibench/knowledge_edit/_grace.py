@@ -25,8 +25,8 @@ from medibench.knowledge_edit._editors import (
     EditCase,
     EditError,
     EditHandle,
-    Editor,
     TrainConfig,
+    TrainedEditor,
     _push,
     _transformers,
     decoder_layers,
@@ -46,11 +46,9 @@ class GraceConfig(TrainConfig):
     lr: float = 1.0
 
 
-class GraceEditor(Editor):
+class GraceEditor(TrainedEditor):
     name = "grace"
-
-    def __init__(self, config: GraceConfig | None = None) -> None:
-        self.config = config or GraceConfig()
+    config_type = GraceConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         m = _transformers(model, self.name)
