@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from medibench.build._items import Slice
 from medibench.build._perception import perception
@@ -106,3 +107,36 @@ def test_an_overlay_the_image_already_has_is_ill_conditioned():
     assert not out.triplets and dict(out.filters) == {"overlay_ill_conditioned": 1}
     gray = _slice(np.full((64, 64), 120, np.uint8), {"a": _square(10, 10, 30)})
     assert len(perception(_source(["a"]), gray, BuildContext(0)).triplets) == 1
+
+
+def test_the_report_audits_rgb_sources_from_the_files(tmp_path):
+    import json
+
+    import cv2
+
+    from medibench.build import build, write_report
+    from medibench.io import read_image, read_mask, write_image
+    from medibench.metrics import dice
+    from medibench.synth._sources import retina_image
+
+    fundus = cv2.resize(retina_image(), (256, 256), interpolation=cv2.INTER_AREA)
+    yy, xx = np.mgrid[:256, :256]
+    for i, (cy, cx) in enumerate([(128, 90), (100, 150), (160, 170)]):
+        label = (((yy - cy) ** 2 + (xx - cx) ** 2) < 30**2).astype(np.uint8)
+        write_image(tmp_path / f"f{i}.png", fundus)
+        write_image(tmp_path / f"l{i}.png", label)
+    items = "".join(f"  - {{image: f{i}.png, label: l{i}.png, patient: p{i}}}\n" for i in range(3))
+    (tmp_path / "SOURCE.yaml").write_text(
+        "name: fundus\nmodality: fundus\nlicence: CC0\nitems:\n" + items
+        + "labels: {1: disc}\nbins: [256]\nsplit: {by: patient, test: 0.3}\n")  # fmt: skip
+    build("perception", tmp_path / "SOURCE.yaml", tmp_path / "out", exports=())
+    quality = json.loads((write_report(tmp_path / "out") / "quality.json").read_text())
+    rows = [json.loads(x) for x in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    expected = []
+    for s in rows:
+        image = read_image(tmp_path / "out" / s["input"])
+        got = overlay_to_mask(read_image(tmp_path / "out" / s["target"]), image, s["overlay_color"])
+        expected.append(dice(got, read_mask(tmp_path / "out" / s["mask"])))
+    d = quality["overlay_dice"]
+    assert d["n_rgb"] == len(rows) == 3 and d["n_grayscale"] == 0 and d["grayscale_mean"] is None
+    assert d["rgb_mean"] == pytest.approx(np.mean(expected)) and d["rgb_mean"] > 0.99
