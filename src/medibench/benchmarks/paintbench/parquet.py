@@ -136,7 +136,7 @@ def read_rows(
         what="paintbench-rows" + ("-diagnostic" if include_diagnostic else ""),
     )
     problems.extend(value["problems"])
-    return [tuple(row) for row in value["rows"]]  # type: ignore[misc]
+    return [tuple(row) for row in value["rows"]]
 
 
 def _read(
