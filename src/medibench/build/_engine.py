@@ -184,9 +184,9 @@ def finalize(
         counts = ", ".join(f"{k} {v}" for k, v in sorted(filters.items()) if v) or "none"
         why = f"; every attempt is in {folder / ATTEMPTS}" if attempts else ""
         raise BuildError(f"{folder}: no sample survived the filters (filtered: {counts}){why}")
-    write_native(folder, kept, overwrite=True)
-    write_report(folder)
-    written = export_build(folder, kept, formats=exports, name=source.name)
+    dataset = list(write_native(folder, kept, overwrite=True))  # read back: absolute paths
+    write_report(folder, samples=dataset)
+    written = export_build(folder, dataset, formats=exports, name=source.name)
     return {"samples": len(kept), "filters": dict(filters), "exports": written}
 
 

@@ -27,14 +27,14 @@ EXPORTS = ("native", "miedb", "hf-parquet", "omnigen2")
 def export_build(
     folder: Path, samples: Sequence[Sample], *, formats: Sequence[str], name: str
 ) -> dict[str, Path]:
-    """Write each of ``formats`` under ``folder/exports``; return ``{format: path}``."""
-    from medibench.datasets import read_native
+    """Write each of ``formats`` under ``folder/exports`` from ``samples`` (the build's, with
+    absolute image paths, as exporters take them); return ``{format: path}``."""
     from medibench.datasets._export import export_dataset
 
     unknown = [f for f in formats if f not in EXPORTS]
     if unknown:
         raise BuildError(f"unknown export format(s) {unknown}; choose from {', '.join(EXPORTS)}")
-    absolute = list(read_native(folder))  # absolute image paths, as exporters take them
+    absolute = list(samples)
     out: dict[str, Path] = {}
     for fmt in formats:
         if fmt == "omnigen2":

@@ -25,13 +25,14 @@ __all__ = ["leaking_patients", "quality", "write_report"]
 REPORT = "report"
 
 
-def quality(folder: str | Path) -> dict[str, Any]:
-    """The report's numbers for the build in ``folder`` (see the module docstring)."""
+def quality(folder: str | Path, *, samples: list[Any] | None = None) -> dict[str, Any]:
+    """The report's numbers for the build in ``folder`` (see the module docstring);
+    ``samples``: its dataset as already read (else ``samples.jsonl`` is read)."""
     from medibench.datasets import read_native
 
     root = Path(folder)
-    ds = read_native(root)
-    samples = list(ds)
+    if samples is None:
+        samples = list(read_native(root))
     dice_rows: list[dict[str, Any]] = []
     for s in samples:
         if s.perspective.value != "perception" or s.mask is None or s.target is None:
@@ -76,10 +77,10 @@ def leaking_patients(samples: list[Any]) -> dict[str, list[str]]:
     return {p: sorted(v) for p, v in splits.items() if len(v) > 1}
 
 
-def write_report(folder: str | Path) -> Path:
+def write_report(folder: str | Path, *, samples: list[Any] | None = None) -> Path:
     """Write ``report/quality.json``, ``quality.md`` and the plots; return the report folder."""
     root = Path(folder)
-    numbers = quality(root)
+    numbers = quality(root, samples=samples)
     out = root / REPORT
     out.mkdir(exist_ok=True)
     atomic_write_text(out / "quality.json", json.dumps(numbers, indent=1) + "\n")
