@@ -24,15 +24,12 @@ def diagram_folder(run_dir: str | Path, source: str) -> Path:
 
 def calibration_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     """The panel for :mod:`medibench.report._panels`, or ``None`` without calibration results."""
-    if TABLE not in {t.name for t in store.tables()}:
-        return None
-    names, rows = store.table_rows(TABLE)
+    rows = store.records(TABLE)
     if not rows:
         return None
     grouped: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
     settings: dict[tuple[str, str, str], str] = {}
-    for row in rows:
-        r = dict(zip(names, row, strict=True))
+    for r in rows:
         key = (r["source"], r["protocol"], r["protocol_version"])
         group = grouped[key].setdefault(r["group_key"], {"n": r["n"], "by": r["group_by"]})
         group[r["metric"]] = (r["value"], r["ci_low"], r["ci_high"])

@@ -140,12 +140,8 @@ def generate_answers(
 
 def read_answers(store: RunStore, model: str | None = None) -> dict[tuple[str, str, int], dict]:
     """``(model, sample_id, k) -> row`` of :data:`ANSWER_TABLE` (``calls`` decoded)."""
-    if ANSWER_TABLE not in {t.name for t in store.tables()}:
-        return {}
-    cols, rows = store.table_rows(ANSWER_TABLE)
     out = {}
-    for values in rows:
-        row = dict(zip(cols, values, strict=True))
+    for row in store.records(ANSWER_TABLE):
         if model is None or row["model"] == model:
             row["calls"] = json.loads(row["calls"]) if row.get("calls") else []
             out[(row["model"], row["sample_id"], row["k"])] = row

@@ -114,6 +114,14 @@ class RunStore:
             raise KeyError(f"{self.path}: no table {name!r}")
         return _tables.rows(self._db, name)
 
+    def records(self, name: str) -> list[dict[str, Any]]:
+        """The rows of table ``name`` as ``{column: value}`` dicts (JSON columns as text);
+        empty when the run has no such table (the stage that writes it never ran here)."""
+        if name not in _tables.table_names(self._db):
+            return []
+        names, rows = _tables.rows(self._db, name)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
     # -- meta ---------------------------------------------------------------------------------
     def set_meta(self, key: str, value: Any) -> None:
         with disk_full_names(self.path):

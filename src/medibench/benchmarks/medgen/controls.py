@@ -202,12 +202,9 @@ def store_rows(store: Any, rows: Sequence[DeltaRow]) -> None:
 
 def pairing_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     """The report panel (:mod:`medibench.report._panels`) of the stored Delta rows, or ``None``."""
-    if TABLE not in {t.name for t in store.tables()}:
+    rows = store.records(TABLE)
+    if not rows:
         return None
-    names, values = store.table_rows(TABLE)
-    if not values:
-        return None
-    rows = [dict(zip(names, v, strict=True)) for v in values]
     lines = [
         [r["control"], r["model"], r["metric"], str(r["n"]), f"{r['original']:.3f}",
          f"{r['controlled']:.3f}", f"{r['delta']:.3f}", f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
