@@ -46,9 +46,7 @@ def modification(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOutpu
     for name in lesion_names:
         if name in sl.structures:
             all_lesions |= sl.structures[name]
-    for name, mask, fraction in kept_structures(source, sl, out):
-        if name not in lesion_names:
-            continue
+    for name, mask, fraction in kept_structures(source, sl, out, source.lesions):
         accepted = _attempts(source, sl, ctx, options, name, mask, all_lesions, out)
         if accepted is None:
             out.filters["rejected"] += 1

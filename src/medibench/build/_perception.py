@@ -50,11 +50,12 @@ def seeded(*parts: object) -> tuple[int, np.random.Generator]:
 
 
 def kept_structures(
-    source: SourceSpec, sl: Slice, out: SliceOutput
+    source: SourceSpec, sl: Slice, out: SliceOutput, names: tuple[str, ...] | None = None
 ) -> list[tuple[str, np.ndarray, float]]:
-    """The slice's structures whose label fraction is in range; the others counted."""
+    """The slice's structures (of ``names``, default all) whose label fraction is in range;
+    the others counted."""
     kept = []
-    for name in source.structure_names():
+    for name in names if names is not None else source.structure_names():
         mask = sl.structures.get(name)
         if mask is None:
             continue
