@@ -86,7 +86,7 @@ def perception(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOutput:
             out.filters["overlay_ill_conditioned"] += 1
             continue
         singles.append((name, mask, fraction))
-        target = blend_overlay(sl.image, mask, colour, alpha=ALPHA)
+        target = _blend(sl.image, [mask], [colour])
         fields = {"target": name, "colour": colour, "modality": source.modality}
         instruction, paraphrases, template = render(PERCEPTION, rng, **fields)
         out.triplets.append(Triplet(
@@ -111,7 +111,7 @@ def _multiclass(
     colours = [COLOURS[i] for i in rng.permutation(3)[: len(chosen)]]
     names = [c[0] for c in chosen]
     masks = [c[1] for c in chosen]
-    target = blend_overlay(sl.image, masks, colours, alpha=ALPHA)
+    target = _blend(sl.image, masks, colours)
     union = np.logical_or.reduce(masks)
     fields = {"pairs": pairs_text(list(zip(names, colours, strict=True))),
               "modality": source.modality}  # fmt: skip
@@ -155,6 +155,17 @@ def transformation(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOut
                       "window": list(source.window) if op.needs_window and source.window
                       else None, "template": template},
         ))  # fmt: skip
+    return out
+
+
+def _blend(image: np.ndarray, masks: list[np.ndarray], colours: list[str]) -> np.ndarray:
+    """``blend_overlay(image, masks, colours, alpha=ALPHA)``, computed on the masks' bounding box
+    only (the blend is per pixel and leaves pixels outside every mask unchanged)."""
+    union = np.logical_or.reduce(masks)
+    rows, cols = np.flatnonzero(union.any(axis=1)), np.flatnonzero(union.any(axis=0))
+    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    out = image.copy()
+    out[box] = blend_overlay(image[box], [m[box] for m in masks], colours, alpha=ALPHA)
     return out
 
 
