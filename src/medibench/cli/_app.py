@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -13,7 +13,6 @@ from rich.table import Table
 
 __all__ = [
     "app",
-    "DownloadOption",
     "check_not_empty",
     "console",
     "err",
@@ -51,16 +50,6 @@ def load(fn: Callable[..., T], spec: Any, **kwargs: Any) -> T:
         return fn(spec, **kwargs)
     except (KeyError, ValueError, FileNotFoundError, ImportError) as exc:
         fail(str(exc))
-
-
-#: ``--download``: fetch an ``hf:OWNER/NAME`` dataset that is not in the local Hugging Face cache.
-DownloadOption = Annotated[
-    bool,
-    typer.Option(
-        help="fetch an hf:OWNER/NAME[@REVISION] dataset that is not in the local Hugging Face "
-        "cache (offline first otherwise)"
-    ),
-]
 
 
 def print_dataset_notes(ds: Any, *, most: int = 5) -> None:

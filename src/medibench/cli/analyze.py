@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from medibench.cli._app import check_not_empty, console, err, fail
+from medibench.cli._options import ModelOptionsOption, ProgressOption
 
 analyze_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -42,11 +43,9 @@ def attention(
     preset: Annotated[
         str, typer.Option(help="aggregation: medebench (default), daam or p2p")
     ] = "medebench",
-    model_option: Annotated[
-        list[str] | None, typer.Option(help="model option key=value (repeatable)")
-    ] = None,
+    model_option: ModelOptionsOption = None,
     redo: Annotated[bool, typer.Option(help="recompute rows already done")] = False,
-    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    progress: ProgressOption = True,
 ) -> None:
     """Attention-grounding IoU per sample (MedEBench), heat maps into the run."""
     from medibench._progress import progress_bar

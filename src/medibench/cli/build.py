@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from medibench.cli._app import console, err, fail
+from medibench.cli._options import RayAddressOption
 
 build_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -22,7 +23,6 @@ Source = Annotated[Path, typer.Option(help="the source description, SOURCE.yaml 
 Out = Annotated[Path, typer.Option(help="build folder (created; re-running resumes)")]
 Seed = Annotated[int, typer.Option(help="build seed (every draw derives from it)")]
 Executor = Annotated[str, typer.Option(help="local, or ray (Ray tasks over source items)")]
-RayAddress = Annotated[str | None, typer.Option(help="a Ray cluster to join (default: local)")]
 Export = Annotated[
     list[str] | None,
     typer.Option(help="export format (repeatable): native, miedb, hf-parquet, omnigen2 "
@@ -33,7 +33,7 @@ Export = Annotated[
 @build_app.command()
 def perception(
     source: Source, out: Out, seed: Seed = 0, executor: Executor = "local",
-    ray_address: RayAddress = None, export: Export = None,
+    ray_address: RayAddressOption = None, export: Export = None,
 ) -> None:  # fmt: skip
     """Overlay triplets: each structure blended in red, green or blue (alpha 0.6), mask beside."""
     _build("perception", source, out, seed, executor, ray_address, export)
@@ -42,7 +42,7 @@ def perception(
 @build_app.command()
 def transformation(
     source: Source, out: Out, seed: Seed = 0, executor: Executor = "local",
-    ray_address: RayAddress = None, export: Export = None,
+    ray_address: RayAddressOption = None, export: Export = None,
 ) -> None:  # fmt: skip
     """Degradation pairs: the suite's operators on each slice, the clean slice the target."""
     _build("transformation", source, out, seed, executor, ray_address, export)
@@ -68,7 +68,7 @@ def modification(
     ] = "statistics",
     max_attempts: Annotated[int, typer.Option(min=1, help="attempts per lesion")] = 3,
     executor: Executor = "local",
-    ray_address: RayAddress = None,
+    ray_address: RayAddressOption = None,
     export: Export = None,
 ) -> None:  # fmt: skip
     """Counterfactuals: each lesion inpainted away (remove) and back (add), verified, logged."""

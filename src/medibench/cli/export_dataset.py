@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from medibench.cli._app import DownloadOption, console, err, fail, open_dataset
+from medibench.cli._app import console, err, fail, open_dataset
+from medibench.cli._options import DownloadOption
 
 
 def export_dataset(

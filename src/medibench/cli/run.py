@@ -9,13 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from medibench.cli._app import (
+from medibench.cli._app import console, err, fail, print_dataset_notes, print_leaderboards
+from medibench.cli._options import (
     DownloadOption,
-    console,
-    err,
-    fail,
-    print_dataset_notes,
-    print_leaderboards,
+    ModelOptionsOption,
+    ProgressOption,
+    ProtocolsOption,
+    RayAddressOption,
 )
 
 
@@ -28,7 +28,7 @@ def demo(
         str, typer.Option(help="frozen suite definition to generate")
     ] = "medibench-suite@1",
     report: Annotated[bool, typer.Option(help="write the HTML report")] = True,
-    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    progress: ProgressOption = True,
 ) -> None:
     """Generate the built-in suite, run identity and classical on it, score, print leaderboards,
     write the HTML report."""
@@ -74,9 +74,7 @@ def run(
             help="run folder (created if missing, resumed if not); {shard} in it becomes i-of-n",
         ),
     ],
-    protocol: Annotated[
-        list[str] | None, typer.Option(help="protocol name@version (repeatable)")
-    ] = None,
+    protocol: ProtocolsOption = None,
     k: Annotated[
         int,
         typer.Option("--samples", "--k", min=1, help="outputs per sample, each with its own seed"),
@@ -90,10 +88,7 @@ def run(
         bool,
         typer.Option(help="ask again for the edits a model refused (a plain re-run does not)"),
     ] = False,
-    model_option: Annotated[
-        list[str] | None,
-        typer.Option(help="model option key=value (repeatable; for every --model)"),
-    ] = None,
+    model_option: ModelOptionsOption = None,
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
     workers: Annotated[
         int | None,
@@ -103,10 +98,7 @@ def run(
             "ray: model actors, default one per GPU)",
         ),
     ] = None,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(help="Ray cluster to join (ray start --head prints it); default: local"),
-    ] = None,
+    ray_address: RayAddressOption = None,
     shard: Annotated[
         str | None,
         typer.Option(
@@ -122,7 +114,7 @@ def run(
             "spend counts; each model needs --model-option price_per_image=USD)",
         ),
     ] = None,
-    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    progress: ProgressOption = True,
     download: DownloadOption = False,
 ) -> None:
     """Run models on a dataset and score their outputs; re-running resumes.

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from medibench.cli._app import DownloadOption, console, err, fail, load, open_dataset, print_summary
+from medibench.cli._app import console, err, fail, load, open_dataset, print_summary
+from medibench.cli._options import DownloadOption, ProgressOption, ProtocolsOption
 
 
 def score(
@@ -22,10 +23,7 @@ def score(
         ),
     ],
     out: Annotated[Path, typer.Option(help="score records, one JSON object per line")],
-    protocol: Annotated[
-        list[str] | None,
-        typer.Option(help="protocol name@version (repeatable; default: the dataset's)"),
-    ] = None,
+    protocol: ProtocolsOption = None,
     model: Annotated[
         list[str] | None,
         typer.Option(help="models to score (default: all), or the name of a one-model folder"),
@@ -45,7 +43,7 @@ def score(
     workers: Annotated[
         int, typer.Option(min=1, help="score in this many processes (same records)")
     ] = 1,
-    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    progress: ProgressOption = True,
     download: DownloadOption = False,
 ) -> None:
     """Score existing model outputs; a missing output is a 'missing' record, never a 0."""
