@@ -30,22 +30,26 @@ Export = Annotated[
 ]  # fmt: skip
 
 
-@build_app.command()
-def perception(
-    source: Source, out: Out, seed: Seed = 0, executor: Executor = "local",
-    ray_address: RayAddressOption = None, export: Export = None,
-) -> None:  # fmt: skip
-    """Overlay triplets: each structure blended in red, green or blue (alpha 0.6), mask beside."""
-    _build("perception", source, out, seed, executor, ray_address, export)
+def _perspective_command(perspective: str, help: str) -> None:
+    """Register ``medibench build PERSPECTIVE`` for a perspective with no options of its own."""
+
+    def command(
+        source: Source, out: Out, seed: Seed = 0, executor: Executor = "local",
+        ray_address: RayAddressOption = None, export: Export = None,
+    ) -> None:  # fmt: skip
+        _build(perspective, source, out, seed, executor, ray_address, export)
+
+    build_app.command(perspective, help=help)(command)
 
 
-@build_app.command()
-def transformation(
-    source: Source, out: Out, seed: Seed = 0, executor: Executor = "local",
-    ray_address: RayAddressOption = None, export: Export = None,
-) -> None:  # fmt: skip
-    """Degradation pairs: the suite's operators on each slice, the clean slice the target."""
-    _build("transformation", source, out, seed, executor, ray_address, export)
+_perspective_command(
+    "perception",
+    "Overlay triplets: each structure blended in red, green or blue (alpha 0.6), mask beside.",
+)
+_perspective_command(
+    "transformation",
+    "Degradation pairs: the suite's operators on each slice, the clean slice the target.",
+)
 
 
 @build_app.command()
