@@ -285,16 +285,11 @@ def _to_sample(record: dict, where: str, root: Path, problems: list[str]) -> Sam
     if not is_editing_task(task):
         problems.append(f"{who}: task '{task}' is not an image-editing task; skipped")
         return None
-    paths: dict[str, list[str]] = {}
-    for field, refs in (("input_image", inputs), ("ground_truth_image", targets)):
-        resolved = []
-        for ref in refs:
-            path, problem = _resolve(root, ref)
-            if problem:
-                problems.append(f"{who}: {field} '{ref}' {problem}; skipped")
-                return None
-            resolved.append(path)
-        paths[field] = resolved
+    paths = _resolve_fields(
+        root, {"input_image": inputs, "ground_truth_image": targets}, who, problems
+    )
+    if paths is None:
+        return None
     metadata: dict[str, Any] = {
         "medgen_sample_id": str(raw_id),
         "format": "ImageEditing",
@@ -343,6 +338,24 @@ def _images(record: dict, singular: str, plural: str) -> list[str]:
         if isinstance(value, list) and value:
             return [str(v) for v in value]
     return []
+
+
+def _resolve_fields(
+    root: Path, refs: dict[str, list[str]], who: str, problems: list[str]
+) -> dict[str, list[str]] | None:
+    """Each field's image references as absolute paths (:func:`_resolve`), or ``None`` with the
+    problem of the first one that does not resolve appended to ``problems`` (the record is
+    skipped)."""
+    paths: dict[str, list[str]] = {}
+    for field, field_refs in refs.items():
+        paths[field] = []
+        for ref in field_refs:
+            path, problem = _resolve(root, ref)
+            if problem:
+                problems.append(f"{who}: {field} '{ref}' {problem}; skipped")
+                return None
+            paths[field].append(path)
+    return paths
 
 
 def _resolve(root: Path, ref: str) -> tuple[str, str | None]:

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from medibench.benchmarks.medgen.dataset import _UNSAFE, _images, _resolve, _text
+from medibench.benchmarks.medgen.dataset import _UNSAFE, _images, _resolve_fields, _text
 from medibench.benchmarks.medgen.tasks import normalize_task
 from medibench.metrics.text import REPORT_SECTIONS, report_text
 from medibench.samples import Perspective, Sample
@@ -108,21 +108,14 @@ def answer_sample(
     if missing:
         problems.append(f"{who}: missing or empty field(s) {', '.join(missing)}; skipped")
         return None
-    resolved: dict[str, list[str]] = {}
     wanted = {
         "input_images": plural,
         "input_image": singular,
         "ground_truth_image": _images(dict(record), "ground_truth_image", "ground_truth_images"),
     }
-    for field, refs in wanted.items():
-        paths = []
-        for ref in refs:
-            path, problem = _resolve(root, ref)
-            if problem:
-                problems.append(f"{who}: {field} '{ref}' {problem}; skipped")
-                return None
-            paths.append(path)
-        resolved[field] = paths
+    resolved = _resolve_fields(root, wanted, who, problems)
+    if resolved is None:
+        return None
     answer = record.get("answer")
     sections = expected_sections(answer)
     text = report_text(sections) if sections else _text(answer) or None
