@@ -48,6 +48,7 @@ def test_targets_are_the_miedb_blend_and_the_mask_comes_back_exactly():
         np.testing.assert_array_equal(t.mask, mask)
         np.testing.assert_array_equal(overlay_to_mask(t.target, image, colour), mask)
         assert t.metadata["alpha"] == 0.6
+        assert t.description.startswith(f"Blend pure {colour} at alpha 0.6 over the {t.name}")
         assert colour in t.instruction and t.name in t.instruction.replace(" ", "-")
         assert len(t.paraphrases) == len(PERCEPTION) - 1 and t.instruction not in t.paraphrases
     multi = out.triplets[-1]

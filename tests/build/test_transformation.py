@@ -29,6 +29,8 @@ def test_mri_slices_get_the_mri_and_generic_operators(demo_sources):
         assert t.target is sl.image and t.mask is None
         assert np.array_equal(t.input[..., 0], t.input[..., 1])  # a grey slice stays grey
         assert t.metadata["operator"].startswith("medibench.synth.degrade.")
+        function = t.metadata["operator"].rsplit(".", 1)[1]
+        assert t.description.startswith(f"Undo {function}(")
 
 
 def test_stored_parameters_and_seed_redo_every_input(demo_sources):

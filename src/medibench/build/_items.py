@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ class Slice:
     original_shape: tuple[int, int]
     bin: int
     raw: np.ndarray | None = None
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 def item_slices(source: SourceSpec, item: ItemSpec) -> Iterator[Slice]:

@@ -55,14 +55,19 @@ def modification(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOutpu
         meta = {"lesion": name, "fraction": fraction, **record}
         fields = {"target": name, "modality": source.modality}
         _, rng = seeded(source.name, "modification-text", sl.key, name, ctx.seed)
-        for templates, task, image, goal in (
-            (REMOVAL, f"remove-{slug(name)}", sl.image, target),
-            (ADDITION, f"add-{slug(name)}", target, sl.image),
+        removal = (f"Remove the {name}: the region is filled with tissue like the healthy "
+                   "tissue around it; nothing outside the marked region changes.")  # fmt: skip
+        addition = (f"Add the {name} in the marked region, where the tissue is healthy now; "
+                    "nothing outside that region changes.")  # fmt: skip
+        for templates, task, image, goal, description in (
+            (REMOVAL, f"remove-{slug(name)}", sl.image, target, removal),
+            (ADDITION, f"add-{slug(name)}", target, sl.image, addition),
         ):
             instruction, paraphrases, template = render(templates, rng, **fields)
             out.triplets.append(Triplet(
                 task=task, perspective=Perspective.modification, name=task, input=image,
                 target=goal, mask=changed, instruction=instruction, paraphrases=paraphrases,
+                description=description,
                 metadata={**meta, "template": template},
             ))  # fmt: skip
     return out

@@ -93,6 +93,8 @@ def perception(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOutput:
             task=f"segment-{slug(name)}", perspective=Perspective.perception, name=slug(name),
             input=sl.image, target=target, mask=mask, instruction=instruction,
             paraphrases=paraphrases, overlay_color=(colour,),
+            description=f"Blend pure {colour} at alpha {ALPHA} over the {name} "
+            "(0.4 x image + 0.6 x colour inside it); every other pixel stays as it is.",
             metadata={"structure": name, "fraction": fraction, "alpha": ALPHA, "seed": seed,
                       "template": template, "ill_conditioned_fraction": ill},
         ))  # fmt: skip
@@ -120,6 +122,8 @@ def _multiclass(
         task="segment-multiclass", perspective=Perspective.perception, name="multiclass",
         input=sl.image, target=target, mask=union, instruction=instruction,
         paraphrases=paraphrases, overlay_color=tuple(colours),
+        description=f"Blend each structure's pure colour at alpha {ALPHA} over it: "
+        f"{fields['pairs']}; every other pixel stays as it is.",
         metadata={"structures": names, "colours": colours, "alpha": ALPHA, "seed": seed,
                   "template": template, "fraction": float(union.mean())},
     )  # fmt: skip
@@ -151,11 +155,24 @@ def transformation(source: SourceSpec, sl: Slice, ctx: BuildContext) -> SliceOut
             task=op.name, perspective=Perspective.transformation, name=op.name,
             input=image, target=target, mask=None, instruction=instruction,
             paraphrases=paraphrases,
+            description=_describe(op.function, params),
             metadata={"operator": op.function, "params": params, "seed": seed,
                       "window": list(source.window) if op.needs_window and source.window
                       else None, "template": template},
         ))  # fmt: skip
     return out
+
+
+def _describe(function: str, params: dict) -> str:
+    if "input_window" in params:
+        return (f"Re-display the CT in the {params['window']} window; the input shows it in the "
+                f"{params['input_window']} window.")  # fmt: skip
+    call = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
+    return f"Undo {function.rsplit('.', 1)[-1]}({call}) applied to the clean image: restore it."
+
+
+def _short(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def _blend(image: np.ndarray, masks: list[np.ndarray], colours: list[str]) -> np.ndarray:

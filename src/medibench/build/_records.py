@@ -12,9 +12,6 @@ from medibench.samples import Perspective
 
 __all__ = ["BuildContext", "SliceOutput", "Triplet"]
 
-#: Filter names, in report order.
-FILTERS = ("too_small", "too_large", "duplicate", "overlay_ill_conditioned", "unchanged")
-
 
 @dataclass
 class Triplet:
