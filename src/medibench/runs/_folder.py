@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import multiprocessing
 import warnings
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 from rich.console import Console
 
 from medibench._progress import progress_bar
 from medibench.datasets import PredictionIndex, load_images
 from medibench.runs._runner import score_one
+from medibench.runs._work import Decoded, read_ahead
 from medibench.samples import Prediction, Score
 
 __all__ = ["score_predictions"]
@@ -86,27 +88,56 @@ def _warn_empty_models(dataset, index: PredictionIndex, n_samples: int, console)
 
 
 def _score_chunk(root, samples, index: PredictionIndex, protocols, k) -> list[Score]:
+    """Score a chunk of samples, a reader thread decoding the next samples' files (PNG decoding
+    releases the GIL) while this one scores: each file is decoded once, in order."""
     out: list[Score] = []
     for proto in protocols:
-        cache: dict = {}
-        for sample in samples:
-            for model in index.models:
-                files = index.files[model].get(sample.sample_id, {})
-                ks = range(k) if k is not None else (sorted(files) or [0])
-                for j in ks:
-                    path = files.get(j)
-                    pred = Prediction(
-                        sample_id=sample.sample_id,
-                        model=model,
-                        k=j,
-                        path=str(path.resolve()) if path else None,
-                        status="ok" if path else "error",
-                        error=None
-                        if path
-                        else (index.reason(model, sample.sample_id, j) or f"no output for k={j}"),
-                    )
-                    out.append(score_one(root, sample, pred, proto, load_images, cache))
+        plan = [(sample, _predictions(sample, index, k)) for sample in samples]
+        for (sample, preds), decoded in zip(plan, _read_in_order(root, plan, proto), strict=True):
+            for pred in preds:
+                out.append(score_one(root, sample, pred, proto, load_images, None, decoded))
     return out
+
+
+def _read_in_order(root, plan: list[tuple], proto) -> Iterator[Decoded]:
+    """Each planned sample's files decoded (:func:`read_ahead`) by one reader thread that keeps
+    ``_READ_AHEAD`` samples ahead of the consumer, in plan order."""
+    with ThreadPoolExecutor(1, thread_name_prefix="medibench-decode") as reader:
+        ahead: deque[Future[Decoded]] = deque()
+        for sample, preds in plan:
+            paths = [p.path for p in preds if p.path is not None]
+            ahead.append(reader.submit(read_ahead, root, sample, paths, proto, load_images))
+            if len(ahead) > _READ_AHEAD:
+                yield ahead.popleft().result()
+        while ahead:
+            yield ahead.popleft().result()
+
+
+# Samples decoded ahead of the one being scored.
+_READ_AHEAD = 2
+
+
+def _predictions(sample, index: PredictionIndex, k: int | None) -> list[Prediction]:
+    """The sample's predictions of every model, in the record order (model, then k)."""
+    preds = []
+    for model in index.models:
+        files = index.files[model].get(sample.sample_id, {})
+        ks = range(k) if k is not None else (sorted(files) or [0])
+        for j in ks:
+            path = files.get(j)
+            preds.append(
+                Prediction(
+                    sample_id=sample.sample_id,
+                    model=model,
+                    k=j,
+                    path=str(path.resolve()) if path else None,
+                    status="ok" if path else "error",
+                    error=None
+                    if path
+                    else (index.reason(model, sample.sample_id, j) or f"no output for k={j}"),
+                )
+            )
+    return preds
 
 
 def _one_thread() -> None:

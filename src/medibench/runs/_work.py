@@ -26,12 +26,14 @@ from medibench.samples import Prediction, Sample, Score
 __all__ = [
     "NotStarted",
     "Outcome",
+    "Decoded",
     "Refusal",
     "Task",
     "check_output",
     "describe",
     "edit_one",
     "edit_tasks",
+    "read_ahead",
     "read_input",
     "score_one",
 ]
@@ -150,6 +152,53 @@ def check_output(image: Any) -> np.ndarray:
     return arr
 
 
+@dataclass
+class Decoded:
+    """A sample's files read ahead (:func:`read_ahead`): the images and each prediction's array,
+    or the exception reading it raised, re-raised by :func:`score_one` where it would have been."""
+
+    images: SampleImages | BaseException
+    predictions: dict[Path, np.ndarray | BaseException]
+
+    def take_images(self) -> SampleImages:
+        if isinstance(self.images, BaseException):
+            raise self.images
+        return self.images
+
+    def take_prediction(self, path: Path, protocol) -> np.ndarray:
+        got = self.predictions.get(path)
+        if got is None:
+            return protocol.read_prediction(path)
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+
+def read_ahead(
+    root: Path,
+    sample: Sample,
+    paths: Sequence[str],
+    protocol,
+    load_images: Callable[[Sample], SampleImages] | None = None,
+) -> Decoded:
+    """Decode a sample's images and the predictions at ``paths`` once, for :func:`score_one`
+    (run in a reader thread, so decoding overlaps the scoring of the sample before)."""
+    protocol = with_defaults(protocol, load_images=load_images)
+    images: SampleImages | BaseException
+    try:
+        images = protocol.load_images(sample)
+    except Exception as exc:  # re-raised, and recorded, by score_one
+        images = exc
+    predictions: dict[Path, np.ndarray | BaseException] = {}
+    for text in paths:
+        path = Path(text) if Path(text).is_absolute() else root / text
+        try:
+            predictions[path] = protocol.read_prediction(path)
+        except Exception as exc:
+            predictions[path] = exc
+    return Decoded(images, predictions)
+
+
 def score_one(
     root: Path,
     sample: Sample,
@@ -157,6 +206,7 @@ def score_one(
     protocol,
     load_images: Callable[[Sample], SampleImages] | None = None,
     cache: dict[str, Any] | None = None,
+    decoded: Decoded | None = None,
 ) -> Score:
     """Score one prediction; failures become a ``Score`` with status missing or error.
 
@@ -164,7 +214,8 @@ def score_one(
     ``load_images``, ``read_prediction``; ``load_images`` here stands in for a protocol without
     its own). Judge-based metrics the protocol declares are ``None`` with
     :data:`~medibench.protocols.NOT_JUDGED` as the reason, for the samples they apply to.
-    ``cache`` keeps the last sample's decoded images (predictions come sorted by sample).
+    ``cache`` keeps the last sample's decoded images (predictions come sorted by sample);
+    ``decoded``, the sample's files already read (:func:`read_ahead`), replaces both reads.
     """
     protocol = with_defaults(protocol, load_images=load_images)
     base = dict(
@@ -183,7 +234,9 @@ def score_one(
             error=f"no prediction: {pred.error or 'not generated'}",
         )
     try:
-        if cache is not None and sample.sample_id in cache:
+        if decoded is not None:
+            images = decoded.take_images()
+        elif cache is not None and sample.sample_id in cache:
             images = cache[sample.sample_id]
         else:
             images = protocol.load_images(sample)
@@ -192,7 +245,12 @@ def score_one(
                 cache[sample.sample_id] = images
         path = Path(pred.path)
         path = path if path.is_absolute() else root / path
-        res = protocol.score(sample, images, protocol.read_prediction(path))
+        image = (
+            decoded.take_prediction(path, protocol)
+            if decoded is not None
+            else protocol.read_prediction(path)
+        )
+        res = protocol.score(sample, images, image)
         applies = protocol.applicable_metrics(sample)
         relevant = None if applies is None else set(applies)
         for name in protocol.judged_metrics:
