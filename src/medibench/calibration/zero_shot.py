@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from medibench.calibration._inputs import Predictions, as_predictions
+from medibench.models._weights import import_transformers, transformers_folder
 
 __all__ = ["ZeroShotCLIP", "zero_shot_by_template", "zero_shot_predictions"]
 
@@ -30,27 +31,16 @@ class ZeroShotCLIP:
     """A local ``CLIPModel`` with its tokenizer and image processor (CPU unless ``device``)."""
 
     def __init__(self, model_path: str | Path, *, device: str = "cpu") -> None:
-        path = Path(model_path)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(
-                f"{path}: no CLIP model here (expected config.json, weights, tokenizer and "
-                "preprocessor_config.json written by save_pretrained)"
-            )
-        try:
-            import torch
-            from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
-        except ImportError as exc:
-            raise ImportError(
-                "zero-shot classification needs torch and transformers: "
-                "pip install 'medibench[torch]'"
-            ) from exc
-        self._torch = torch
+        path = transformers_folder(model_path, "CLIP model")
+        self._torch, transformers = import_transformers("zero-shot classification")
         self.path, self.device = path, device
         try:
-            model: Any = CLIPModel.from_pretrained(path, local_files_only=True)
+            model: Any = transformers.CLIPModel.from_pretrained(path, local_files_only=True)
             self.model = model.to(device).eval()
-            self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-            self.processor = AutoImageProcessor.from_pretrained(path, local_files_only=True)
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+            self.processor = transformers.AutoImageProcessor.from_pretrained(
+                path, local_files_only=True
+            )
         except (OSError, ValueError) as exc:
             raise ValueError(
                 f"{path}: cannot load a CLIP model, tokenizer and processor: {exc}"

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from medibench.models._weights import import_transformers, transformers_folder
+
 __all__ = [
     "Answerer",
     "AnswererError",
@@ -84,24 +86,14 @@ class TransformersAnswerer(Answerer):
         device: str = "cpu",
     ) -> None:
         super().__init__()
-        try:
-            import torch
-            from transformers import AutoModelForImageTextToText, AutoProcessor
-        except ImportError:
-            raise ImportError("a transformers VLM needs torch and transformers: "
-                              "pip install 'medibench[torch]'") from None  # fmt: skip
-        p = Path(path)
-        if not (p / "config.json").is_file():
-            raise FileNotFoundError(
-                f"model folder {p} has no config.json (a save_pretrained folder)"
-            )
-        self.torch = torch
+        self.torch, transformers = import_transformers("a transformers VLM")
+        p = transformers_folder(path, "transformers VLM")
         self.name = p.name
         self.path = p
-        self.processor = AutoProcessor.from_pretrained(p)
+        self.processor = transformers.AutoProcessor.from_pretrained(p)
         self.tokenizer = self.processor.tokenizer
         self.tokenizer.padding_side = "left"
-        self.model = AutoModelForImageTextToText.from_pretrained(p).to(device).eval()  # type: ignore[arg-type]
+        self.model = transformers.AutoModelForImageTextToText.from_pretrained(p).to(device).eval()
         self.device = device
         self.max_new_tokens = int(max_new_tokens)
         self.batch_size = int(batch_size)

@@ -1,8 +1,10 @@
-"""Where a diffusers model's weights come from, checked before anything heavy is loaded.
+"""Where a model's weights come from, checked before anything heavy is loaded.
 
-Weights come from a local folder (``ip2p:/weights/ip2p``, a ``save_pretrained`` folder) or from
-the Hugging Face cache by repo id; with ``HF_HUB_OFFLINE=1`` (or ``local_files_only=True``)
-nothing is downloaded. A missing or incomplete folder is an error naming the missing file.
+Diffusers weights come from a local folder (``ip2p:/weights/ip2p``, a ``save_pretrained``
+folder) or from the Hugging Face cache by repo id; with ``HF_HUB_OFFLINE=1`` (or
+``local_files_only=True``) nothing is downloaded. A missing or incomplete folder is an error
+naming the missing file. A ``transformers`` model (a VLM, a CLIP) is read from a local
+``save_pretrained`` folder only (:func:`transformers_folder`, :func:`import_transformers`).
 """
 
 from __future__ import annotations
@@ -10,8 +12,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import ModuleType
 
-__all__ = ["WeightsNotFoundError", "check_weights_folder", "hub_offline", "resolve_weights"]
+__all__ = [
+    "WeightsNotFoundError",
+    "check_weights_folder",
+    "hub_offline",
+    "import_transformers",
+    "resolve_weights",
+    "transformers_folder",
+]
 
 
 class WeightsNotFoundError(FileNotFoundError):
@@ -87,6 +97,35 @@ def check_weights_folder(folder: Path) -> Path:
                 f"incomplete weights folder {folder}: {missing} ({cls}) is missing"
             )
     return folder
+
+
+def transformers_folder(path: str | os.PathLike, what: str) -> Path:
+    """``path`` as a ``transformers`` ``save_pretrained`` folder (it has a ``config.json``).
+
+    Raises:
+        WeightsNotFoundError: no ``config.json`` there; the message names the file and ``what``
+            was looked for (``"CLIP model"``).
+    """
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise WeightsNotFoundError(
+            f"no {what} here: {folder / 'config.json'} does not exist (a save_pretrained folder "
+            "is expected: config.json, weights, processor or tokenizer)"
+        )
+    return folder
+
+
+def import_transformers(what: str) -> tuple[ModuleType, ModuleType]:
+    """``(torch, transformers)``, or an ImportError saying that ``what`` needs them and what
+    to install."""
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise ImportError(
+            f"{what} needs torch and transformers: pip install 'medibench[torch]' ({exc})"
+        ) from None
+    return torch, transformers
 
 
 def hub_offline() -> bool:

@@ -37,6 +37,7 @@ import numpy as np
 
 from medibench.models._base import as_rgb_uint8
 from medibench.models._errors import ContentRefusedError
+from medibench.models._weights import import_transformers, transformers_folder
 from medibench.registry import Registry
 
 __all__ = [
@@ -284,26 +285,16 @@ class TransformersVLM:
         device: str = "cpu",
         max_images: int | None = None,
     ) -> None:
-        folder = Path(path)
-        if not (folder / "config.json").is_file():
-            raise FileNotFoundError(
-                f"transformers VLM file {folder / 'config.json'} does not exist "
-                "(a save_pretrained folder is expected)"
-            )
-        try:
-            import torch
-            from transformers import AutoModelForImageTextToText, AutoProcessor
-        except ImportError as exc:
-            raise ImportError(f"a transformers VLM needs 'medibench[torch]' ({exc})") from None
-        self._torch = torch
+        folder = transformers_folder(path, "transformers VLM")
+        self._torch, transformers = import_transformers("a transformers VLM")
         self.name = name or folder.name
         self.path = folder
         self.max_images = max_images
         self.max_new_tokens = int(max_new_tokens)
         self.device = device
-        self.processor = AutoProcessor.from_pretrained(folder)
-        model = AutoModelForImageTextToText.from_pretrained(folder)
-        self.model = model.to(device).eval()  # type: ignore[arg-type]
+        self.processor = transformers.AutoProcessor.from_pretrained(folder)
+        model = transformers.AutoModelForImageTextToText.from_pretrained(folder)
+        self.model = model.to(device).eval()
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
         from PIL import Image
