@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from medibench.benchmarks.medgen.judges import _MEDGEN_DIMENSIONS
-from medibench.judges import Fill, JudgeProtocol, ScoreField
+from medibench.benchmarks.medgen.judges import MedGenJudge
 from medibench.judges._protocols import image_part, text_part
 from medibench.samples import Sample
 
@@ -44,11 +44,8 @@ _LABELS = {
 
 
 @dataclass(frozen=True)
-class MedGenAnswerJudge(JudgeProtocol):
+class MedGenAnswerJudge(MedGenJudge):
     """The code's judge for VQA, generation and editing answers (module docstring)."""
-
-    with_gt: bool = True
-    scale_max: int = 10
 
     def skip_reason(self, sample: Sample) -> str | None:
         expected = sample.metadata.get("expected") or {}
@@ -73,11 +70,7 @@ class MedGenAnswerJudge(JudgeProtocol):
 
     def texts(self, sample: Sample) -> dict[str, str]:
         expected = sample.metadata.get("expected") or {}
-        texts = {
-            "instruction": sample.instruction,
-            "task": sample.task or "image editing",
-            "modality": sample.modality or "not stated",
-        }
+        texts = super().texts(sample)
         if self.with_gt:
             texts["reference"] = str(expected.get("text") or sample.description or "")
         return texts
@@ -120,38 +113,17 @@ class MedGenAnswerJudge(JudgeProtocol):
 
 def _judge(with_gt: bool, scale_max: int) -> MedGenAnswerJudge:
     version = ("code" if scale_max == 10 else "paper") + ("" if with_gt else "-nogt")
-    suffix = "" if with_gt else "_nogt"
-    return MedGenAnswerJudge(
-        name="medgen-checklist",
-        version=version,
-        prompt_file="medgen_checklist_code.md",
-        fields=tuple(ScoreField(k, label, 1, scale_max) for k, label in _MEDGEN_DIMENSIONS),
-        fills=tuple(Fill("medgen@code", k + suffix, k) for k, _ in _MEDGEN_DIMENSIONS),
-        description=(
-            f"MedGEN-Bench's code judge, all formats, five dimensions + overall 1-{scale_max}, "
-            + ("with" if with_gt else "without")
-            + " the ground truth"
-        ),
-        with_gt=with_gt,
-        scale_max=scale_max,
-    )
+    return MedGenAnswerJudge.scoring_dimensions(
+        "MedGEN-Bench's code judge, all formats", version, "medgen_checklist_code.md",
+        with_gt=with_gt, scale_max=scale_max, fill_suffix="" if with_gt else "_nogt",
+    )  # fmt: skip
 
 
-def code() -> MedGenAnswerJudge:
-    """``medgen-checklist@code``: with the ground truth, 1-10."""
-    return _judge(True, 10)
-
-
-def code_nogt() -> MedGenAnswerJudge:
-    """``medgen-checklist@code-nogt``: without the ground truth, 1-10."""
-    return _judge(False, 10)
-
-
-def paper() -> MedGenAnswerJudge:
-    """``medgen-checklist@paper``: with the ground truth, the paper's 1-5."""
-    return _judge(True, 5)
-
-
-def paper_nogt() -> MedGenAnswerJudge:
-    """``medgen-checklist@paper-nogt``: without the ground truth, 1-5."""
-    return _judge(False, 5)
+#: ``medgen-checklist@code``: with the ground truth, 1-10.
+code = partial(_judge, True, 10)
+#: ``medgen-checklist@code-nogt``: without the ground truth, 1-10.
+code_nogt = partial(_judge, False, 10)
+#: ``medgen-checklist@paper``: with the ground truth, the paper's 1-5.
+paper = partial(_judge, True, 5)
+#: ``medgen-checklist@paper-nogt``: without the ground truth, 1-5.
+paper_nogt = partial(_judge, False, 5)
