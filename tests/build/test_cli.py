@@ -168,3 +168,10 @@ def test_ray_tasks_build_what_the_local_executor_builds(tmp_path):
         for role in ("input", "target", "mask"):
             a = (tmp_path / "local" / s[role]).read_bytes()
             assert a == (tmp_path / "ray" / s[role]).read_bytes()
+
+
+def test_a_moved_build_folder_resumes(tmp_path, png_source):
+    build("perception", png_source, tmp_path / "a", exports=())
+    (tmp_path / "a").rename(tmp_path / "b")
+    result = build("perception", png_source, tmp_path / "b", exports=())
+    assert result.built == [] and len(result.skipped) == 8 and result.samples > 0

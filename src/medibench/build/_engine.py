@@ -204,7 +204,8 @@ def _check_config(folder: Path, job: dict[str, Any]) -> None:
     path = folder / CONFIG
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
-        differ = [k for k in job if old.get(k) != job[k]]
+        # the folder itself may have moved: its path is not part of what was built
+        differ = [k for k in job if k != "out" and old.get(k) != job[k]]
         if differ:
             shown = "; ".join(f"{k}: {old.get(k)!r} then, {job[k]!r} now" for k in differ)
             raise BuildError(
