@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -37,8 +37,11 @@ from medibench.io import read_image, write_image
 from medibench.io._write import atomic_write_text, is_disk_full
 from medibench.runs._models import output_folder
 from medibench.runs._store import RunStore
-from medibench.runs._work import Refusal, check_output, failure
+from medibench.runs._work import Task, check_output, failure
 from medibench.samples import Prediction, Sample
+
+if TYPE_CHECKING:
+    from medibench.runs._runner import StageReport
 
 __all__ = ["ANSWER_TABLE", "answer_prompt", "declare_answers", "generate_answers", "read_answers"]
 
@@ -74,65 +77,49 @@ def wants_image(sample: Sample) -> bool:
 
 def generate_answers(
     store: RunStore,
-    samples: Sequence[Sample],
+    tasks: Sequence[Task],
     model: Any,
-    *,
     model_name: str,
-    k: int = 1,
-    seed: int = 0,
-    only_failed: bool = False,
-    retry_refused: bool = False,
+    report: StageReport,
     progress: bool = True,
     console: Console | None = None,
     workers: int | None = None,
-):
-    """Answer every (sample, k) not yet done (module docstring); returns a ``StageReport``.
+) -> StageReport:
+    """Answer ``tasks`` (the items :func:`~medibench.runs.generate` chose; module docstring)
+    and count them in ``report``.
 
     ``workers`` items are answered at once (default: the model's ``concurrency``, else 1), on
     threads; this thread writes every row, one transaction per item."""
-    from medibench.runs._runner import StageReport, items_to_make, seed_for
-
     declare_answers(store)
-    report = StageReport("generate")
     out_dir = store.run_dir / "outputs" / output_folder(model_name)
-    todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
     workers = max(1, int(workers or getattr(model, "concurrency", 1) or 1))
-    seeds = {(s.sample_id, j): seed_for(seed, s.sample_id, j) for s, j in todo}
 
-    def one(item: tuple[Sample, int]) -> tuple[dict[str, Any], str | None, float]:
-        sample, j = item
+    def one(task: Task) -> tuple[dict[str, Any], str | None, float]:
         t0 = time.perf_counter()
-        row, error = _answer_one(model, sample, j, seeds[(sample.sample_id, j)], out_dir)
+        row, error = _answer_one(model, task.sample, task.k, task.seed, out_dir)
         return row, error, time.perf_counter() - t0
 
     with (
-        progress_bar(progress, console, f"answer {model_name}", len(todo)) as advance,
+        progress_bar(progress, console, f"answer {model_name}", len(tasks)) as advance,
         ThreadPoolExecutor(workers, thread_name_prefix="medibench-answer") as pool,
     ):
-        futures = {pool.submit(one, item): item for item in todo}
+        futures = {pool.submit(one, task): task for task in tasks}
         for future in as_completed(futures):  # this thread writes every row
-            (sample, j), (row, error, elapsed) = futures[future], future.result()
-            status: Literal["ok", "error", "refused"] = "ok" if error is None else "error"
-            if isinstance(error, Refusal):
-                status = "refused"
+            task, (row, error, elapsed) = futures[future], future.result()
+            sample_id = task.sample.sample_id
+            status = report.count(f"{sample_id}_{task.k}", error)
             rel = _relative(store, row.get("image_path") or row.get("text_path"))
             pred = Prediction(
-                sample_id=sample.sample_id,
+                sample_id=sample_id,
                 model=model_name,
-                k=j,
+                k=task.k,
                 path=rel if status == "ok" else None,
-                seed=seeds[(sample.sample_id, j)],
+                seed=task.seed,
                 status=status,
                 error=error,
                 elapsed_s=elapsed,
             )
-            if status == "ok":
-                report.done += 1
-            else:
-                report.refused += status == "refused"
-                report.failed += status == "error"
-                report.failures.append((f"{sample.sample_id}_{j}", str(error)))
-            _put(store, model_name, sample.sample_id, j, row)
+            _put(store, model_name, sample_id, task.k, row)
             store.put_prediction(pred)
             advance()
     return report

@@ -62,6 +62,20 @@ class StageReport:
     not_started: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
 
+    def count(self, item: str, error: str | None) -> Literal["ok", "error", "refused"]:
+        """Count one item a generate stage made (``error``: ``None``, a :class:`Refusal` or a
+        failure's text) and return its prediction status. A refused or failed item's error
+        joins ``failures``; it is stored and the run goes on."""
+        if error is None:
+            self.done += 1
+            return "ok"
+        self.failures.append((item, str(error)))
+        if isinstance(error, Refusal):  # a plain re-run does not ask again
+            self.refused += 1
+            return "refused"
+        self.failed += 1
+        return "error"
+
 
 def seed_for(run_seed: int, sample_id: str, k: int) -> int:
     """The seed a model gets for (sample, k): a 31-bit hash of the run seed and the item."""
@@ -126,40 +140,26 @@ def generate(
     """
     from medibench.models.compose import is_answering_model
 
+    report = StageReport("generate")
+    todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
+    tasks = [Task(s, j, seed_for(seed, s.sample_id, j)) for s, j in todo]
     if is_answering_model(model):  # a VLM or generator: text (+ image) predictions
         from medibench.runs._answers import generate_answers
 
-        return generate_answers(
-            store,
-            samples,
-            model,
-            model_name=model_name,
-            k=k,
-            seed=seed,
-            only_failed=only_failed,
-            retry_refused=retry_refused,
-            progress=progress,
-            console=console,
-            workers=getattr(executor, "workers", None),
-        )
-    report = StageReport("generate")
+        workers = getattr(executor, "workers", None)
+        return generate_answers(store, tasks, model, model_name, report, progress, console, workers)
     folder = output_folder(model_name)
     _check_folder_is_its_own(store, folder, model_name)
     out_dir = store.run_dir / "outputs" / folder
-    todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
     _clean_stale_temp_files(out_dir)
-    tasks = [Task(s, j, seed_for(seed, s.sample_id, j)) for s, j in todo]
     executor = executor or LocalExecutor()
-    with progress_bar(progress, console, f"generate {model_name}", len(todo)) as advance:
+    with progress_bar(progress, console, f"generate {model_name}", len(tasks)) as advance:
         for out in executor.generate(model, tasks, out_dir):
             if isinstance(out.error, NotStarted):  # the cost budget held it back: still to do
                 report.not_started += 1
                 advance()
                 continue
-            item = f"{out.task.sample.sample_id}_{out.task.k}"
-            status: Literal["ok", "error", "refused"] = "ok" if out.error is None else "error"
-            if isinstance(out.error, Refusal):
-                status = "refused"
+            status = report.count(f"{out.task.sample.sample_id}_{out.task.k}", out.error)
             pred = Prediction(
                 sample_id=out.task.sample.sample_id,
                 model=model_name,
@@ -170,14 +170,6 @@ def generate(
                 error=None if out.error is None else str(out.error),
                 elapsed_s=out.elapsed_s,
             )
-            if status == "ok":
-                report.done += 1
-            elif status == "refused":  # stored; a plain re-run does not ask again
-                report.refused += 1
-                report.failures.append((item, str(out.error)))
-            else:  # a per-sample failure is recorded and the run goes on
-                report.failed += 1
-                report.failures.append((item, str(out.error)))
             store.put_prediction(pred)
             advance()
     return report
