@@ -55,9 +55,10 @@ class DiffusersEditModel(SharedOptions):
     """Common machinery of the diffusers adapters: loading, devices, seeds, batches, sizes.
 
     Subclasses set :attr:`pipeline_class`, :attr:`default_weights`, :attr:`multiple_of`,
-    :attr:`cuda_dtype` and :meth:`_call_options`. A subclass's ``__init__`` takes its own options
-    and ``**common: Unpack[PipelineOptions]``, passed on to this one; the class's signature
-    lists both (what ``medibench models`` shows and model specs are checked against).
+    :attr:`cuda_dtype` and :attr:`call_attributes` (or extend :meth:`_call_options`). A
+    subclass's ``__init__`` takes its own options and ``**common: Unpack[PipelineOptions]``,
+    passed on to this one; the class's signature lists both (what ``medibench models`` shows
+    and model specs are checked against).
     """
 
     common_options = PipelineOptions
@@ -68,6 +69,8 @@ class DiffusersEditModel(SharedOptions):
     #: the pipeline resizes its input itself (FLUX Kontext, Qwen-Image-Edit, generic pipelines)
     pipeline_resizes: ClassVar[bool] = False
     cuda_dtype: ClassVar[str] = "bfloat16"
+    #: the attributes the pipeline call takes under their own names (each passed when not None)
+    call_attributes: ClassVar[tuple[str, ...]] = ()
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "path"
 
@@ -142,8 +145,13 @@ class DiffusersEditModel(SharedOptions):
 
     # -- hooks ----------------------------------------------------------------------------------
     def _call_options(self) -> dict[str, Any]:
-        """The pipeline call's keyword arguments; a subclass adds its own to these."""
-        return {"num_inference_steps": self.steps}
+        """The pipeline call's keyword arguments: the steps and each of :attr:`call_attributes`
+        that is set; a subclass may add others to these."""
+        options: dict[str, Any] = {"num_inference_steps": self.steps}
+        for attr in self.call_attributes:
+            if (value := getattr(self, attr)) is not None:
+                options[attr] = value
+        return options
 
     def _pipeline_options(self) -> dict[str, Any]:
         return {}

@@ -69,6 +69,7 @@ class InstructPix2PixModel(DiffusersEditModel):
     default_weights = "timbrooks/instruct-pix2pix"
     multiple_of = 8
     cuda_dtype = "float16"
+    call_attributes = ("guidance_scale", "image_guidance_scale", "negative_prompt")
 
     def __init__(
         self,
@@ -85,7 +86,7 @@ class InstructPix2PixModel(DiffusersEditModel):
     ) -> None:
         self.guidance_scale = float(guidance_scale)
         self.image_guidance_scale = float(image_guidance_scale)
-        self.negative_prompt = negative_prompt
+        self.negative_prompt = negative_prompt or None
         self.safety_checker = bool(safety_checker)
         super().__init__(path, name=name, steps=steps, resolution=resolution, **common)
 
@@ -93,14 +94,6 @@ class InstructPix2PixModel(DiffusersEditModel):
         if self.safety_checker:
             return {}
         return {"safety_checker": None, "requires_safety_checker": False}
-
-    def _call_options(self) -> dict[str, Any]:
-        return {
-            **super()._call_options(),
-            "guidance_scale": self.guidance_scale,
-            "image_guidance_scale": self.image_guidance_scale,
-            **({"negative_prompt": self.negative_prompt} if self.negative_prompt else {}),
-        }
 
 
 class FluxKontextModel(DiffusersEditModel):
@@ -119,6 +112,7 @@ class FluxKontextModel(DiffusersEditModel):
     default_weights = "black-forest-labs/FLUX.1-Kontext-dev"
     multiple_of = 16
     pipeline_resizes = True
+    call_attributes = ("guidance_scale", "max_area")
 
     def __init__(
         self,
@@ -133,13 +127,6 @@ class FluxKontextModel(DiffusersEditModel):
         self.guidance_scale = float(guidance_scale)
         self.max_area = int(max_area)
         super().__init__(path, name=name, steps=steps, **common)
-
-    def _call_options(self) -> dict[str, Any]:
-        return {
-            **super()._call_options(),
-            "guidance_scale": self.guidance_scale,
-            "max_area": self.max_area,
-        }
 
 
 class QwenImageEditModel(DiffusersEditModel):
@@ -156,6 +143,7 @@ class QwenImageEditModel(DiffusersEditModel):
     default_weights = "Qwen/Qwen-Image-Edit"
     multiple_of = 32
     pipeline_resizes = True
+    call_attributes = ("true_cfg_scale",)
 
     def __init__(
         self,
@@ -172,11 +160,7 @@ class QwenImageEditModel(DiffusersEditModel):
         super().__init__(path, name=name, steps=steps, **common)
 
     def _call_options(self) -> dict[str, Any]:
-        return {
-            **super()._call_options(),
-            "true_cfg_scale": self.true_cfg_scale,
-            "negative_prompt": [self.negative_prompt],
-        }
+        return {**super()._call_options(), "negative_prompt": [self.negative_prompt]}
 
     def edit_batch(self, images, instructions, *, seeds):
         out = []  # the pipeline's negative prompt is per call: keep calls to one item
@@ -205,6 +189,7 @@ class DiffusionPipelineModel(DiffusersEditModel):
 
     multiple_of = 16
     pipeline_resizes = True
+    call_attributes = ("guidance_scale", "negative_prompt")
 
     def __init__(
         self,
@@ -234,9 +219,4 @@ class DiffusionPipelineModel(DiffusersEditModel):
             )
 
     def _call_options(self) -> dict[str, Any]:
-        opts = super()._call_options()
-        if self.guidance_scale is not None:
-            opts["guidance_scale"] = self.guidance_scale
-        if self.negative_prompt is not None:
-            opts["negative_prompt"] = self.negative_prompt
-        return {**opts, **self.extra_call_options}
+        return {**super()._call_options(), **self.extra_call_options}
