@@ -125,9 +125,12 @@ def _generate_concurrent(model, tasks, out_dir: Path, workers: int) -> Iterator[
             results.put(await _one_async(aedit, task, out_dir))
 
     async def main() -> None:
-        if aedit is None:  # the blocking edits run on this loop's own pool of `workers` threads
-            pool = ThreadPoolExecutor(workers, thread_name_prefix="medibench-edit")
-            asyncio.get_running_loop().set_default_executor(pool)
+        # The blocking edits, or an async model's file reads and writes (an fsync each), run on
+        # this loop's own pool of `workers` threads: asyncio's default pool has cores + 4, and
+        # items queued behind slow fsyncs left fewer than `workers` requests in flight.
+        name = "medibench-edit" if aedit is None else "medibench-io"
+        pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
+        asyncio.get_running_loop().set_default_executor(pool)
         try:
             await run_bounded(tasks, one, workers)
         finally:
