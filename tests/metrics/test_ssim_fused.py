@@ -47,9 +47,10 @@ OPTIONS = [
 ] + [dict(window="gaussian", sigma=2.0), dict(window="gaussian", sigma=0.8)]  # 15 and 7 taps
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("opts", OPTIONS, ids=str)
 @pytest.mark.parametrize("kind", ["rgb_u8", "gray_u8", "rgb_f32", "rgb_f64", "chw_u8"])
-def test_fused_equals_opencv_and_skimage(monkeypatch, pair, opts, kind):
+def test_fused_equals_opencv_and_skimage(monkeypatch, pair, opts, kind, dtype):
     a, b, roi = pair
     axis = -1
     if kind == "gray_u8":
@@ -60,7 +61,7 @@ def test_fused_equals_opencv_and_skimage(monkeypatch, pair, opts, kind):
     elif kind == "chw_u8":
         a, b, axis = np.moveaxis(a, -1, 0), np.moveaxis(b, -1, 0), 0
     rng = 1.0 if kind in ("rgb_f32", "rgb_f64") else 255
-    kw = dict(data_range=rng, channel_axis=axis, dtype=np.float32, **opts)
+    kw = dict(data_range=rng, channel_axis=axis, dtype=dtype, **opts)
     fused, cv = _both(monkeypatch, lambda: ssim(a, b, **kw))
     ref = structural_similarity(
         a.astype(np.float64),
@@ -72,10 +73,11 @@ def test_fused_equals_opencv_and_skimage(monkeypatch, pair, opts, kind):
         sigma=opts["sigma"],
         use_sample_covariance=opts.get("use_sample_covariance", False),
     )
-    assert abs(fused - ref) < 1e-5 and abs(fused - cv) < 1e-5
+    tol = 1e-5 if dtype is np.float32 else 1e-12
+    assert abs(fused - ref) < tol and abs(fused - cv) < tol
     map_f, map_cv = _both(monkeypatch, lambda: ssim_map(a, b, **kw))
-    assert map_f.dtype == np.float32 and map_f.shape == map_cv.shape
-    np.testing.assert_allclose(map_f, map_cv, atol=2e-5)
+    assert map_f.dtype == dtype and map_f.shape == map_cv.shape
+    np.testing.assert_allclose(map_f, map_cv, atol=2e-5 if dtype is np.float32 else 1e-12)
     by_f, by_cv = _both(monkeypatch, lambda: ssim_by_region(a, b, roi, dilate=2, **kw))
     assert by_f.keys() == by_cv.keys()
     for key in by_f:

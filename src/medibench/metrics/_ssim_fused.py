@@ -1,4 +1,4 @@
-"""The float32 SSIM map as one fused stencil (numba): the optional accelerated path of ``ssim``.
+"""The SSIM map as one fused stencil (numba): the optional accelerated path of ``ssim``.
 
 The OpenCV path (``ssim.py``) makes four full-image passes of a separable filter plus about ten
 element-wise passes, each streaming several megabytes through memory. This kernel walks the image
@@ -29,7 +29,7 @@ _BACKENDS = ("auto", "numba", "opencv")
 
 
 def fused_backend() -> bool:
-    """Whether float32 SSIM uses the numba kernel, from ``MEDIBENCH_SSIM_BACKEND``.
+    """Whether SSIM uses the numba kernel, from ``MEDIBENCH_SSIM_BACKEND``.
 
     ``auto`` (default): numba when it is installed; ``numba``: required (``ImportError`` naming
     the extra to install when it is missing); ``opencv``: never.
@@ -60,58 +60,50 @@ def fused_ssim(
     crop: int,
     masks: np.ndarray,
     want_map: bool,
+    dtype: type[np.floating] = np.float32,
 ) -> tuple[np.ndarray | None, np.ndarray]:
-    """SSIM of two ``(H, W, C)`` images in float32: the map (or None) and the sums.
+    """SSIM of two ``(H, W, C)`` images in ``dtype``: the map (or None) and the sums.
 
     Args:
-        x, y: ``(H, W, C)`` uint8 or float32 (other dtypes are converted), any strides.
+        x, y: ``(H, W, C)`` uint8, or float (converted to ``dtype``), any strides.
         kernel: the symmetric 1-D filter taps (odd length, at most ``min(H, W)``).
         offset: scalar subtracted from both images before the moments (float32 cancellation).
         crop: border (pixels per side) dropped from the cropped sum.
         masks: ``(n, H, W)`` boolean region maps (True = in the region); ``n`` may be 0.
+        dtype: ``np.float32`` or ``np.float64``: every buffer and operation.
 
     Returns:
-        ``(map, sums)``: the ``(H, W, C)`` float32 map when ``want_map`` (else None), and float64
+        ``(map, sums)``: the ``(H, W, C)`` map when ``want_map`` (else None), and float64
         ``sums[0]`` = sum of the map without the ``crop`` border, ``sums[1 + r]`` = sum over the
         pixels of region ``r`` (all channels).
     """
     h, w, c = x.shape
-    xs = _as_rows(x, h, w * c)
-    ys = _as_rows(y, h, w * c)
+    xs = _as_rows(x, h, w * c, dtype)
+    ys = _as_rows(y, h, w * c, dtype)
     if xs.dtype != ys.dtype:
-        xs, ys = xs.astype(np.float32), ys.astype(np.float32)
-    out = np.empty((h, w * c) if want_map else (0, 0), np.float32)
+        xs, ys = xs.astype(dtype), ys.astype(dtype)
+    out = np.empty((h, w * c) if want_map else (0, 0), dtype)
     sums = np.zeros(1 + masks.shape[0], np.float64)
+    consts = np.array([offset, c1, c2, cov_norm, 2.0, 0.0], dtype)
     _kernel_fn()(
-        xs,
-        ys,
-        c,
-        padded_kernel(kernel),
-        np.float32(offset),
-        np.float32(c1),
-        np.float32(c2),
-        np.float32(cov_norm),
-        crop,
-        masks.view(np.uint8),
-        out,
-        want_map,
-        sums,
-    )
+        xs, ys, c, padded_kernel(kernel, dtype), consts, crop, masks.view(np.uint8), out,
+        want_map, sums,
+    )  # fmt: skip
     return (out.reshape(h, w, c) if want_map else None), sums
 
 
-def _as_rows(im: np.ndarray, h: int, length: int) -> np.ndarray:
-    """``(H, W*C)`` C-contiguous rows in uint8 or float32 (the two compiled signatures)."""
-    if im.dtype not in (np.uint8, np.float32):
-        im = im.astype(np.float32)
+def _as_rows(im: np.ndarray, h: int, length: int, dtype: type[np.floating]) -> np.ndarray:
+    """``(H, W*C)`` C-contiguous rows in uint8 or ``dtype`` (the compiled signatures)."""
+    if im.dtype not in (np.uint8, np.dtype(dtype)):
+        im = im.astype(dtype)
     return np.ascontiguousarray(im).reshape(h, length)
 
 
 _NUMBA_AVAILABLE = importlib.util.find_spec("numba") is not None
 _COMPILED: Any = None
-# Filters up to this many taps are zero-padded to it and run unrolled (one pass per moment and
-# direction, the taps summed in registers); longer ones use one pass per tap pair.
-_UNROLLED = 11
+# Filters of up to 7 or 11 taps are zero-padded to that and run unrolled (one pass per moment
+# and direction, the taps summed in registers); longer ones use one pass per tap pair.
+_UNROLLED = (7, 11)
 
 
 def _kernel_fn() -> Any:
@@ -130,35 +122,40 @@ def _kernel_fn() -> Any:
             error_model="numpy",
         )
         # The kernel calls these by their module names: compile them first, in place.
-        for name in ("_fir11", "_fir_pairs"):
+        for name in ("_fir7", "_fir11", "_fir_pairs"):
             globals()[name] = jit(globals()[name])
         _COMPILED = jit(_ssim_rows)
     return _COMPILED
 
 
-def padded_kernel(kernel: np.ndarray) -> np.ndarray:
-    """The taps as float32, zero-padded at both ends to ``_UNROLLED`` when shorter."""
-    g = np.asarray(kernel, np.float32)
-    extra = (_UNROLLED - g.size) // 2
-    return np.pad(g, extra) if extra > 0 else g
+def padded_kernel(kernel: np.ndarray, dtype: type[np.floating] = np.float32) -> np.ndarray:
+    """The taps in ``dtype``, zero-padded at both ends to the next unrolled length (7 or 11)
+    when shorter."""
+    g = np.asarray(kernel, dtype)
+    for size in _UNROLLED:
+        if g.size <= size:
+            return np.pad(g, (size - g.size) // 2)
+    return g
 
 
-def _ssim_rows(x, y, c, g, offset, c1, c2, cov_norm, crop, masks, out, want_map, sums):
+def _ssim_rows(x, y, c, g, consts, crop, masks, out, want_map, sums):
     """The stencil (pure Python source that numba compiles; see the module docstring)."""
     h, length = x.shape
     w = length // c
     taps = g.shape[0]
     r = taps // 2
-    f32 = np.float32
-    ring = np.empty((4, taps, length), f32)
-    pad = np.empty((4, length + 2 * r * c), f32)
+    ft = g.dtype  # float32 or float64: every buffer and constant in it
+    offset, c1, c2, cov_norm, two, zero = (
+        consts[0], consts[1], consts[2], consts[3], consts[4], consts[5],
+    )  # fmt: skip
+    ring = np.empty((4, taps, length), ft)
+    pad = np.empty((4, length + 2 * r * c), ft)
     base = r * c
-    acc = np.empty((4, length), f32)
-    row_map = np.empty(length, f32)
-    pixel_sum = np.empty(w, f32)
+    acc = np.empty((4, length), ft)
+    row_map = np.empty(length, ft)
+    pixel_sum = np.empty(w, ft)
     slots = np.empty(taps, np.int64)
     n_masks = masks.shape[0]
-    two = f32(2.0)
     done = 0
     for i in range(h):
         need = min(h - 1, max(i + r, 2 * r))
@@ -173,8 +170,8 @@ def _ssim_rows(x, y, c, g, offset, c1, c2, cov_norm, crop, masks, out, want_map,
             p2 = pad[2, base : base + length]
             p3 = pad[3, base : base + length]
             for j in range(length):
-                xv = f32(xr[j]) - offset
-                yv = f32(yr[j]) - offset
+                xv = (zero + xr[j]) - offset
+                yv = (zero + yr[j]) - offset
                 p0[j] = xv
                 p1[j] = yv
                 p2[j] = xv * xv + yv * yv
@@ -189,7 +186,20 @@ def _ssim_rows(x, y, c, g, offset, c1, c2, cov_norm, crop, masks, out, want_map,
                         pad[m, base + length + p * c + ch] = pad[m, base + right + ch]
             for m in range(4):
                 dst = ring[m, done % taps]
-                if taps == 11:
+                if taps == 7:
+                    pm = pad[m]
+                    _fir7(
+                        dst,
+                        pm[0:length],
+                        pm[c : c + length],
+                        pm[2 * c : 2 * c + length],
+                        pm[3 * c : 3 * c + length],
+                        pm[4 * c : 4 * c + length],
+                        pm[5 * c : 5 * c + length],
+                        pm[6 * c : 6 * c + length],
+                        g,
+                    )
+                elif taps == 11:
                     pm = pad[m]
                     _fir11(
                         dst,
@@ -221,7 +231,19 @@ def _ssim_rows(x, y, c, g, offset, c1, c2, cov_norm, crop, masks, out, want_map,
             slots[k] = row % taps
         for m in range(4):
             rm = ring[m]
-            if taps == 11:
+            if taps == 7:
+                _fir7(
+                    acc[m],
+                    rm[slots[0]],
+                    rm[slots[1]],
+                    rm[slots[2]],
+                    rm[slots[3]],
+                    rm[slots[4]],
+                    rm[slots[5]],
+                    rm[slots[6]],
+                    g,
+                )
+            elif taps == 11:
                 _fir11(
                     acc[m],
                     rm[slots[0]],
@@ -271,7 +293,7 @@ def _ssim_rows(x, y, c, g, offset, c1, c2, cov_norm, crop, masks, out, want_map,
                     pixel_sum[px] = row_map[3 * px] + row_map[3 * px + 1] + row_map[3 * px + 2]
             else:
                 for px in range(w):
-                    t = f32(0.0)
+                    t = zero
                     for ch in range(c):
                         t += row_map[px * c + ch]
                     pixel_sum[px] = t
@@ -295,6 +317,13 @@ def _fir11(dst, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, g):
             + g3 * (a3[j] + a7[j])
             + g4 * (a4[j] + a6[j])
         )
+
+
+def _fir7(dst, a0, a1, a2, a3, a4, a5, a6, g):
+    """``dst = sum_k g[k] a_k`` for symmetric 7 taps (the uniform 7x7 window)."""
+    g0, g1, g2, g3 = g[0], g[1], g[2], g[3]
+    for j in range(dst.shape[0]):
+        dst[j] = g3 * a3[j] + g0 * (a0[j] + a6[j]) + g1 * (a1[j] + a5[j]) + g2 * (a2[j] + a4[j])
 
 
 def _fir_pairs(dst, src, slots, step, length, g, by_slot):

@@ -195,8 +195,6 @@ def _colour_codes(pixels: np.ndarray) -> np.ndarray:
     return codes
 
 
-
-
 def _as_srgb_uint8(image: np.ndarray, name: str) -> np.ndarray:
     image = np.asarray(image)
     if image.dtype != np.uint8:

@@ -1,0 +1,409 @@
+"""GPU generation throughput of the diffusion editors: official-style loop, hand-tuned loop and
+``medibench run`` with the adapter, on pipelines built at their real sizes with random weights.
+
+Run:  python bench/gpu_generate.py [--models ip2p,flux-kontext] [--images 8] [--steps 10]
+          [--batch 4] [--no-compile] [--smoke]
+
+Each pipeline is built from configs written below (InstructPix2Pix: the SD 1.5 UNet, VAE and
+CLIP ViT-L/14 text encoder; FLUX.1 Kontext: the 12B FluxTransformer2DModel, the 16-channel VAE,
+CLIP-L and a T5-XXL encoder), with random weights (throughput does not depend on them; nothing
+downloads; the tokenizers are word-level stand-ins of the real sequence lengths). Qwen-Image-Edit
+(``QwenImageEditPipeline``, in diffusers >= 0.35) needs a Qwen2.5-VL processor and chat template
+that cannot be made offline without its tokenizer files: it is listed and skipped with that
+reason. All three modes use the same resolution (512 for ip2p, 1024 for FLUX), the same steps
+and the same inputs:
+
+(a) official: the way the official scripts call the pipeline: batch 1, the official dtype
+    (float16 for InstructPix2Pix, bfloat16 for FLUX), PIL PNG save after each image.
+(b) tuned: bfloat16, ``--batch`` images per call, SDPA attention, channels-last UNet/VAE,
+    ``torch.compile`` of the denoiser (unless ``--no-compile``), PNG writes on a thread.
+(c) medibench: ``medibench.runs.run`` (stage generate) with the medibench adapter
+    (``InstructPix2PixModel`` / ``FluxKontextModel``) over the same pipeline object (kept warm: a
+    ``module:callable`` factory hands it to the adapter), ``batch_size=--batch``, bfloat16.
+
+Prints images/s of each, (c)/(b) and (c)/(a) (targets: >= 0.9 and >= 3), and the peak GPU memory.
+Without a CUDA GPU it says so and runs the smoke version: tiny pipelines of the same classes on
+the CPU, 64x64, 2 steps (what tests/bench/test_gpu_generate.py runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+MODELS = ("ip2p", "flux-kontext", "qwen-image-edit")
+QWEN_SKIP = (
+    "QwenImageEditPipeline needs the Qwen2.5-VL processor (tokenizer files and chat template) "
+    "of its repository; with nothing downloaded it cannot be built, so it is not measured here"
+)
+# The live pipelines, for the adapter factory (`gpu_generate:warm_adapter`) that (c) names.
+_WARM: dict[str, Any] = {}
+
+
+# --- configs ---------------------------------------------------------------------------------
+
+
+def ip2p_configs(tiny: bool) -> dict[str, dict[str, Any]]:
+    """InstructPix2Pix (timbrooks/instruct-pix2pix = Stable Diffusion 1.5 with 8 input channels)."""
+    if tiny:
+        return {
+            "unet": dict(
+                block_out_channels=(16, 32), layers_per_block=1, sample_size=8, in_channels=8,
+                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=16,
+                attention_head_dim=4, norm_num_groups=8,
+            ),
+            "vae": dict(
+                block_out_channels=(8, 8, 8, 8), down_block_types=("DownEncoderBlock2D",) * 4,
+                up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4, norm_num_groups=4,
+                layers_per_block=1,
+            ),
+            "clip": dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=77, projection_dim=16),
+        }  # fmt: skip
+    return {
+        "unet": dict(
+            sample_size=64, in_channels=8, out_channels=4, layers_per_block=2,
+            block_out_channels=(320, 640, 1280, 1280), cross_attention_dim=768,
+            attention_head_dim=8,
+            down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+            up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
+        ),
+        "vae": dict(
+            block_out_channels=(128, 256, 512, 512), layers_per_block=2, latent_channels=4,
+            down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+            sample_size=512,
+        ),
+        "clip": CLIP_L,
+    }  # fmt: skip
+
+
+CLIP_L = dict(
+    hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+    max_position_embeddings=77, projection_dim=768, hidden_act="quick_gelu",
+)  # fmt: skip
+
+
+def flux_configs(tiny: bool) -> dict[str, dict[str, Any]]:
+    """FLUX.1 Kontext [dev] (black-forest-labs/FLUX.1-Kontext-dev)."""
+    if tiny:
+        return {
+            "transformer": dict(
+                patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
+                attention_head_dim=8, num_attention_heads=2, joint_attention_dim=32,
+                pooled_projection_dim=16, guidance_embeds=True, axes_dims_rope=(2, 2, 4),
+            ),
+            "vae": dict(
+                block_out_channels=(8, 8, 8, 8), down_block_types=("DownEncoderBlock2D",) * 4,
+                up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=4, norm_num_groups=4,
+                layers_per_block=1, use_quant_conv=False, use_post_quant_conv=False,
+                shift_factor=0.1159, scaling_factor=0.3611,
+            ),
+            "clip": dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=77, projection_dim=16),
+            "t5": dict(d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4,
+                       feed_forward_proj="gated-gelu"),
+        }  # fmt: skip
+    return {
+        "transformer": dict(
+            patch_size=1, in_channels=64, num_layers=19, num_single_layers=38,
+            attention_head_dim=128, num_attention_heads=24, joint_attention_dim=4096,
+            pooled_projection_dim=768, guidance_embeds=True, axes_dims_rope=(16, 56, 56),
+        ),
+        "vae": dict(
+            block_out_channels=(128, 256, 512, 512), down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4, latent_channels=16, layers_per_block=2,
+            sample_size=1024, use_quant_conv=False, use_post_quant_conv=False,
+            shift_factor=0.1159, scaling_factor=0.3611,
+        ),
+        "clip": CLIP_L,
+        "t5": dict(d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64,
+                   feed_forward_proj="gated-gelu"),
+    }  # fmt: skip
+
+
+# --- building --------------------------------------------------------------------------------
+
+
+def word_tokenizer(max_length: int, *, clip: bool):
+    """A word-level tokenizer (the real models' sequence lengths, a toy vocabulary)."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = "remove the lesion add a tumor enhance contrast denoise image segment liver".split()
+    specials = ["<|startoftext|>", "<|endoftext|>"] if clip else ["<pad>", "</s>", "<unk>"]
+    vocab = {t: i for i, t in enumerate([*specials, "<unk_word>", *words])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk_word>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if clip:
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok, model_max_length=max_length, bos_token="<|startoftext|>",
+            eos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token="<unk_word>",
+        )  # fmt: skip
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, model_max_length=max_length, pad_token="<pad>", eos_token="</s>",
+        unk_token="<unk>",
+    )  # fmt: skip
+
+
+def build(kind: str, *, tiny: bool, device: str, dtype) -> Any:
+    """The pipeline ``kind`` with random weights, made on ``device`` in ``dtype``."""
+    import diffusers
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    with torch.device(device):
+        if kind == "ip2p":
+            cfg = ip2p_configs(tiny)
+            clip = transformers.CLIPTextModel(
+                transformers.CLIPTextConfig(vocab_size=49408, **cfg["clip"])
+            )
+            pipe = diffusers.StableDiffusionInstructPix2PixPipeline(
+                vae=diffusers.AutoencoderKL(**cfg["vae"]),
+                text_encoder=clip,
+                tokenizer=word_tokenizer(77, clip=True),
+                unet=diffusers.UNet2DConditionModel(**cfg["unet"]),
+                scheduler=diffusers.EulerAncestralDiscreteScheduler(
+                    beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear"
+                ),
+                safety_checker=None,
+                feature_extractor=None,
+                requires_safety_checker=False,
+            )
+        elif kind == "flux-kontext":
+            cfg = flux_configs(tiny)
+            pipe = diffusers.FluxKontextPipeline(
+                scheduler=diffusers.FlowMatchEulerDiscreteScheduler(
+                    shift=3.0,
+                    use_dynamic_shifting=True,
+                    base_shift=0.5,
+                    max_shift=1.15,
+                    base_image_seq_len=256,
+                    max_image_seq_len=4096,
+                ),  # fmt: skip
+                vae=diffusers.AutoencoderKL(**cfg["vae"]),
+                text_encoder=transformers.CLIPTextModel(
+                    transformers.CLIPTextConfig(vocab_size=49408, **cfg["clip"])
+                ),
+                tokenizer=word_tokenizer(77, clip=True),
+                text_encoder_2=transformers.T5EncoderModel(
+                    transformers.T5Config(vocab_size=32128, **cfg["t5"])
+                ),
+                tokenizer_2=word_tokenizer(512 if not tiny else 32, clip=False),
+                transformer=diffusers.FluxTransformer2DModel(**cfg["transformer"]),
+            )
+        else:
+            raise ValueError(f"cannot build {kind!r}: {QWEN_SKIP}")
+    pipe.to(dtype=dtype)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def call_options(kind: str, steps: int, size: int) -> dict[str, Any]:
+    """The official call settings (steps overridden by ``--steps`` for all three modes)."""
+    if kind == "ip2p":
+        return dict(num_inference_steps=steps, guidance_scale=7.5, image_guidance_scale=1.5)
+    return dict(
+        num_inference_steps=steps, guidance_scale=2.5, height=size, width=size,
+        max_area=size * size, _auto_resize=False,
+    )  # fmt: skip
+
+
+# --- the three modes -------------------------------------------------------------------------
+
+
+def official_loop(pipe, kind: str, images: list, steps: int, size: int, out: Path) -> float:
+    """(a) batch 1, PIL save after each image; seconds."""
+    import torch
+
+    options = call_options(kind, steps, size)
+    t0 = time.perf_counter()
+    for i, image in enumerate(images):
+        gen = torch.Generator(pipe.device).manual_seed(i)
+        result = pipe(prompt="remove the lesion", image=image, generator=gen, **options)
+        result.images[0].save(out / f"a_{i}.png")
+    _sync()
+    return time.perf_counter() - t0
+
+
+def tuned_loop(
+    pipe, kind: str, images: list, steps: int, size: int, batch: int, out: Path
+) -> float:
+    """(b) batched calls, PNG writes on a thread; seconds."""
+    import torch
+
+    options = call_options(kind, steps, size)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(1) as writer, torch.inference_mode():
+        for start in range(0, len(images), batch):
+            chunk = images[start : start + batch]
+            gens = [torch.Generator(pipe.device).manual_seed(start + j) for j in range(len(chunk))]
+            result = pipe(
+                prompt=["remove the lesion"] * len(chunk), image=chunk, generator=gens, **options
+            )
+            for j, im in enumerate(result.images):
+                writer.submit(im.save, out / f"b_{start + j}.png")
+    _sync()
+    return time.perf_counter() - t0
+
+
+def medibench_run(kind: str, data: Path, steps: int, size: int, batch: int, out: Path) -> float:
+    """(c) medibench.runs.run, stage generate, over the warm pipeline; seconds."""
+    from rich.console import Console
+
+    from medibench.runs import RunConfig, run
+
+    options = [f"kind={kind}", f"steps={steps}", f"batch_size={batch}", "dtype=bfloat16"]
+    if kind == "flux-kontext":
+        options.append(f"max_area={size * size}")
+    config = RunConfig(
+        dataset=f"native:{data}",
+        models=("gpu_generate:warm_adapter",),
+        model_options=tuple(options),
+        out=out,
+        stage="generate",
+    )
+    t0 = time.perf_counter()
+    with run(config, progress=False, console=Console(stderr=True, quiet=True)):
+        pass
+    _sync()
+    return time.perf_counter() - t0
+
+
+def warm_adapter(kind: str, **options: Any):
+    """The medibench adapter of ``kind`` over the pipeline this script built (no loading)."""
+    from medibench.models.diffusers import FluxKontextModel, InstructPix2PixModel
+
+    base = {"ip2p": InstructPix2PixModel, "flux-kontext": FluxKontextModel}[kind]
+    pipe = _WARM[kind]
+
+    class Warm(base):  # type: ignore[misc, valid-type]
+        def _load(self, torch, load_options, local_files_only):
+            return pipe
+
+    folder = Path(tempfile.mkdtemp(prefix="warm-")) / "weights"
+    folder.mkdir()
+    # A model index without components: the adapter's folder check passes, _load gives the pipe.
+    (folder / "model_index.json").write_text(json.dumps({"_class_name": base.pipeline_class}))
+    return Warm(str(folder), device=str(pipe.device), **options)
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+# --- driver ----------------------------------------------------------------------------------
+
+
+def measure(kind: str, args, device: str, out: Path) -> dict[str, float]:
+    """Images/s of (a), (b), (c) for one model, and the peak GPU memory of each (GiB)."""
+    import torch
+    from PIL import Image
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from runner import make_samples  # the bench's native dataset of random inputs
+
+    size = args.size or (64 if args.smoke else (512 if kind == "ip2p" else 1024))
+    data = out / f"{kind}-data"
+    samples = make_samples(data, args.images, size)
+    images = [Image.open(s.input).convert("RGB") for s in samples]
+    official = {"ip2p": torch.float16, "flux-kontext": torch.bfloat16}[kind]
+    if device == "cpu":
+        official = torch.float32  # CPU kernels for half types are slow or missing
+    tuned = torch.bfloat16 if device != "cpu" else torch.float32
+    result: dict[str, float] = {"size": size}
+
+    def peak_reset() -> None:
+        if device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+
+    def peak() -> float:
+        return torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
+
+    pipe = build(kind, tiny=args.smoke, device=device, dtype=official)
+    official_loop(pipe, kind, images[:1], args.steps, size, out)  # warm-up
+    peak_reset()
+    result["a"] = len(images) / official_loop(pipe, kind, images, args.steps, size, out)
+    result["a_mem"] = peak()
+    del pipe
+    pipe = build(kind, tiny=args.smoke, device=device, dtype=tuned)
+    denoiser = pipe.unet if kind == "ip2p" else pipe.transformer
+    if device == "cuda":
+        for module in (getattr(pipe, "unet", None), pipe.vae):
+            if module is not None:
+                module.to(memory_format=torch.channels_last)
+        if not args.no_compile:
+            denoiser.compile(mode="max-autotune-no-cudagraphs", fullgraph=False)
+    tuned_loop(pipe, kind, images[: args.batch], args.steps, size, args.batch, out)  # compile
+    peak_reset()
+    result["b"] = len(images) / tuned_loop(pipe, kind, images, args.steps, size, args.batch, out)
+    result["b_mem"] = peak()
+    _WARM[kind] = pipe
+    medibench_run(kind, data, args.steps, size, args.batch, out / f"{kind}-warmup")
+    peak_reset()
+    result["c"] = len(images) / medibench_run(
+        kind, data, args.steps, size, args.batch, out / f"{kind}-run"
+    )
+    result["c_mem"] = peak()
+    del _WARM[kind], pipe
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="ip2p,flux-kontext,qwen-image-edit")
+    parser.add_argument("--images", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=10, help="denoising steps, all modes")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--size", type=int, default=None, help="default 512 ip2p, 1024 FLUX")
+    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny pipelines on the CPU")
+    args = parser.parse_args(argv)
+    import torch
+
+    sys.modules.setdefault("gpu_generate", sys.modules[__name__])  # for the factory spec
+    device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
+    if device == "cpu":
+        if not args.smoke:
+            print("no CUDA GPU: running the CPU smoke version (tiny pipelines, 64x64, 2 steps)")
+        args.smoke, args.steps, args.no_compile = True, min(args.steps, 2), True
+        args.images, args.batch = min(args.images, 4), min(args.batch, 2)
+        torch.set_num_threads(1)
+    else:
+        name = torch.cuda.get_device_name()
+        print(f"GPU: {name}, torch {torch.__version__}, bf16 {torch.cuda.is_bf16_supported()}")
+    print(f"{args.images} images, {args.steps} steps, batch {args.batch} for (b) and (c)")
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="gpu-generate-") as tmp:
+        for kind in [m for m in args.models.split(",") if m]:
+            if kind not in MODELS:
+                parser.error(f"unknown model {kind!r}; choose from {', '.join(MODELS)}")
+            if kind == "qwen-image-edit":
+                print(f"{kind}: skipped: {QWEN_SKIP}")
+                continue
+            out = Path(tmp) / kind
+            out.mkdir()
+            r = measure(kind, args, device, out)
+            results[kind] = r
+            print(
+                f"{kind} at {r['size']:.0f}px: (a) official {r['a']:.3f} img/s, (b) tuned "
+                f"{r['b']:.3f}, (c) medibench {r['c']:.3f}; (c)/(b) {r['c'] / r['b']:.2f} "
+                f"(target >= 0.9), (c)/(a) {r['c'] / r['a']:.2f} (target >= 3); peak GiB "
+                f"a {r['a_mem']:.1f} b {r['b_mem']:.1f} c {r['c_mem']:.1f}"
+            )
+    return results
+
+
+if __name__ == "__main__":
+    main()
