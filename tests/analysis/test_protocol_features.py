@@ -41,3 +41,44 @@ def test_medebench_paper_summary_gets_its_fid_column(tmp_path):
     assert float(micro["fid"]) == pytest.approx(frechet_distance(real, fake))
     assert micro["cp"] != ""  # the protocol's own columns are there too
     assert HIST in res.output  # the extractor is named
+
+
+def test_medgen_code_records_lpips_and_embedding_similarity(lpips_dir, dinov2_dir, tmp_path):
+    import dataclasses
+
+    import numpy as np
+    from PIL import Image
+
+    from medibench.analysis.feature_scores import pair_scores
+    from medibench.protocols import load_protocol
+    from medibench.runs import score_predictions
+    from tests.benchmarks.medgen.conftest import build_medgen
+
+    tree = build_medgen(tmp_path)
+    ds = load_dataset(f"medgen:{tree['data']}")
+    index = ds.find_predictions(tree["pngs"])
+    specs = (f"lpips-alex:{lpips_dir}", f"rad-dino:{dinov2_dir}")
+    plain = load_protocol("medgen@code")
+    proto = dataclasses.replace(plain, features=specs)
+    mine = [r for r in score_predictions(ds, index, [proto], progress=False) if r.status == "ok"]
+    unset = [r for r in score_predictions(ds, index, [plain], progress=False) if r.status == "ok"]
+    by_id = {s.sample_id: s for s in ds}
+    assert mine and all(r.metrics["lpips"] is not None for r in mine)
+    for r in mine:
+        s = by_id[r.sample_id]
+        target = proto.load_images(s).target
+        pred = proto.read_prediction(index.files[r.model][r.sample_id][r.k])
+        if pred.shape != target.shape:
+            size = (target.shape[1], target.shape[0])
+            pred = np.asarray(Image.fromarray(pred).resize(size, Image.Resampling.LANCZOS))
+        roles = {"lpips": specs[0], "embedding": specs[1]}
+        want, _ = pair_scores(target, pred, roles)
+        assert r.metrics["lpips"] == pytest.approx(want["lpips"], rel=1e-6)
+        assert r.metrics["embedding_similarity"] == pytest.approx(
+            want["embedding_similarity"], rel=1e-6
+        )
+        assert any(n.startswith("lpips by lpips-alex-v0.1 (weights sha256 ") for n in r.notes)
+        assert any(n.startswith("embedding_similarity by rad-dino") for n in r.notes)
+    assert unset and all(r.metrics["lpips"] is None for r in unset)
+    assert all("needs a feature extractor" in r.reasons["lpips"] for r in unset)
+    assert all("--features" in r.reasons["embedding_similarity"] for r in unset)

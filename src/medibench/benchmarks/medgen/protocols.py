@@ -30,8 +30,10 @@ What the official ``util/metrics.py`` (``FR_IQA``) and ``eval.py`` do, and this 
   aggregation also declares the code's five pass rates (PSNR >= 28, SSIM >= 0.7, LPIPS <= 0.6,
   embedding similarity >= 0.7, judge overall >= 8) for the summary tables.
 * ``lpips`` (AlexNet, 256x256) and ``embedding_similarity`` (Rad-DINO cosine in the code,
-  MedImageInsight in the paper) need a feature extractor; they are declared but not computed
-  yet: ``None`` with that reason.
+  MedImageInsight in the paper) need a feature extractor: the ``features`` setting
+  (``--features lpips-alex:DIR --features rad-dino:DIR``, :mod:`medibench.analysis.feature_scores`)
+  computes them on the resized output against the ground truth and names the extractor in the
+  notes; without one they are ``None`` with that reason.
 * The judge dimensions (1-10 each) are ``judged_metrics``, filled by a judge stage.
 
 Where medibench differs from the code, on purpose:
@@ -84,7 +86,10 @@ LPIPS_PASS = 0.6
 EMBEDDING_PASS = 0.7
 JUDGE_PASS = 8.0
 
-_NEEDS_EXTRACTOR = "needs a feature extractor: a later issue"
+_NEEDS_EXTRACTOR = (
+    "needs a feature extractor: --features lpips-alex:DIR (LPIPS), rad-dino:DIR (embedding "
+    "similarity), as in `medibench analyze features --protocol medgen@code`"
+)
 #: The judge's scores (its rubric's fields), filled by the judge stage.
 _JUDGED = (
     "anatomical_accuracy",
@@ -132,6 +137,11 @@ class MedGenCodeProtocol(PaperReading):
             ("entity_factual_precision_pass_rate", "entity_factual_precision", 0.9),
         ),
     )
+    #: Feature extractors ``NAME:PATH`` (:mod:`medibench.analysis.feature_scores`): LPIPS
+    #: (``lpips-alex:DIR``: AlexNet at 256x256, as the code) and the embedding model
+    #: (``rad-dino:DIR``, as the code); without them ``lpips`` and ``embedding_similarity``
+    #: are None with that reason. Each value's notes name the extractor and its weights' sha256.
+    features: tuple[str, ...] = ()
 
     def read_prediction(self, path: str | os.PathLike) -> Any:
         """An editing output as the code reads it (PIL RGB); a text prediction (a ``.txt``
@@ -172,19 +182,16 @@ class MedGenCodeProtocol(PaperReading):
         return res
 
     def _image_tier(self, images: SampleImages, prediction: np.ndarray, res: ProtocolResult):
-        res.missing("lpips", _NEEDS_EXTRACTOR)
-        res.missing("embedding_similarity", _NEEDS_EXTRACTOR)
         target = images.target
         if target is None:
-            res.missing(
-                ("psnr", "ssim", "psnr_pass", "ssim_pass"), "the sample has no ground-truth image"
-            )
+            res.missing(_IMAGE_METRICS, "the sample has no ground-truth image")
             return
         ref = _prepare_rgb(target, "ground truth", alpha="drop", notes=res.notes)
         out = _prepare_rgb(prediction, "prediction", alpha="drop", notes=res.notes)
         size = (ref.shape[1], ref.shape[0])
         how = "(PIL LANCZOS), as the code does"
         out = resize_noted(out, size, method="pil-lanczos", notes=res.notes, how=how)
+        _feature_pairs(self.features, ref, out, res)
         value = psnr(ref, out, data_range=255)
         if np.isinf(value):
             res.notes.append(f"MSE = 0: PSNR reported as {PSNR_CAP_DB:g}, the code's cap")
@@ -199,6 +206,16 @@ class MedGenCodeProtocol(PaperReading):
         else:
             res.metrics["ssim"] = s
             res.metrics["ssim_pass"] = 1.0 if s >= SSIM_PASS else 0.0
+
+
+def _feature_pairs(specs: tuple[str, ...], ref: np.ndarray, out: np.ndarray, res) -> None:
+    """LPIPS and embedding similarity by the configured extractors, else their reason."""
+    from medibench.analysis.feature_scores import feature_roles, pair_scores
+
+    values, notes = pair_scores(ref, out, feature_roles(specs))
+    res.metrics.update(values)
+    res.notes.extend(notes)
+    res.missing([m for m in ("lpips", "embedding_similarity") if m not in values], _NEEDS_EXTRACTOR)
 
 
 def _grey(rgb: np.ndarray) -> np.ndarray:
