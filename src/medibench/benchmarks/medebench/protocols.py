@@ -41,7 +41,9 @@ roi_psnr    PSNR of prediction vs ground truth over the ROI (not dilated)
 
 Both protocols declare ``ea`` and ``vq`` (GPT-4o judge, 0-1) as judged metrics, filled by the
 judge stage, and carry ``fid``, a set-level metric that no single record can hold (``None``
-with that reason; the report computes it over the output set against the ground-truth set).
+with that reason): ``medibench analyze features --features inception:PATH --protocol
+medebench@paper`` computes it per region and overall over the outputs against the ground-truth
+set (:mod:`medibench.analysis.feature_scores`) and prints it in this protocol's summary.
 Only ``<id>_0.png`` counts officially: the dataset's ``expected_k = 1`` keeps the other
 outputs out, and the tables take the first output (``@1``), per sample, with a per-region
 breakdown, the per-sample overall mean (micro) and the mean of region means (macro).
@@ -74,8 +76,8 @@ __all__ = ["MedEBenchPaperProtocol", "MedEBenchProtocol"]
 
 #: Why ``fid`` is ``None`` on every record.
 FID_REASON = (
-    "set-level metric: computed by the report over all outputs against the ground-truth set, "
-    "not per sample"
+    "set-level metric: computed over all outputs against the ground-truth set, not per sample "
+    "(medibench analyze features --features inception:PATH --protocol medebench@paper)"
 )
 
 _AGGREGATION = Aggregation(
