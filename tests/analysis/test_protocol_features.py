@@ -82,3 +82,22 @@ def test_medgen_code_records_lpips_and_embedding_similarity(lpips_dir, dinov2_di
     assert unset and all(r.metrics["lpips"] is None for r in unset)
     assert all("needs a feature extractor" in r.reasons["lpips"] for r in unset)
     assert all("--features" in r.reasons["embedding_similarity"] for r in unset)
+
+
+def test_medgen_code_summary_shows_lpips_similarity_and_their_pass_rates(
+    lpips_dir, dinov2_dir, tmp_path
+):
+    from tests.benchmarks.medgen.conftest import build_medgen
+
+    tree = build_medgen(tmp_path)
+    args = ["analyze", "features", "--dataset", f"medgen:{tree['data']}"]
+    args += ["--predictions", str(tree["pngs"]), "--protocol", "medgen@code", "--by", "task"]
+    args += ["--features", f"lpips-alex:{lpips_dir}", "--features", f"rad-dino:{dinov2_dir}"]
+    args += ["--summary", str(tmp_path / "s.csv")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(open(tmp_path / "s.csv")))
+    micro = next(r for r in rows if r["by"] == "all" and r["group"] == "micro")
+    assert float(micro["lpips"]) > 0 and -1 <= float(micro["embedding_similarity"]) <= 1
+    assert micro["lpips_pass_rate"] != "" and micro["embedding_pass_rate"] != ""
+    assert "medgen@code: lpips by lpips-alex-v0.1" in res.output
