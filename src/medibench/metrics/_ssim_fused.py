@@ -2,7 +2,7 @@
 
 The OpenCV path (``ssim.py``) makes four full-image passes of a separable filter plus about ten
 element-wise passes, each streaming several megabytes through memory. This kernel walks the image
-once, row by row: each input row's four moments (``x'``, ``y'``, ``x'^2 + y'^2``, ``x' y'`` of the
+once, row by row: each input row's four moments (``x'``, ``y'``, ``(x' - y')^2``, ``x' y'`` of the
 offset-centred data) are filtered horizontally into a ring of ``kernel size`` rows, the ring is
 filtered vertically into one output row, and that row is turned into SSIM and summed (cropped
 mean and region sums) while it is still in L1 cache. Symmetric taps are paired, so an 11-tap
@@ -174,7 +174,7 @@ def _ssim_rows(x, y, c, g, consts, crop, masks, out, want_map, sums):
                 yv = (zero + yr[j]) - offset
                 p0[j] = xv
                 p1[j] = yv
-                p2[j] = xv * xv + yv * yv
+                p2[j] = (xv - yv) * (xv - yv)  # E[(x-y)^2]: exactly 0 for identical images
                 p3[j] = xv * yv
             for p in range(r):
                 # Left: pad pixel p is image pixel r - 1 - p; right: the mirror image.
@@ -270,10 +270,13 @@ def _ssim_rows(x, y, c, g, consts, crop, masks, out, want_map, sums):
             my = my_row[j]
             mux = mx + offset
             muy = my + offset
+            # B1 = A1 + (mu_x - mu_y)^2 and B2 = A2 + cov (E[(x-y)^2] - (m_x - m_y)^2): the
+            # same values, but B == A to the bit when x == y, so identical images give 1.0.
+            d = mx - my
             a1 = two * mux * muy + c1
-            b1 = mux * mux + muy * muy + c1
+            b1 = a1 + d * d
             a2 = two * cov_norm * (xy_row[j] - mx * my) + c2
-            b2 = cov_norm * (sq_row[j] - mx * mx - my * my) + c2
+            b2 = a2 + cov_norm * (sq_row[j] - d * d)
             row_map[j] = (a1 * a2) / (b1 * b2)
         if want_map:
             dst = out[i]
