@@ -131,7 +131,9 @@ def test_clip_image_embeddings(tmp_path):
 
 
 def test_a_folder_without_a_model_names_what_is_missing(tmp_path):
-    with pytest.raises(ExtractorWeightsError, match=rf"no transformers model in {tmp_path}"):
+    with pytest.raises(
+        ExtractorWeightsError, match=rf"no hf vision model here: {tmp_path}/config.json does not"
+    ):
         load_extractor(f"hf:{tmp_path}")
     with pytest.raises(ImportError, match="open_clip needs torchvision"):
         load_extractor("open_clip:ViT-B-32")

@@ -148,14 +148,17 @@ class TransformersExtractor(Extractor):
         pool: Literal["pooler", "cls", "mean"] = "pooler",
         device: str = "cpu",
     ) -> None:
-        import transformers
+        from medibench.models._weights import (
+            WeightsNotFoundError,
+            import_transformers,
+            transformers_folder,
+        )
 
-        folder = Path(path)
-        if not (folder / "config.json").is_file():
-            raise ExtractorWeightsError(
-                f"{name}: no transformers model in {folder} (config.json missing); save one with "
-                "save_pretrained (medibench downloads nothing)"
-            )
+        _, transformers = import_transformers(f"the {name} extractor")
+        try:
+            folder = transformers_folder(path, f"{name} vision model")
+        except WeightsNotFoundError as exc:
+            raise ExtractorWeightsError(f"{exc}; medibench downloads nothing") from None
         weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
         if not weights:
             raise ExtractorWeightsError(f"{name}: {folder} has no model.safetensors weights")
