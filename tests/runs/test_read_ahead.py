@@ -114,3 +114,38 @@ def test_records_equal_scoring_without_the_reader(folder):
     assert by_key["s5", 1].status == "error", by_key["s5", 1]
     assert by_key["s5", 0].status == "ok", by_key["s5", 0].error
     assert by_key["s0", 0].metrics["mean_diff"] > 0
+
+
+class _Batched:
+    """A model with ``edit_batch`` that records which thread wrote each output."""
+
+    name = "batched"
+    batch_size = 2
+
+    def edit(self, image, instruction, *, seed):
+        return self.edit_batch([image], [instruction], seeds=[seed])[0]
+
+    def edit_batch(self, images, instructions, *, seeds):
+        return [np.full_like(im, s % 256) for im, s in zip(images, seeds, strict=True)]
+
+
+def test_batches_are_written_by_a_writer_thread_in_task_order(folder, monkeypatch, tmp_path):
+    from medibench.runs import _executors
+    from medibench.runs._executors import LocalExecutor
+    from medibench.runs._work import Task
+
+    ds, _ = folder
+    writers: list[str] = []
+    real_write = _executors.write_image
+
+    def spy(path, image):
+        writers.append(threading.current_thread().name)
+        return real_write(path, image)
+
+    monkeypatch.setattr(_executors, "write_image", spy)
+    tasks = [Task(sample=s, k=0, seed=i) for i, s in enumerate(ds.samples)]
+    outcomes = list(LocalExecutor().generate(_Batched(), tasks, tmp_path / "out"))
+    assert [o.task for o in outcomes] == tasks
+    assert all(o.error is None for o in outcomes)
+    assert len(writers) == 7 and all(w.startswith("medibench-write") for w in writers)
+    assert read_image(outcomes[3].path, mode="rgb").max() == 3

@@ -22,8 +22,9 @@ import asyncio
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +70,7 @@ class LocalExecutor:
                 model.concurrency = max(model.concurrency, self.workers)
             yield from _generate_concurrent(model, tasks, out_dir, workers)
         else:
-            size = max(1, int(getattr(model, "batch_size", 1) or 1))
-            for start in range(0, len(tasks), size):
-                chunk = list(tasks[start : start + size])
-                images = [read_input(t) for t in chunk]
-                for task, (image, error, elapsed) in zip(
-                    chunk, edit_tasks(model, chunk, images), strict=True
-                ):
-                    yield _write_outcome(task, image, error, elapsed, out_dir)
+            yield from _generate_in_turn(model, tasks, out_dir)
 
     def score(self, root: Path, samples: dict[str, Sample], preds, protocol, load_images=None):
         """Score ``preds`` (sorted by sample) one after another; yield score records."""
@@ -99,6 +93,26 @@ def _write_outcome(task, image, error, elapsed, out_dir: Path) -> Outcome:
             raise
         return Outcome(task, None, describe(exc), elapsed)
     return Outcome(task, path, None, elapsed)
+
+
+def _generate_in_turn(model, tasks: Sequence[Task], out_dir: Path) -> Iterator[Outcome]:
+    """One batch (``model.batch_size`` items) at a time; a writer thread encodes and writes each
+    batch's PNGs while the model works on the next one (a GPU is not left idle for the PNG
+    encoding), and the outcomes come back in task order."""
+    size = max(1, int(getattr(model, "batch_size", 1) or 1))
+    with ThreadPoolExecutor(1, thread_name_prefix="medibench-write") as writer:
+        pending: deque[Future[Outcome]] = deque()
+        for start in range(0, len(tasks), size):
+            chunk = list(tasks[start : start + size])
+            images = [read_input(t) for t in chunk]
+            for task, (image, error, elapsed) in zip(
+                chunk, edit_tasks(model, chunk, images), strict=True
+            ):
+                pending.append(writer.submit(_write_outcome, task, image, error, elapsed, out_dir))
+            while pending and (pending[0].done() or len(pending) > size):
+                yield pending.popleft().result()  # a full disk raises here, as before
+        while pending:
+            yield pending.popleft().result()
 
 
 def _one_item(model, task: Task, out_dir: Path) -> Outcome:
