@@ -147,3 +147,29 @@ def test_cli_puts_fid_into_a_protocols_summary(tmp_path):
     fake = ex([read_image(tmp_path / "preds" / "m" / f"{s.sample_id}_0.png") for s in samples])
     assert float(micro["fid"]) == pytest.approx(frechet_distance(real, fake))
     assert micro["protocol"] == "native" and float(micro["ssim"]) < 1
+
+
+@pytest.mark.filterwarnings("ignore::medibench.metrics.features.FeatureSetWarning")
+def test_score_features_puts_fid_into_the_summary(tmp_path):
+    """``medibench score --features``: the same FID in the score summary as analyze features."""
+    data = make_native(tmp_path / "data", n=6)
+    for i in range(6):
+        out = read_image(data / "img" / f"s00{i}.png")
+        write_image(tmp_path / "preds" / "m" / f"s00{i}_0.png", 255 - out)
+    args = ["score", "--dataset", f"native:{data}", "--predictions", str(tmp_path / "preds")]
+    args += ["--out", str(tmp_path / "r.jsonl"), "--features", HIST, "--by", "task"]
+    res = CliRunner().invoke(app, [*args, "--summary", str(tmp_path / "s.csv"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(open(tmp_path / "s.csv")))
+    micro = next(r for r in rows if r["by"] == "all" and r["group"] == "micro")
+    ex = cached_extractor(HIST)
+    from medibench.datasets import load_dataset, load_images
+
+    samples = list(load_dataset(f"native:{data}"))
+    real = ex([load_images(s).target for s in samples])
+    fake = ex([read_image(tmp_path / "preds" / "m" / f"{s.sample_id}_0.png") for s in samples])
+    assert float(micro["fid"]) == pytest.approx(frechet_distance(real, fake))
+    by_task = [r for r in rows if r["by"] == "task"]
+    assert by_task and all(r["fid"] not in ("", None) for r in by_task)
+    bad = CliRunner().invoke(app, [*args[:-2], "--features", "clip:/a", "--features", "dinov2:/b"])
+    assert bad.exit_code == 2 and "two embedding extractors" in bad.output

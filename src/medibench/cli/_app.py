@@ -98,8 +98,20 @@ def print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None 
         console.print(f"leaderboard -> {csv_path}")
 
 
-def print_summary(scores, samples, proto, by: list[str] | None = None) -> list[dict]:
-    """Print the protocol's summary tables; return the rows (with the protocol named)."""
+def print_summary(
+    scores,
+    samples,
+    proto,
+    by: list[str] | None = None,
+    *,
+    set_rows: list[dict] | None = None,
+    set_by: str = "region",
+) -> list[dict]:
+    """Print the protocol's summary tables; return the rows (with the protocol named).
+
+    ``set_rows``: set-level FID/KID rows (``analysis.feature_summary`` grouped by ``set_by``)
+    merged into the rows of that grouping and the overall row, as ``fid`` and ``kid`` columns.
+    """
     import dataclasses
 
     from medibench.report import summarize, summary_tables
@@ -107,18 +119,25 @@ def print_summary(scores, samples, proto, by: list[str] | None = None) -> list[d
     agg = proto.aggregation
     if by:
         agg = dataclasses.replace(agg, group_by=tuple(by))
+    metrics = list(proto.metric_names)
+    if set_rows is not None:
+        metrics += [m for m in ("fid", "kid") if m not in metrics]
     rows = summarize(
         scores,
         samples,
         agg,
-        metrics=list(proto.metric_names),
+        metrics=metrics,
         applicable=getattr(proto, "applicable_metrics", None),
     )
+    if set_rows is not None:
+        from medibench.analysis.feature_scores import merge_set_rows
+
+        merge_set_rows(rows, set_rows, set_by)
     for table in summary_tables(
         rows,
         label=f"{proto.name}@{proto.version}",
         aggregation=agg,
-        metrics=proto.metric_names,
+        metrics=metrics,
         judged=getattr(proto, "judged_metrics", ()),
     ):
         console.print(table)

@@ -45,6 +45,15 @@ def score(
     ] = 1,
     progress: ProgressOption = True,
     download: DownloadOption = False,
+    features: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--features",
+            help="feature extractor NAME:PATH (repeatable; docs/analysis.md): inception:PT_FILE "
+            "fills FID/KID in the summaries, lpips-alex:DIR and rad-dino:DIR (or dinov2:, "
+            "clip:, hf:) fill medgen@code's lpips and embedding_similarity",
+        ),
+    ] = None,
 ) -> None:
     """Score existing model outputs; a missing output is a 'missing' record, never a 0."""
     from medibench.io import atomic_write_text
@@ -53,6 +62,8 @@ def score(
 
     ds = open_dataset(dataset, download=download)
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
+    roles = load(_feature_roles, features or [])
+    protos = [_with_features(p, features or []) for p in protos]
     flat = predictions.is_dir() and any(p.suffix.lower() == ".png" for p in predictions.iterdir())
     if flat and model and len(model) > 1:
         fail(f"{predictions} holds one model's files: give at most one --model (its name)")
@@ -87,12 +98,44 @@ def score(
         mine = [
             r for r in records if (r.protocol, r.protocol_version) == (proto.name, proto.version)
         ]
-        rows += print_summary(mine, samples, proto, by=by)
+        group = (by or list(proto.aggregation.group_by) or ["region"])[0]
+        sets = _set_rows(ds, index, roles, group) if "fid" in roles else None
+        rows += print_summary(mine, samples, proto, by=by, set_rows=sets, set_by=group)
     if summary is not None:
         from medibench.report import write_rows_csv
 
         write_rows_csv(rows, summary)
         console.print(f"summary -> {summary}")
+
+
+def _feature_roles(specs: list[str]) -> dict[str, str]:
+    from medibench.analysis.feature_scores import feature_roles
+
+    return feature_roles(specs) if specs else {}
+
+
+def _with_features(proto, specs: list[str]):
+    """The protocol with ``--features`` when it declares that setting (medgen@code)."""
+    import dataclasses
+
+    if specs and dataclasses.is_dataclass(proto):
+        if any(f.name == "features" for f in dataclasses.fields(proto)):
+            return dataclasses.replace(proto, features=tuple(specs))
+    return proto
+
+
+def _set_rows(ds, index, roles: dict[str, str], by: str) -> list[dict]:
+    """FID and KID per model and group (the first output of each sample), for the summaries."""
+    from medibench.analysis.feature_scores import feature_summary
+    from medibench.analysis.features import ExtractorWeightsError
+
+    first = {
+        m: {sid: ks[min(ks)] for sid, ks in files.items() if ks} for m, files in index.files.items()
+    }
+    try:
+        return feature_summary(list(ds), first, {"fid": roles["fid"]}, by=by)
+    except (ExtractorWeightsError, ImportError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
 
 
 def export(
