@@ -118,7 +118,7 @@ def _with_features(proto, specs: list[str]):
     """The protocol with ``--features`` when it declares that setting (medgen@code)."""
     import dataclasses
 
-    if specs and dataclasses.is_dataclass(proto):
+    if specs and dataclasses.is_dataclass(proto) and not isinstance(proto, type):
         if any(f.name == "features" for f in dataclasses.fields(proto)):
             return dataclasses.replace(proto, features=tuple(specs))
     return proto
