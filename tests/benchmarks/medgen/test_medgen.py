@@ -206,7 +206,11 @@ def test_identical_output_is_capped_at_100(scores, ds):
 
 def test_other_size_is_resized_with_lanczos_and_noted(scores, ds):
     rec = scores[0][ds.sample_ids()[1]]
-    assert rec.notes == ("prediction resized from 84x72 to 56x48 (PIL LANCZOS), as the code does",)
+    sample = ds.get(ds.sample_ids()[1])
+    assert rec.notes == (
+        f"format=ImageEditing task={sample.task} subtask={sample.metadata['subtask']}",
+        "prediction resized from 84x72 to 56x48 (PIL LANCZOS), as the code does",
+    )
 
 
 def test_missing_and_unreadable_outputs(scores, ds):

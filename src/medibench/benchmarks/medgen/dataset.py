@@ -294,6 +294,7 @@ def _to_sample(record: dict, where: str, root: Path, problems: list[str]) -> Sam
         "medgen_sample_id": str(raw_id),
         "format": "ImageEditing",
         "paper_task": record.get("paper_task"),
+        "subtask": record.get("paper_subtask") or "",
     }
     perspective = PERSPECTIVES.get(task)
     if perspective is None:

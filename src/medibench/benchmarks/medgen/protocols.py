@@ -4,8 +4,8 @@ The protocol covers the three formats: an editing record is scored by the image 
 VQA record by the text tier (:mod:`.answers`: BLEU, BERTScore, task accuracy, EM/F1, clinical
 entities, RadGraph F1, the code's pass flags); a generation record by both (the image tier on
 the image the model made, missing with that reason when it made none). A text prediction is a
-``.txt`` file (with its ``.png`` beside it), read as an :class:`~.answers.Answer`; the rows of
-VQA and generation records carry ``format=... task=... subtask=...`` as their first note. The
+``.txt`` file (with its ``.png`` beside it), read as an :class:`~.answers.Answer`; every row
+(editing, VQA, generation) carries ``format=... task=... subtask=...`` as its first note. The
 judge's without-ground-truth view fills the ``*_nogt`` metrics (the reference-free score of the
 pairing-sensitivity test, :mod:`.controls`).
 
@@ -165,14 +165,14 @@ class MedGenCodeProtocol(PaperReading):
     def score(self, sample: Sample, images: SampleImages, prediction: Any) -> ProtocolResult:
         res = ProtocolResult.for_images(images)
         fmt = sample.metadata.get("format") or "ImageEditing"
+        subtask = sample.metadata.get("subtask") or ""
+        res.notes.insert(0, f"format={fmt} task={sample.task} subtask={subtask}")
         if not isinstance(prediction, Answer) and fmt == "ImageEditing":
             self._image_tier(images, prediction, res)
             return res
         # A text answer (VQA, generation; or an editing sample answered by a text + image model)
         answer = prediction if isinstance(prediction, Answer) else Answer("", prediction)
         if fmt != "ImageEditing":
-            subtask = sample.metadata.get("subtask") or ""
-            res.notes.insert(0, f"format={fmt} task={sample.task} subtask={subtask}")
             score_text(sample, answer.text, res)
         if fmt != "VQA":
             if answer.image is None:
