@@ -63,12 +63,17 @@ def print_dataset_notes(ds: Any, *, most: int = 5) -> None:
         err.print(f"[yellow]dataset:[/] ... and {len(problems) - most} more problems")
 
 
-def open_dataset(spec: str, *, download: bool = False) -> Any:
+def open_dataset(spec: str, *, download: bool = False, options: list[str] | None = None) -> Any:
     """``load_dataset(spec)`` for a command: a bad spec is a one-line error, an empty dataset
-    exits 2, and where it came from and its problems are printed on stderr."""
+    exits 2, and where it came from and its problems are printed on stderr. ``options``: the
+    ``--dataset-option key=value`` texts, given to the loader as keywords."""
+    from medibench.cli._options import dataset_options
     from medibench.datasets import load_dataset
 
-    ds = load(load_dataset, spec, **({"download": True} if download else {}))
+    kwargs = load(dataset_options, options)
+    if download:
+        kwargs["download"] = True
+    ds = load(load_dataset, spec, **kwargs)
     check_not_empty(ds, spec)
     print_dataset_notes(ds)
     return ds

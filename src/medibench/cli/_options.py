@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 __all__ = [
+    "DatasetOptionsOption",
     "DownloadOption",
     "ModelOptionsOption",
     "ProgressOption",
@@ -27,6 +28,30 @@ DownloadOption = Annotated[
         "cache (offline first otherwise)"
     ),
 ]
+
+#: ``--dataset-option key=value``: a keyword for the dataset's loader (values read as YAML).
+DatasetOptionsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="dataset loader option key=value (repeatable), e.g. formats=all for medgen (its "
+        "VQA and generation records too), config=TinyGrafixBench for paintbench"
+    ),
+]
+
+
+def dataset_options(texts: list[str] | None) -> dict:
+    """``--dataset-option`` values as loader keywords; a malformed one is a ``ValueError``."""
+    from medibench.models._spec import parse_option
+
+    out = {}
+    for text in texts or ():
+        try:
+            key, value = parse_option(text)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("model option", "dataset option")) from None
+        out[key] = value
+    return out
+
 
 #: ``--progress / --no-progress``: progress bars on stderr.
 ProgressOption = Annotated[bool, typer.Option(help="show progress bars")]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from medibench.cli._app import console, err, fail, open_dataset
-from medibench.cli._options import DownloadOption
+from medibench.cli._options import DatasetOptionsOption, DownloadOption
 
 
 def export_dataset(
@@ -19,6 +19,7 @@ def export_dataset(
     ] = "hf-parquet",
     overwrite: Annotated[bool, typer.Option(help="write into a folder that has files")] = False,
     download: DownloadOption = False,
+    dataset_option: DatasetOptionsOption = None,
 ) -> None:
     """Export DATASET to --out: Parquet shards with Image features and a dataset card
     (hf-parquet; read back as native:OUT), samples.jsonl and images (native), or
@@ -29,7 +30,7 @@ def export_dataset(
 
     if format not in FORMATS:
         fail(f"unknown export format {format!r}; choose one of {', '.join(FORMATS)}")
-    ds = open_dataset(dataset, download=download)
+    ds = open_dataset(dataset, download=download, options=dataset_option)
     try:
         result = export(ds, out, format=format, name=ds.name, overwrite=overwrite)
     except (DatasetError, ImportError) as exc:

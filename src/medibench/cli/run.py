@@ -11,6 +11,7 @@ import typer
 
 from medibench.cli._app import console, err, fail, print_dataset_notes, print_leaderboards
 from medibench.cli._options import (
+    DatasetOptionsOption,
     DownloadOption,
     ModelOptionsOption,
     ProgressOption,
@@ -116,6 +117,7 @@ def run(
     ] = None,
     progress: ProgressOption = True,
     download: DownloadOption = False,
+    dataset_option: DatasetOptionsOption = None,
 ) -> None:
     """Run models on a dataset and score their outputs; re-running resumes.
 
@@ -146,7 +148,10 @@ def run(
         workers=workers,
         ray_address=ray_address,
         shard=shard,
-        dataset_options={"download": True} if download else {},
+        dataset_options={
+            **_dataset_options(dataset_option),
+            **({"download": True} if download else {}),
+        },
         max_cost=max_cost,
     )
     plan = _plan(config)
@@ -155,6 +160,15 @@ def run(
         _execute(plan, progress)
     for p in plan.protocols:
         print_leaderboards(plan.folder, p)
+
+
+def _dataset_options(texts: list[str] | None) -> dict:
+    from medibench.cli._options import dataset_options
+
+    try:
+        return dataset_options(texts)
+    except ValueError as exc:
+        fail(str(exc))
 
 
 def _plan(config: Any):

@@ -8,7 +8,12 @@ from typing import Annotated
 import typer
 
 from medibench.cli._app import console, err, fail, load, open_dataset, print_summary
-from medibench.cli._options import DownloadOption, ProgressOption, ProtocolsOption
+from medibench.cli._options import (
+    DatasetOptionsOption,
+    DownloadOption,
+    ProgressOption,
+    ProtocolsOption,
+)
 
 
 def score(
@@ -45,6 +50,7 @@ def score(
     ] = 1,
     progress: ProgressOption = True,
     download: DownloadOption = False,
+    dataset_option: DatasetOptionsOption = None,
     features: Annotated[
         list[str] | None,
         typer.Option(
@@ -60,7 +66,7 @@ def score(
     from medibench.protocols import load_protocol
     from medibench.runs import score_predictions
 
-    ds = open_dataset(dataset, download=download)
+    ds = open_dataset(dataset, download=download, options=dataset_option)
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
     roles = load(_feature_roles, features or [])
     protos = [_with_features(p, features or []) for p in protos]
