@@ -100,12 +100,15 @@ def score(
     )
     samples = {s.sample_id: s for s in ds}
     rows = []
+    set_rows: dict[str, list[dict]] = {}  # FID/KID rows by grouping (--features inception:...)
     for proto in protos:
         mine = [
             r for r in records if (r.protocol, r.protocol_version) == (proto.name, proto.version)
         ]
         group = (by or list(proto.aggregation.group_by) or ["region"])[0]
-        sets = _set_rows(ds, index, roles, group) if "fid" in roles else None
+        if "fid" in roles and group not in set_rows:  # extract once per grouping, not per protocol
+            set_rows[group] = _set_rows(ds, index, roles, group)
+        sets = set_rows.get(group)
         rows += print_summary(mine, samples, proto, by=by, set_rows=sets, set_by=group)
     if summary is not None:
         from medibench.report import write_rows_csv
