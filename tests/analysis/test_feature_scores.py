@@ -24,6 +24,26 @@ from tests.runs.conftest import make_native  # noqa: E402
 HIST = "tests.analysis.test_features:grey_histogram"
 
 
+def _inverted_outputs(tmp_path, n=6):
+    """A native dataset of ``n`` samples and model ``m``'s outputs (each target inverted)."""
+    data = make_native(tmp_path / "data", n=n)
+    for i in range(n):
+        out = read_image(data / "img" / f"s00{i}.png")
+        write_image(tmp_path / "preds" / "m" / f"s00{i}_0.png", 255 - out)
+    return data
+
+
+def _fid_of_outputs(data, tmp_path):
+    """FID of the histogram features of the targets and of model ``m``'s outputs."""
+    from medibench.datasets import load_dataset, load_images
+
+    ex = cached_extractor(HIST)
+    samples = list(load_dataset(f"native:{data}"))
+    real = ex([load_images(s).target for s in samples])
+    fake = ex([read_image(tmp_path / "preds" / "m" / f"{s.sample_id}_0.png") for s in samples])
+    return frechet_distance(real, fake)
+
+
 def test_roles_from_the_extractor_names():
     roles = feature_roles(["inception:/w/pt.pth", "rad-dino:/w/rd", "lpips-alex:/w/lp"])
     assert roles == {
@@ -69,10 +89,7 @@ def test_pair_scores_record_their_extractors(lpips_dir, tmp_path):
 
 
 def test_cli_prints_and_writes_the_feature_summary(lpips_dir, tmp_path):
-    data = make_native(tmp_path / "data", n=6)
-    for i in range(6):
-        out = read_image(data / "img" / f"s00{i}.png")
-        write_image(tmp_path / "preds" / "m" / f"s00{i}_0.png", 255 - out)
+    data = _inverted_outputs(tmp_path)
     args = [
         "analyze",
         "features",
@@ -112,10 +129,7 @@ def test_cli_names_missing_weights(tmp_path):
 
 @pytest.mark.filterwarnings("ignore::medibench.metrics.features.FeatureSetWarning")
 def test_cli_puts_fid_into_a_protocols_summary(tmp_path):
-    data = make_native(tmp_path / "data", n=6)
-    for i in range(6):
-        out = read_image(data / "img" / f"s00{i}.png")
-        write_image(tmp_path / "preds" / "m" / f"s00{i}_0.png", 255 - out)
+    data = _inverted_outputs(tmp_path)
     args = [
         "analyze",
         "features",
@@ -139,36 +153,21 @@ def test_cli_puts_fid_into_a_protocols_summary(tmp_path):
     assert "native@1 by task" in res.output and "fid" in res.output
     rows = list(csv.DictReader(open(tmp_path / "s.csv")))
     micro = next(r for r in rows if r["by"] == "all" and r["group"] == "micro")
-    ex = cached_extractor(HIST)
-    from medibench.datasets import load_dataset, load_images
-
-    samples = list(load_dataset(f"native:{data}"))
-    real = ex([load_images(s).target for s in samples])
-    fake = ex([read_image(tmp_path / "preds" / "m" / f"{s.sample_id}_0.png") for s in samples])
-    assert float(micro["fid"]) == pytest.approx(frechet_distance(real, fake))
+    assert float(micro["fid"]) == pytest.approx(_fid_of_outputs(data, tmp_path))
     assert micro["protocol"] == "native" and float(micro["ssim"]) < 1
 
 
 @pytest.mark.filterwarnings("ignore::medibench.metrics.features.FeatureSetWarning")
 def test_score_features_puts_fid_into_the_summary(tmp_path):
     """``medibench score --features``: the same FID in the score summary as analyze features."""
-    data = make_native(tmp_path / "data", n=6)
-    for i in range(6):
-        out = read_image(data / "img" / f"s00{i}.png")
-        write_image(tmp_path / "preds" / "m" / f"s00{i}_0.png", 255 - out)
+    data = _inverted_outputs(tmp_path)
     args = ["score", "--dataset", f"native:{data}", "--predictions", str(tmp_path / "preds")]
     args += ["--out", str(tmp_path / "r.jsonl"), "--features", HIST, "--by", "task"]
     res = CliRunner().invoke(app, [*args, "--summary", str(tmp_path / "s.csv"), "--no-progress"])
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(open(tmp_path / "s.csv")))
     micro = next(r for r in rows if r["by"] == "all" and r["group"] == "micro")
-    ex = cached_extractor(HIST)
-    from medibench.datasets import load_dataset, load_images
-
-    samples = list(load_dataset(f"native:{data}"))
-    real = ex([load_images(s).target for s in samples])
-    fake = ex([read_image(tmp_path / "preds" / "m" / f"{s.sample_id}_0.png") for s in samples])
-    assert float(micro["fid"]) == pytest.approx(frechet_distance(real, fake))
+    assert float(micro["fid"]) == pytest.approx(_fid_of_outputs(data, tmp_path))
     by_task = [r for r in rows if r["by"] == "task"]
     assert by_task and all(r["fid"] not in ("", None) for r in by_task)
     bad = CliRunner().invoke(app, [*args[:-2], "--features", "clip:/a", "--features", "dinov2:/b"])
