@@ -97,12 +97,8 @@ def frechet_distance(
 
 
 def gaussian_frechet_distance(
-    mu_a: np.ndarray,
-    sigma_a: np.ndarray,
-    mu_b: np.ndarray,
-    sigma_b: np.ndarray,
-    method: FIDMethod = "eigen",
-    eps: float = 1e-6,
+    mu_a: np.ndarray, sigma_a: np.ndarray, mu_b: np.ndarray, sigma_b: np.ndarray,
+    method: FIDMethod = "eigen", eps: float = 1e-6,
 ) -> float:
     """``|mu_a - mu_b|^2 + tr(S_a + S_b - 2 (S_a S_b)^(1/2))`` from means and covariances."""
     if method not in ("eigen", "sqrtm"):
@@ -116,12 +112,7 @@ def gaussian_frechet_distance(
 
 
 def kid(
-    a: np.ndarray,
-    b: np.ndarray,
-    *,
-    subset_size: int = 1000,
-    subsets: int = 100,
-    seed: int = 0,
+    a: np.ndarray, b: np.ndarray, *, subset_size: int = 1000, subsets: int = 100, seed: int = 0
 ) -> KID:
     """Kernel inception distance: unbiased polynomial-kernel MMD^2 over random subsets.
 
@@ -168,12 +159,7 @@ def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def frechet_distance_ci(
-    a: np.ndarray,
-    b: np.ndarray,
-    *,
-    n_resamples: int = 100,
-    seed: int = 42,
-    level: float = 0.95,
+    a: np.ndarray, b: np.ndarray, *, n_resamples: int = 100, seed: int = 42, level: float = 0.95,
     method: FIDMethod = "eigen",
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of :func:`frechet_distance` (rows of each set resampled
@@ -187,14 +173,8 @@ def frechet_distance_ci(
 
 
 def kid_ci(
-    a: np.ndarray,
-    b: np.ndarray,
-    *,
-    subset_size: int = 1000,
-    subsets: int = 10,
-    n_resamples: int = 100,
-    seed: int = 42,
-    level: float = 0.95,
+    a: np.ndarray, b: np.ndarray, *, subset_size: int = 1000, subsets: int = 10,
+    n_resamples: int = 100, seed: int = 42, level: float = 0.95,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the KID mean (both sets resampled with replacement)."""
     a, b = _check_pair(a, b, "kid_ci")

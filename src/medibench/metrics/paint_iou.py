@@ -50,14 +50,10 @@ class PaintScores(NamedTuple):
 
 
 def paint_iou(
-    output: np.ndarray,
-    answer: np.ndarray,
-    input: np.ndarray,  # noqa: A002 - the name PaintBench uses
-    thresholds: Iterable[float] = range(11),
-    *,
-    resize: Literal["cover"] | None = None,
-    dtype: LabPrecision = np.float64,
-) -> float:
+    output: np.ndarray, answer: np.ndarray, input: np.ndarray,  # `input`: PaintBench's name
+    thresholds: Iterable[float] = range(11), *,
+    resize: Literal["cover"] | None = None, dtype: LabPrecision = np.float64,
+) -> float:  # fmt: skip
     """Mean over ``thresholds`` of the PaintBench IoU (module docstring), in [0, 1].
 
     Args:
@@ -74,14 +70,10 @@ def paint_iou(
 
 
 def paint_scores(
-    output: np.ndarray,
-    answer: np.ndarray,
-    input: np.ndarray,  # noqa: A002 - the name PaintBench uses
-    thresholds: Iterable[float] = range(11),
-    *,
-    resize: Literal["cover"] | None = None,
-    dtype: LabPrecision = np.float64,
-) -> PaintScores:
+    output: np.ndarray, answer: np.ndarray, input: np.ndarray,  # `input`: PaintBench's name
+    thresholds: Iterable[float] = range(11), *,
+    resize: Literal["cover"] | None = None, dtype: LabPrecision = np.float64,
+) -> PaintScores:  # fmt: skip
     """IoU, edit and preservation accuracy at each threshold (:class:`PaintScores`); the
     arguments as :func:`paint_iou`."""
     output = _as_srgb_uint8(output, "output")

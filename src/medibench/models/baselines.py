@@ -83,23 +83,19 @@ class ClassicalModel:
         self,
         *,
         name: str = "classical",
+        # perception: the overlay
         alpha: float = 0.6,
         default_color: Literal["red", "green", "blue"] = "red",
-        inpaint_radius: float = 5.0,
-        inpaint_method: Literal["telea", "ns"] = "ns",
-        dilate_px: int = 0,
-        min_significance: float = 12.0,
-        relative_significance: float = 0.4,
-        h_per_sigma: float = 1.0,
-        search_window: int = 11,
-        sharpen_sigma: float = 1.5,
-        sharpen_amount: float = 1.5,
-        clahe_clip_limit: float = 2.0,
-        clahe_tiles: int = 8,
+        # removal: the anomaly detector, then inpainting
+        min_significance: float = 12.0, relative_significance: float = 0.4, dilate_px: int = 0,
+        inpaint_radius: float = 5.0, inpaint_method: Literal["telea", "ns"] = "ns",
+        # transformations: non-local means, unsharp mask, CLAHE, bilateral filter
+        h_per_sigma: float = 1.0, search_window: int = 11,
+        sharpen_sigma: float = 1.5, sharpen_amount: float = 1.5,
+        clahe_clip_limit: float = 2.0, clahe_tiles: int = 8,
         bilateral_diameter: int = 9,
-        bilateral_sigma_color: float = 40.0,
-        bilateral_sigma_space: float = 4.0,
-    ) -> None:
+        bilateral_sigma_color: float = 40.0, bilateral_sigma_space: float = 4.0,
+    ) -> None:  # fmt: skip
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
         if default_color not in OVERLAY_COLORS:
@@ -113,15 +109,13 @@ class ClassicalModel:
                 f"relative_significance must be in [0, 1], got {relative_significance}"
             )
         self.name = name
-        self.alpha = alpha
-        self.default_color = default_color
-        self.inpaint_radius = inpaint_radius
-        self.inpaint_method: Literal["telea", "ns"] = inpaint_method
-        self.dilate_px = dilate_px
+        self.alpha, self.default_color = alpha, default_color
         self.min_significance = min_significance
         self.relative_significance = relative_significance
-        self.h_per_sigma = h_per_sigma
-        self.search_window = search_window
+        self.dilate_px = dilate_px
+        self.inpaint_radius = inpaint_radius
+        self.inpaint_method: Literal["telea", "ns"] = inpaint_method
+        self.h_per_sigma, self.search_window = h_per_sigma, search_window
         self.sharpen_sigma, self.sharpen_amount = sharpen_sigma, sharpen_amount
         self.clahe_clip_limit, self.clahe_tiles = clahe_clip_limit, clahe_tiles
         self.bilateral_diameter = bilateral_diameter

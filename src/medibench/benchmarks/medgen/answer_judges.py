@@ -76,14 +76,9 @@ class MedGenAnswerJudge(MedGenJudge):
         return texts
 
     def messages(
-        self,
-        sample: Sample,
-        paths: Sequence[Path],
-        *,
-        structured: bool,
-        max_side: int,
-        oversize: str,
-    ) -> tuple[list[dict[str, Any]], list[str]]:
+        self, sample: Sample, paths: Sequence[Path], *,
+        structured: bool, max_side: int, oversize: str,
+    ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
         notes: list[str] = []
         roles = [r for r, _ in self.images(sample, Path(paths[-1]))]
         parts, response = [], "(no text answer)"

@@ -133,12 +133,7 @@ class Rendered:
 
 
 def make_scene(
-    modality: str,
-    *,
-    seed: int,
-    size: int = 256,
-    clutter: float = 0.5,
-    noise: float = 1.0,
+    modality: str, *, seed: int, size: int = 256, clutter: float = 0.5, noise: float = 1.0,
     variant: str | None = None,
 ) -> Scene:
     """A random anatomy for ``seed`` (no lesions).

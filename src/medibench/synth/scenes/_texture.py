@@ -181,11 +181,7 @@ class LesionPatch:
 
 
 def lesion_patch(
-    lesion: Lesion,
-    size: int,
-    *,
-    irregularity: float = 0.08,
-    softness: float = 0.35,
+    lesion: Lesion, size: int, *, irregularity: float = 0.08, softness: float = 0.35,
     texture: float = 0.15,
 ) -> LesionPatch | None:
     """Draw ``lesion`` inside its ellipse; ``None`` when it lies entirely outside the image.

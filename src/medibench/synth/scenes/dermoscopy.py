@@ -19,16 +19,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from medibench.synth.scenes import _texture as tex
 from medibench.synth.scenes._scene import Lesion, Rendered, Scene
-from medibench.synth.scenes._texture import (
-    LesionPatch,
-    coords,
-    fractal_noise,
-    paint_lesions,
-    rgb_to_uint8,
-    sensor_noise,
-    smooth_noise,
-)
 
 STRUCTURES = ("field_of_view", "skin", "hair")
 HOSTS = ("skin",)
@@ -56,10 +48,10 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
     """Lesion-free skin colour, hair layer, vignette and noise of one scene."""
     rng = np.random.default_rng(seed)
     tone = np.array(_TONES[params["variant"]], np.float32) + np.float32(params["tone_jitter"])
-    light = 1.0 + 0.05 * fractal_noise(rng, size, 6, 4)
-    furrows = np.abs(smooth_noise(rng, size, 40))  # thin dark lines where the field crosses 0
+    light = 1.0 + 0.05 * tex.fractal_noise(rng, size, 6, 4)
+    furrows = np.abs(tex.smooth_noise(rng, size, 40))  # thin dark lines where the field crosses 0
     light *= 1.0 - 0.06 * np.exp(-furrows * 6.0)
-    red = 0.03 * smooth_noise(rng, size, 4)
+    red = 0.03 * tex.smooth_noise(rng, size, 4)
     skin = tone[None, None, :] * light[:, :, None]
     skin[:, :, 0] += red
     skin[:, :, 1] -= 0.5 * red
@@ -84,11 +76,11 @@ def anatomy(size: int, seed: int, params: dict[str, Any], noise: float) -> dict[
         )
     hair_alpha = hair.astype(np.float32) / 255.0 * 0.85
 
-    y, x = coords(size)
+    y, x = tex.coords(size)
     r = np.sqrt(y**2 + x**2) / np.float32(params["fov"])
     fov = r < 1
     vignette = np.clip(1.0 - 0.35 * r**4, 0, 1) * np.clip((1 - r) * size / 6, 0, 1)
-    sensor = sensor_noise(rng, size, NOISE * noise, vignette)
+    sensor = tex.sensor_noise(rng, size, NOISE * noise, vignette)
     labels = {"field_of_view": fov, "skin": r < 0.97, "hair": hair_alpha >= 0.3}
     return {
         "skin": skin.astype(np.float32),
@@ -103,7 +95,7 @@ def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
     """Pigment on the skin, then hairs, then the dermoscope vignette and sensor noise."""
     rgb = anat["skin"].copy()
 
-    def paint(lesion: Lesion, patch: LesionPatch) -> None:
+    def paint(lesion: Lesion, patch: tex.LesionPatch) -> None:
         colour = _pigment(lesion)[0]
         alpha = np.clip(np.float32(lesion.contrast) * patch.weight, 0, 1)[:, :, None]
         pigment: np.ndarray = np.broadcast_to(
@@ -115,13 +107,13 @@ def compose(scene: Scene, anat: dict[str, Any]) -> Rendered:
         box = rgb[patch.rows, patch.cols]
         rgb[patch.rows, patch.cols] = box * (1 - alpha) + box * pigment * 1.6 * alpha
 
-    labels = paint_lesions(scene.lesions, scene.size, anat["labels"], _shape, paint)
+    labels = tex.paint_lesions(scene.lesions, scene.size, anat["labels"], _shape, paint)
     hair = anat["hair"][:, :, None]
     rgb = rgb * (1 - hair) + np.array([0.12, 0.08, 0.06], np.float32) * hair
     rgb = rgb * anat["vignette"][:, :, None]
     if scene.noise:
         rgb = rgb + anat["noise"]
-    return Rendered(rgb_to_uint8(rgb), labels)
+    return Rendered(tex.rgb_to_uint8(rgb), labels)
 
 
 def _pigment(lesion: Lesion) -> tuple[tuple[float, float, float], float, float]:
