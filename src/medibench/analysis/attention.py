@@ -165,15 +165,9 @@ def capture_attention(
         else select_word(pipe.tokenizer, instruction, word, occurrence=options.occurrence)
     )
     rec = record_cross_attention(
-        model,
-        image,
-        instruction,
-        seed=seed,
-        tokens=choice.positions,
-        chunk=options.chunk,
-        layers=options.layers,
-        max_side=options.max_side,
-    )
+        model, image, instruction, seed=seed, tokens=choice.positions,
+        chunk=options.chunk, layers=options.layers, max_side=options.max_side,
+    )  # fmt: skip
     size = size or (int(image.shape[0]), int(image.shape[1]))
     raw = heatmap_from_record(rec, size, options)
     return AttentionMaps(

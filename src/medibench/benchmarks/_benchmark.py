@@ -192,8 +192,7 @@ class BenchmarkRegistry:
         return list(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        self._load_plugins()
-        return name in self._entries
+        return name in self.names()
 
     def __iter__(self) -> Iterator[Benchmark]:
         for name in self.names():

@@ -16,23 +16,17 @@ Edge policies for ``n`` equal-width bins with edges ``numpy.linspace(0, 1, n + 1
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
 __all__ = [
-    "EDGE_POLICIES",
-    "BinSums",
-    "EdgePolicy",
-    "bin_index",
-    "bin_sums",
-    "check_bins",
-    "equal_mass_sums",
-    "uniform_edges",
+    "EDGE_POLICIES", "BinSums", "EdgePolicy", "bin_index", "bin_sums", "check_bins",
+    "equal_mass_sums", "uniform_edges",
 ]
 
 EdgePolicy = Literal["right", "left", "torchmetrics"]
-EDGE_POLICIES: tuple[str, ...] = ("right", "left", "torchmetrics")
+EDGE_POLICIES: tuple[str, ...] = get_args(EdgePolicy)
 
 
 class BinSums(NamedTuple):

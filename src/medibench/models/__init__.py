@@ -40,71 +40,38 @@ __all__ = [
 #: Registry of editing models: name -> factory taking keyword settings.
 MODELS: Registry[EditModel] = Registry("model")
 
-MODELS.register(
-    "identity",
-    "medibench.models.baselines:IdentityModel",
-    help="Returns the input unchanged: the floor every editing model must beat.",
+#: The built-in models: name, "module:factory", help (imported on first use).
+_BUILTIN: tuple[tuple[str, str, str], ...] = (
+    ("identity", "medibench.models.baselines:IdentityModel",
+     "Returns the input unchanged: the floor every editing model must beat."),
+    ("classical", "medibench.models.baselines:ClassicalModel",
+     "Rule-based baseline that reads the instruction: Otsu/morphology segmentation overlays "
+     "(perception), blob detection + inpainting (removal), NL-means denoising, unsharp mask, "
+     "CLAHE, bilateral smoothing (transformation). Raises on other instructions."),
+    ("ip2p", "medibench.models.diffusers:InstructPix2PixModel",
+     "InstructPix2Pix (diffusers; extra 'torch'). ip2p:PATH for local weights."),
+    ("flux-kontext", "medibench.models.diffusers:FluxKontextModel",
+     "FLUX.1 Kontext dev (diffusers; extra 'torch'). flux-kontext:PATH for local weights."),
+    ("qwen-image-edit", "medibench.models.diffusers:QwenImageEditModel",
+     "Qwen-Image-Edit (diffusers >= 0.35; extra 'torch'). qwen-image-edit:PATH."),
+    ("diffusers", "medibench.models.diffusers:DiffusionPipelineModel",
+     "Any image-conditioned diffusers pipeline (OmniGen2, Step1X-Edit, ...): diffusers:PATH."),
+    ("openai-image", "medibench.models.api:OpenAIImageModel",
+     "OpenAI image edits (gpt-image-1, ...): openai-image:MODEL; key from OPENAI_API_KEY."),
+    ("gemini-image", "medibench.models.api:GeminiImageModel",
+     "Gemini image models (generateContent): gemini-image:MODEL; key from GEMINI_API_KEY."),
+    ("http", "medibench.models.api:HTTPImageModel",
+     "Any JSON image-editing endpoint, through a request template: http:URL."),
+    # Answering models (text, or text + image): medibench.models.vlm and .compose.
+    ("openai-chat", "medibench.models.vlm:OpenAIChatVLM",
+     "OpenAI-compatible chat VLM (answers with text): openai-chat:MODEL."),
+    ("transformers-vlm", "medibench.models.vlm:TransformersVLM",
+     "A transformers image-text-to-text model saved locally: transformers-vlm:PATH."),
+    ("compose", "medibench.models.compose:CompositionalSystem",
+     "A VLM planning for an editor: 'openai-chat:gpt-4o + openai-image:gpt-image-1'."),
 )
-MODELS.register(
-    "classical",
-    "medibench.models.baselines:ClassicalModel",
-    help=(
-        "Rule-based baseline that reads the instruction: Otsu/morphology segmentation overlays"
-        " (perception), blob detection + inpainting (removal), NL-means denoising, unsharp"
-        " mask, CLAHE, bilateral smoothing (transformation). Raises on other instructions."
-    ),
-)
-MODELS.register(
-    "ip2p",
-    "medibench.models.diffusers:InstructPix2PixModel",
-    help="InstructPix2Pix (diffusers; extra 'torch'). ip2p:PATH for local weights.",
-)
-MODELS.register(
-    "flux-kontext",
-    "medibench.models.diffusers:FluxKontextModel",
-    help="FLUX.1 Kontext dev (diffusers; extra 'torch'). flux-kontext:PATH for local weights.",
-)
-MODELS.register(
-    "qwen-image-edit",
-    "medibench.models.diffusers:QwenImageEditModel",
-    help="Qwen-Image-Edit (diffusers >= 0.35; extra 'torch'). qwen-image-edit:PATH.",
-)
-MODELS.register(
-    "diffusers",
-    "medibench.models.diffusers:DiffusionPipelineModel",
-    help="Any image-conditioned diffusers pipeline (OmniGen2, Step1X-Edit, ...): diffusers:PATH.",
-)
-MODELS.register(
-    "openai-image",
-    "medibench.models.api:OpenAIImageModel",
-    help="OpenAI image edits (gpt-image-1, ...): openai-image:MODEL; key from OPENAI_API_KEY.",
-)
-MODELS.register(
-    "gemini-image",
-    "medibench.models.api:GeminiImageModel",
-    help="Gemini image models (generateContent): gemini-image:MODEL; key from GEMINI_API_KEY.",
-)
-MODELS.register(
-    "http",
-    "medibench.models.api:HTTPImageModel",
-    help="Any JSON image-editing endpoint, through a request template: http:URL.",
-)
-# Answering models (text, or text + image): medibench.models.vlm and .compose.
-MODELS.register(
-    "openai-chat",
-    "medibench.models.vlm:OpenAIChatVLM",
-    help="OpenAI-compatible chat VLM (answers with text): openai-chat:MODEL.",
-)
-MODELS.register(
-    "transformers-vlm",
-    "medibench.models.vlm:TransformersVLM",
-    help="A transformers image-text-to-text model saved locally: transformers-vlm:PATH.",
-)
-MODELS.register(
-    "compose",
-    "medibench.models.compose:CompositionalSystem",
-    help="A VLM planning for an editor: 'openai-chat:gpt-4o + openai-image:gpt-image-1'.",
-)
+for _name, _target, _help in _BUILTIN:
+    MODELS.register(_name, _target, help=_help)
 
 
 def load_model(name: str, /, **kwargs: Any) -> EditModel:

@@ -72,17 +72,10 @@ class InstructPix2PixModel(DiffusersEditModel):
     call_attributes = ("guidance_scale", "image_guidance_scale", "negative_prompt")
 
     def __init__(
-        self,
-        path: str | None = None,
-        *,
-        name: str = "ip2p",
-        steps: int = 100,
-        guidance_scale: float = 7.5,
-        image_guidance_scale: float = 1.5,
-        negative_prompt: str | None = None,
-        resolution: int | None = 512,
-        safety_checker: bool = False,
-        **common: Unpack[PipelineOptions],
+        self, path: str | None = None, *, name: str = "ip2p", steps: int = 100,
+        guidance_scale: float = 7.5, image_guidance_scale: float = 1.5,
+        negative_prompt: str | None = None, resolution: int | None = 512,
+        safety_checker: bool = False, **common: Unpack[PipelineOptions],
     ) -> None:
         self.guidance_scale = float(guidance_scale)
         self.image_guidance_scale = float(image_guidance_scale)
@@ -115,14 +108,8 @@ class FluxKontextModel(DiffusersEditModel):
     call_attributes = ("guidance_scale", "max_area")
 
     def __init__(
-        self,
-        path: str | None = None,
-        *,
-        name: str = "flux-kontext",
-        steps: int = 28,
-        guidance_scale: float = 2.5,
-        max_area: int = 1024 * 1024,
-        **common: Unpack[PipelineOptions],
+        self, path: str | None = None, *, name: str = "flux-kontext", steps: int = 28,
+        guidance_scale: float = 2.5, max_area: int = 1024 * 1024, **common: Unpack[PipelineOptions],
     ) -> None:
         self.guidance_scale = float(guidance_scale)
         self.max_area = int(max_area)
@@ -146,14 +133,8 @@ class QwenImageEditModel(DiffusersEditModel):
     call_attributes = ("true_cfg_scale",)
 
     def __init__(
-        self,
-        path: str | None = None,
-        *,
-        name: str = "qwen-image-edit",
-        steps: int = 50,
-        true_cfg_scale: float = 4.0,
-        negative_prompt: str = " ",
-        **common: Unpack[PipelineOptions],
+        self, path: str | None = None, *, name: str = "qwen-image-edit", steps: int = 50,
+        true_cfg_scale: float = 4.0, negative_prompt: str = " ", **common: Unpack[PipelineOptions],
     ) -> None:
         self.true_cfg_scale = float(true_cfg_scale)
         self.negative_prompt = negative_prompt
@@ -192,17 +173,10 @@ class DiffusionPipelineModel(DiffusersEditModel):
     call_attributes = ("guidance_scale", "negative_prompt")
 
     def __init__(
-        self,
-        path: str,
-        *,
-        name: str = "diffusers",
-        steps: int = 28,
-        guidance_scale: float | None = None,
-        negative_prompt: str | None = None,
-        resolution: int | None = None,
-        call_options: dict[str, Any] | None = None,
-        trust_remote_code: bool = False,
-        **common: Unpack[PipelineOptions],
+        self, path: str, *, name: str = "diffusers", steps: int = 28,
+        guidance_scale: float | None = None, negative_prompt: str | None = None,
+        resolution: int | None = None, call_options: dict[str, Any] | None = None,
+        trust_remote_code: bool = False, **common: Unpack[PipelineOptions],
     ) -> None:
         self.guidance_scale = guidance_scale
         self.negative_prompt = negative_prompt

@@ -36,12 +36,8 @@ Applicable = Callable[[Sample], Iterable[str] | None]
 
 
 def summarize(
-    scores: Iterable[Score],
-    samples: Mapping[str, Sample],
-    aggregation: Aggregation,
-    *,
-    metrics: Sequence[str],
-    applicable: Applicable | None = None,
+    scores: Iterable[Score], samples: Mapping[str, Sample], aggregation: Aggregation, *,
+    metrics: Sequence[str], applicable: Applicable | None = None,
     values: Mapping[tuple[str, str], dict[str, tuple[bool, Values]]] | None = None,
 ) -> list[dict[str, Any]]:
     """Summary rows, one per (model, k mode, grouping, group).
@@ -113,11 +109,8 @@ def summarize(
 
 
 def per_model_values(
-    scores: Iterable[Score],
-    samples: Mapping[str, Sample],
-    aggregation: Aggregation,
-    metrics: Sequence[str],
-    applicable: Applicable | None = None,
+    scores: Iterable[Score], samples: Mapping[str, Sample], aggregation: Aggregation,
+    metrics: Sequence[str], applicable: Applicable | None = None,
 ) -> dict[tuple[str, str], dict[str, tuple[bool, Values]]]:
     """``{(model, k label): per-sample values}`` after the protocol's k reduction and
     missing policy (:func:`per_sample_values`), pass rates included; models in name order,

@@ -31,7 +31,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -39,18 +39,12 @@ from medibench.io import atomic_write_text, read_image, write_image
 from medibench.samples import Sample
 
 __all__ = [
-    "CONTROLS",
-    "TABLE",
-    "DeltaRow",
-    "derive_controls",
-    "pairing_panel",
-    "pairing_sensitivity",
-    "sensitivity_table",
-    "store_rows",
+    "CONTROLS", "TABLE", "DeltaRow", "derive_controls", "pairing_panel", "pairing_sensitivity",
+    "sensitivity_table", "store_rows",
 ]
 
 Control = Literal["blank", "unrelated", "same-modality"]
-CONTROLS: tuple[str, ...] = ("blank", "unrelated", "same-modality")
+CONTROLS: tuple[str, ...] = get_args(Control)
 #: The run-store table of the original run that holds its Delta rows (the report's panel).
 TABLE = "pairing_sensitivity"
 _COLUMNS = (
