@@ -121,11 +121,7 @@ def add_rician_noise(image: np.ndarray, sigma: float, rng: np.random.Generator) 
 
 
 def low_dose_noise(
-    raw: np.ndarray,
-    dose: float,
-    rng: np.random.Generator,
-    *,
-    full_dose_sigma: float = 10.0,
+    raw: np.ndarray, dose: float, rng: np.random.Generator, *, full_dose_sigma: float = 10.0,
     correlation_px: float = 0.7,
 ) -> np.ndarray:
     """Simulate a low-dose CT acquisition of a full-dose image ``raw`` (float, in HU).
@@ -170,10 +166,7 @@ def downsample(image: np.ndarray, factor: int, *, keep_size: bool = True) -> np.
 
 
 def mr_motion_artefact(
-    image: np.ndarray,
-    rng: np.random.Generator,
-    *,
-    fraction: float = 0.3,
+    image: np.ndarray, rng: np.random.Generator, *, fraction: float = 0.3,
     max_shift_px: float = 3.0,
 ) -> np.ndarray:
     """Rigid patient motion during an MR acquisition: ghosting along the phase-encode axis.
@@ -203,13 +196,8 @@ def mr_motion_artefact(
 
 
 def ring_artefact(
-    raw: np.ndarray,
-    rng: np.random.Generator,
-    *,
-    n_rings: int = 4,
-    amplitude: float = 60.0,
-    width_px: float = 1.0,
-    center: tuple[float, float] | None = None,
+    raw: np.ndarray, rng: np.random.Generator, *, n_rings: int = 4, amplitude: float = 60.0,
+    width_px: float = 1.0, center: tuple[float, float] | None = None,
 ) -> np.ndarray:
     """CT ring artefacts (a miscalibrated detector element): thin concentric rings.
 
@@ -231,13 +219,8 @@ def ring_artefact(
 
 
 def streak_artefact(
-    raw: np.ndarray,
-    rng: np.random.Generator,
-    *,
-    n_streaks: int = 6,
-    amplitude: float = 80.0,
-    width_px: float = 1.5,
-    through: tuple[float, float] | None = None,
+    raw: np.ndarray, rng: np.random.Generator, *, n_streaks: int = 6, amplitude: float = 80.0,
+    width_px: float = 1.5, through: tuple[float, float] | None = None,
 ) -> np.ndarray:
     """CT streak artefacts (photon starvation, beam hardening near dense objects).
 
