@@ -140,9 +140,13 @@ class MieDBImages(SampleImages):
     ill_conditioned: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
 class _MieDBBase:
-    """What the two protocols share: which metrics apply to a sample."""
+    """What the two protocols share: the name, the judged rubric, which metrics apply to a
+    sample."""
 
+    name: str = "miedb"
+    judged_metrics: tuple[str, ...] = ("rubric",)
     #: whether perception records carry ``ill_conditioned_fraction``.
     _flags_ill_conditioned: ClassVar[bool] = False
 
@@ -159,14 +163,12 @@ class _MieDBBase:
 class MieDBPaperProtocol(_MieDBBase):
     """MieDB-100k as the shipped evaluation scripts compute it (module docstring)."""
 
-    name: str = "miedb"
     version: str = "paper"
     description: str = (
         "MieDB-100k as the shipped scripts compute it: overlay DICE, 'background' PSNR/SSIM "
         "(rows 0-1 set to 255, full image), transformation PSNR/SSIM, skimage defaults, @1/@3"
     )
     metric_names: tuple[str, ...] = ("dice", "bg_psnr", "bg_ssim", "psnr", "ssim", "rubric")
-    judged_metrics: tuple[str, ...] = ("rubric",)
     aggregation: Aggregation = _PAPER_AGGREGATION
 
     def load_images(self, sample: Sample) -> MieDBImages:
@@ -244,22 +246,14 @@ class MieDBProtocol(_MieDBBase, CorrectedReading):
     """medibench's corrected MieDB-100k protocol (module docstring); ``alpha``: how an RGBA
     image becomes RGB (:class:`~medibench.protocols.CorrectedReading`)."""
 
-    name: str = "miedb"
     version: str = "1"
     description: str = (
         "MieDB-100k corrected: Dice vs stored (or overlay) label, background PSNR/SSIM vs input "
         "outside the label, ill-conditioned overlay pixels flagged, Gaussian SSIM, @1/@3"
     )
     metric_names: tuple[str, ...] = (
-        "dice",
-        "bg_psnr",
-        "bg_ssim",
-        "ill_conditioned_fraction",
-        "psnr",
-        "ssim",
-        "rubric",
-    )
-    judged_metrics: tuple[str, ...] = ("rubric",)
+        "dice", "bg_psnr", "bg_ssim", "ill_conditioned_fraction", "psnr", "ssim", "rubric",
+    )  # fmt: skip
     aggregation: Aggregation = replace(
         _PAPER_AGGREGATION,
         missing="skip",

@@ -67,7 +67,6 @@ class NativeProtocol(CorrectedReading):
         "ROI SSIM vs target; Dice of the overlay-recovered mask (perception)"
     )
     metric_names: tuple[str, ...] = ("ssim", "psnr", "cp", "cp_psnr", "roi_ssim", "dice")
-    judged_metrics: tuple[str, ...] = ()
     aggregation: Aggregation = Aggregation(
         k_modes=(("@1", "first"),),
         missing="skip",

@@ -70,12 +70,8 @@ class PaintBenchProtocol(PaperReading):
         "output = 0; macro over tasks within a category, then over categories"
     )
     metric_names: tuple[str, ...] = (
-        "iou",
-        "edit_accuracy",
-        "preservation_accuracy",
-        *(f"cie76_{t}" for t in range(11)),
-    )
-    judged_metrics: tuple[str, ...] = ()
+        "iou", "edit_accuracy", "preservation_accuracy", *(f"cie76_{t}" for t in range(11)),
+    )  # fmt: skip
     thresholds: tuple[int, ...] = tuple(range(11))
     aggregation: Aggregation = Aggregation(
         k_modes=(("@1", "first"),),
