@@ -22,21 +22,19 @@ def tasks(
     slake: Annotated[
         Path | None, typer.Option(help="SLAKE: Slake1.0/ folder, archive or Parquet copy.")
     ] = None,
+    split: Annotated[str, typer.Option(help="Split of SLAKE / VQA-RAD to read.")] = "test",
     vqarad: Annotated[
         Path | None, typer.Option(help="VQA-RAD: the OSF folder or a Parquet copy.")
     ] = None,
+    language: Annotated[str, typer.Option(help="SLAKE questions: en, zh or all.")] = "en",
     synthetic: Annotated[
         int, typer.Option(help="N synthetic edits from the suite's scenes (offline).")
     ] = 0,
-    split: Annotated[str, typer.Option(help="Split of SLAKE / VQA-RAD to read.")] = "test",
-    language: Annotated[str, typer.Option(help="SLAKE questions: en, zh or all.")] = "en",
+    per_type: Annotated[int, typer.Option(help="Probes per task type and kind.")] = 2,
     limit: Annotated[
         int | None, typer.Option(help="At most this many edits (the rest stay probes).")
     ] = None,
-    per_type: Annotated[int, typer.Option(help="Probes per task type and kind.")] = 2,
-    seed: Annotated[
-        int, typer.Option(help="Seeds the sequential order and the probe choices.")
-    ] = 0,
+    seed: Annotated[int, typer.Option(help="Seeds the edit order and the probe choice.")] = 0,
 ) -> None:
     """Build an edit task set (requests, T0-T5 probes, the sequential order)."""
     from medibench.knowledge_edit import (
@@ -87,17 +85,13 @@ def run(
         str, typer.Option(help="A local model folder, openai:MODEL or module:callable.")
     ],
     run: Annotated[Path, typer.Option("--run", help="The run folder (run store).")],
+    config: Annotated[Path | None, typer.Option(help="Editor settings (YAML/JSON).")] = None,
     editor: Annotated[str, typer.Option(help="ft, lora, grace, in-context or easyedit.")] = "lora",
-    config: Annotated[
-        Path | None, typer.Option(help="The editor's hyper-parameters (YAML/JSON).")
-    ] = None,
-    sequential: Annotated[
-        int, typer.Option(help="Edits per sequence without undo (0: single edits).")
-    ] = 0,
+    sequential: Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")] = 0,
+    judge: Annotated[Path | None, typer.Option(help="Judge config for the judge matcher.")] = None,
     matcher: Annotated[
         list[str] | None, typer.Option(help="exact, fuzzy, token_accuracy, judge (repeatable).")
     ] = None,
-    judge: Annotated[Path | None, typer.Option(help="Judge config for the judge matcher.")] = None,
     limit: Annotated[int | None, typer.Option(help="The first N edits of the order.")] = None,
     batch_size: Annotated[int, typer.Option(help="Questions per generate call.")] = 8,
     max_new_tokens: Annotated[int, typer.Option(help="The longest answer, in tokens.")] = 16,
