@@ -59,3 +59,20 @@ def test_registering_in_process_reaches_registries_filled_before():
 def test_a_benchmark_name_must_be_usable_as_a_dataset_kind():
     with pytest.raises(ValueError, match="letters, digits"):
         Benchmark(name="two words", load=_load)
+
+
+@dataclass(frozen=True)
+class _Corrected(InProcessProtocol):
+    version: str = "3"
+
+
+def test_default_protocols_left_empty_are_every_declared_protocol():
+    bench = Benchmark(name="inproc2", load=_load, protocols=[InProcessProtocol, _Corrected()])
+    assert bench.default_specs() == ("inproc@2", "inproc@3")
+    chosen = Benchmark(name="inproc3", load=_load, protocols=[InProcessProtocol, _Corrected()],
+                       default_protocols=["inproc@3"])  # fmt: skip
+    assert chosen.default_specs() == ("inproc@3",)
+    # The built-ins that leave it empty get their one protocol, as their datasets say.
+    assert BENCHMARKS.get("native").default_specs() == ("native@1",)
+    assert BENCHMARKS.get("paintbench").default_specs() == ("paintbench@1",)
+    assert BENCHMARKS.get("medgen").default_specs() == ("medgen@code",)

@@ -72,7 +72,8 @@ class Benchmark:
         layout: what ``detect`` looks for, in a few words (used in the "no known layout" error).
         protocols: its scoring protocols: objects with ``name`` and ``version``, classes or
             factories that make one, or ``"module:attr"`` strings naming either.
-        default_protocols: the specs (``name@version``) that score it when none is given.
+        default_protocols: the specs (``name@version``) that score it when none is given;
+            empty: every protocol in ``protocols`` (:meth:`default_specs`).
         latest: the spec a bare protocol name resolves to (``{"miedb": "miedb@1"}``); by
             default the last protocol listed under each name.
         judges: its judge protocols (objects, factories or ``"module:attr"`` strings).
@@ -114,6 +115,13 @@ class Benchmark:
     def protocol_objects(self) -> list[Any]:
         """The scoring protocols as objects (strings imported, classes instantiated)."""
         return [_instance(p) for p in self.protocols]
+
+    def default_specs(self) -> tuple[str, ...]:
+        """``default_protocols``, or ``name@version`` of every declared protocol when it is
+        empty (the protocols are imported then)."""
+        if self.default_protocols:
+            return tuple(self.default_protocols)
+        return tuple(f"{p.name}@{p.version}" for p in self.protocol_objects())
 
     def judge_objects(self) -> list[Any]:
         """The judge protocols as objects."""

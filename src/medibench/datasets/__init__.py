@@ -115,8 +115,9 @@ def _open(kind: str, options: dict[str, Any]) -> Any:
 
         verify_source(options["path"])
     dataset = bench.loader()(**options)
-    if bench.default_protocols and isinstance(dataset, Dataset):
-        dataset.default_protocols = tuple(bench.default_protocols)
+    defaults = bench.default_specs()
+    if defaults and isinstance(dataset, Dataset):
+        dataset.default_protocols = defaults
     if notes and isinstance(dataset, Dataset):
         dataset.notes = list(dict.fromkeys([*notes, *getattr(dataset, "notes", [])]))
     return dataset

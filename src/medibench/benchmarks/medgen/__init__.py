@@ -6,11 +6,14 @@ from medibench.sources import HubSource
 
 BENCHMARK = Benchmark(
     name="medgen",
+    help=(
+        "MedGEN-Bench (its parquet/ release, or edit.jsonl and images): medgen:/path; "
+        "VQA / generation: medgen:/path/vqa.jsonl, medgen:/path/parquet/vqa, ..."
+    ),
     load="medibench.benchmarks.medgen.dataset:read_medgen",
     detect="medibench.benchmarks.medgen.dataset:detect",
     layout="MedGEN edit.jsonl or parquet/image_editing/*.parquet",
     protocols=["medibench.benchmarks.medgen.protocols:MedGenCodeProtocol"],
-    default_protocols=["medgen@code"],
     judges=[
         "medibench.benchmarks.medgen.judges:checklist",
         "medibench.benchmarks.medgen.judges:checklist_nogt",
@@ -22,10 +25,6 @@ BENCHMARK = Benchmark(
         "medibench.benchmarks.medgen.answer_judges:paper_nogt",
     ],
     default_judge="medgen-checklist@1",
-    help=(
-        "MedGEN-Bench (its parquet/ release, or edit.jsonl and images): medgen:/path; "
-        "VQA / generation: medgen:/path/vqa.jsonl, medgen:/path/parquet/vqa, ..."
-    ),
     hub=HubSource(
         repo_id="Jack04810/MedGEN-Bench",
         revision="cee5e7ae410f7c5be12d5fa55464afb094c099b7",

@@ -5,10 +5,9 @@ from medibench.benchmarks import Benchmark
 
 BENCHMARK = Benchmark(
     name="native",
+    help="a folder with samples.jsonl, or an hf-parquet export: native:/path/to/folder",
     load="medibench.benchmarks.native.hf:read",
     detect="medibench.benchmarks.native.hf:detect",
     layout="native samples.jsonl or hf-parquet data/*.parquet",
     protocols=["medibench.benchmarks.native.protocols:NativeProtocol"],
-    default_protocols=["native@1"],
-    help="a folder with samples.jsonl, or an hf-parquet export: native:/path/to/folder",
 )

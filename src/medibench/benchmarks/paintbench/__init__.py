@@ -5,13 +5,12 @@ from medibench.sources import HubSource
 
 BENCHMARK = Benchmark(
     name="paintbench",
+    help="PaintBench tree (<task>/NNN_input.png, NNN_answer.png, NNN.json) or its Hub Parquet "
+    "snapshot (<config>/<split>-*.parquet): paintbench:/path",
     load="medibench.benchmarks.paintbench.dataset:read_paintbench",
     detect="medibench.benchmarks.paintbench.dataset:detect",
     layout="PaintBench <task>/NNN_input.png",
     protocols=["medibench.benchmarks.paintbench.protocols:PaintBenchProtocol"],
-    default_protocols=["paintbench@1"],
-    help="PaintBench tree (<task>/NNN_input.png, NNN_answer.png, NNN.json) or its Hub Parquet "
-    "snapshot (<config>/<split>-*.parquet): paintbench:/path",
     # Unpinned: no published commit sha was found; `medibench download` warns and records the
     # commit it resolved `main` to in medibench-source.json.
     hub=HubSource(repo_id="PaintBench/PaintBench", revision="main"),
