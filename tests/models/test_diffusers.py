@@ -228,7 +228,13 @@ def test_cli_run_with_samples_records_seeds_and_reruns_reproduce_bytes(tiny_ip2p
         con = sqlite3.connect(dest / "run.sqlite")
         rows = con.execute("SELECT sample_id, k, seed, path, status FROM predictions").fetchall()
         config = json.loads(con.execute("SELECT value FROM meta WHERE key='config'").fetchone()[0])
+        runtime = con.execute("SELECT value FROM meta WHERE key='model_runtime'").fetchone()
         con.close()
+        # what dtype="auto" and device="auto" resolved to on this machine is in the run
+        assert json.loads(runtime[0]) == {
+            "ip2p": {"device": "cpu", "dtype": "float32", "batch_size": 1, "cpu_offload": False}
+        }
+        assert "ip2p: device cpu, dtype float32" in res.output
         return sorted(rows), config
 
     rows, config = run(tmp_path / "a")
@@ -243,3 +249,38 @@ def test_cli_run_with_samples_records_seeds_and_reruns_reproduce_bytes(tiny_ip2p
     # the k draws of one sample differ (their seeds differ)
     first = read(tmp_path / "a", rows)[:3]
     assert len(set(first)) == 3
+
+
+class _FakeCuda:
+    def __init__(self, bf16: bool) -> None:
+        self.bf16 = bf16
+
+    def is_bf16_supported(self) -> bool:
+        return self.bf16
+
+
+@pytest.mark.parametrize(
+    ("device", "bf16", "cuda_dtype", "asked", "expected"),
+    [
+        ("cuda", True, "float16", "auto", torch.bfloat16),  # ip2p on an Ampere+ GPU: bf16
+        ("cuda", False, "float16", "auto", torch.float16),  # on an older GPU: the official fp16
+        ("cuda:1", True, "bfloat16", "auto", torch.bfloat16),
+        ("cpu", True, "float16", "auto", torch.float32),
+        ("mps", True, "bfloat16", "auto", torch.float32),
+        ("cuda", True, "float16", "fp16", torch.float16),  # asked for: kept
+    ],
+)
+def test_dtype_auto_is_bfloat16_on_gpus_that_support_it(device, bf16, cuda_dtype, asked, expected):
+    from types import SimpleNamespace
+
+    from medibench.models._pipeline import _pick_dtype
+
+    dtypes = {n: getattr(torch, n) for n in ("float32", "float16", "bfloat16")}
+    fake = SimpleNamespace(cuda=_FakeCuda(bf16), **dtypes)
+    assert _pick_dtype(fake, asked, device, cuda_dtype) == expected
+
+
+def test_runtime_says_what_auto_resolved_to(model):
+    assert model.runtime() == {
+        "device": "cpu", "dtype": "float32", "batch_size": 1, "cpu_offload": False,
+    }  # fmt: skip

@@ -36,7 +36,8 @@ class PipelineOptions(TypedDict, total=False):
     """The options every diffusers model takes besides its own (defaults: ``__init__`` below).
 
     ``device``: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string; ``dtype``:
-    ``"auto"`` (the model's ``cuda_dtype`` on CUDA, float32 elsewhere), ``"float32"``,
+    ``"auto"`` (bfloat16 on a CUDA GPU that supports it, the model's ``cuda_dtype`` on one that
+    does not, float32 elsewhere), ``"float32"``,
     ``"float16"``, ``"bfloat16"``; ``batch_size``: items of the same size edited in one call;
     ``local_files_only``: never download (default: on when ``HF_HUB_OFFLINE`` is set);
     ``cpu_offload``: ``enable_model_cpu_offload`` for small GPUs; ``load_options``: extra
@@ -68,6 +69,7 @@ class DiffusersEditModel(SharedOptions):
     multiple_of: ClassVar[int] = 8
     #: the pipeline resizes its input itself (FLUX Kontext, Qwen-Image-Edit, generic pipelines)
     pipeline_resizes: ClassVar[bool] = False
+    #: the ``dtype="auto"`` of a CUDA GPU without bfloat16 (one with it runs bfloat16)
     cuda_dtype: ClassVar[str] = "bfloat16"
     #: the attributes the pipeline call takes under their own names (each passed when not None)
     call_attributes: ClassVar[tuple[str, ...]] = ()
@@ -105,6 +107,7 @@ class DiffusersEditModel(SharedOptions):
             path or self.default_weights, local_files_only=local_files_only, model=name
         )
         self.pipeline = self._load(torch, dict(load_options or {}), local_files_only)
+        self.cpu_offload = bool(cpu_offload)
         if cpu_offload:
             self.pipeline.enable_model_cpu_offload()
         else:
@@ -195,6 +198,16 @@ class DiffusersEditModel(SharedOptions):
         # With CPU offload the pipeline draws its noise where it runs: the accelerator.
         return self.device
 
+    def runtime(self) -> dict[str, Any]:
+        """What ``"auto"`` options resolved to on this machine (recorded in the run's
+        ``model_runtime``): device, dtype, batch size, CPU offload."""
+        return {
+            "device": self.device,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "batch_size": self.batch_size,
+            "cpu_offload": self.cpu_offload,
+        }
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, weights={str(self.weights)!r})"
 
@@ -224,7 +237,12 @@ def _pick_device(torch, device: str) -> str:
 
 def _pick_dtype(torch, dtype: str, device: str, cuda_dtype: str):
     if dtype == "auto":
-        dtype = cuda_dtype if device.startswith("cuda") else "float32"
+        if not device.startswith("cuda"):
+            dtype = "float32"
+        elif torch.cuda.is_bf16_supported():  # Ampere and later: bfloat16, whatever the model
+            dtype = "bfloat16"
+        else:
+            dtype = cuda_dtype
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be auto or one of {sorted(set(_DTYPES))}, not {dtype!r}")
     return getattr(torch, _DTYPES[dtype])

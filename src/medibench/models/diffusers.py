@@ -63,6 +63,8 @@ class InstructPix2PixModel(DiffusersEditModel):
             anatomy). When on, a flagged output raises ``ContentRefusedError``.
         device, dtype, batch_size, local_files_only, cpu_offload, load_options: the options of
             every diffusers model (:class:`~medibench.models._pipeline.PipelineOptions`).
+            ``dtype="auto"`` on CUDA is bfloat16 where the GPU supports it, else float16 (the
+            official scripts' dtype; ``dtype=float16`` asks for it anywhere).
     """
 
     pipeline_class = "StableDiffusionInstructPix2PixPipeline"

@@ -25,6 +25,7 @@ from medibench.calls import CostBudget
 from medibench.runs._store import RunStore, RunStoreError
 
 __all__ = [
+    "RUNTIME_KEY",
     "charge_budget",
     "check_model_specs",
     "check_unique_names",
@@ -32,10 +33,13 @@ __all__ = [
     "output_folder",
     "planned_name",
     "record_model_specs",
+    "record_runtime",
     "resolved_spec",
 ]
 
 _META_KEY = "model_specs_by_name"
+#: The run metadata key of what each model's ``"auto"`` options resolved to (device, dtype).
+RUNTIME_KEY = "model_runtime"
 _SLUG_MAX = 48
 
 
@@ -133,6 +137,19 @@ def record_model_specs(store: RunStore, specs: Mapping[str, dict[str, Any]]) -> 
     check_model_specs(store, specs)
     recorded = store.get_meta(_META_KEY) or {}
     store.set_meta(_META_KEY, {**recorded, **specs})
+
+
+def record_runtime(store: RunStore, name: str, model: Any) -> dict[str, Any] | None:
+    """Store what ``model.runtime()`` says its ``"auto"`` options resolved to on this machine
+    (the diffusers adapters: device, dtype, batch size) under ``model_runtime[name]``; models
+    without it record nothing. Returns what was stored."""
+    runtime = getattr(model, "runtime", None)
+    if not callable(runtime):
+        return None
+    now = {k: _json_safe(v) for k, v in dict(runtime()).items()}
+    recorded = store.get_meta(RUNTIME_KEY) or {}
+    store.set_meta(RUNTIME_KEY, {**recorded, name: now})
+    return now
 
 
 def recorded_specs(store: RunStore) -> dict[str, dict[str, Any]]:

@@ -26,6 +26,7 @@ from medibench.runs._models import (
     generation_budget,
     planned_name,
     record_model_specs,
+    record_runtime,
     resolved_spec,
 )
 from medibench.runs._runner import StageReport, generate, record_environment, score
@@ -173,6 +174,8 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
                     name = getattr(model, "name", spec.model)
                 if name != plan_name:  # only the built model knew its name: check it now
                     _check_built_name(store, spec.model, name, res, planned, plan_name, made)
+                if (runtime := record_runtime(store, name, model)) is not None:
+                    console.print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in runtime.items()))
                 made.append(name)
                 if budget is not None:
                     _checked(charge_budget, model, name, budget)
