@@ -6,19 +6,24 @@ Run:  python bench/gpu_generate.py [--models ip2p,flux-kontext] [--images 8] [--
 
 Each pipeline is built from configs written below (InstructPix2Pix: the SD 1.5 UNet, VAE and
 CLIP ViT-L/14 text encoder; FLUX.1 Kontext: the 12B FluxTransformer2DModel, the 16-channel VAE,
-CLIP-L and a T5-XXL encoder), with random weights (throughput does not depend on them; nothing
-downloads; the tokenizers are word-level stand-ins of the real sequence lengths). Qwen-Image-Edit
-(``QwenImageEditPipeline``, in diffusers >= 0.35) needs a Qwen2.5-VL processor and chat template
-that cannot be made offline without its tokenizer files: it is listed and skipped with that
-reason. All three modes use the same resolution (512 for ip2p, 1024 for FLUX), the same steps
-and the same inputs:
+CLIP-L and a T5-XXL encoder; Qwen-Image-Edit: the 20B QwenImageTransformer2DModel (60 blocks),
+the Qwen-Image VAE and the Qwen2.5-VL-7B text encoder with its vision tower), with random weights
+(throughput does not depend on them; nothing downloads). The tokenizers are word-level stand-ins
+of the real sequence lengths, and Qwen2.5-VL's processor is a stand-in too
+(:class:`QwenVLInputs`: transformers' Qwen2VLProcessor needs torchvision for its video half; the
+stand-in runs the real Qwen2VL image processor and expands each image to as many
+``<|image_pad|>`` tokens as the real one does). All three modes use the same resolution (512 for
+ip2p, 1024 for FLUX and Qwen-Image-Edit, whose pipeline works at about 1 megapixel whatever the
+input), the same steps and the same inputs:
 
 (a) official: the way the official scripts call the pipeline: batch 1, the official dtype
-    (float16 for InstructPix2Pix, bfloat16 for FLUX), PIL PNG save after each image.
+    (float16 for InstructPix2Pix, bfloat16 for FLUX and Qwen-Image-Edit; Qwen's model card calls
+    it with ``true_cfg_scale=4.0`` and ``negative_prompt=" "``), PIL PNG save after each image.
 (b) tuned: bfloat16, ``--batch`` images per call, SDPA attention, channels-last UNet/VAE,
     ``torch.compile`` of the denoiser (unless ``--no-compile``), PNG writes on a thread.
 (c) medibench: ``medibench.runs.run`` (stage generate) with the medibench adapter
-    (``InstructPix2PixModel`` / ``FluxKontextModel``) over the same pipeline object (kept warm: a
+    (``InstructPix2PixModel`` / ``FluxKontextModel`` / ``QwenImageEditModel``) over the same
+    pipeline object (kept warm: a
     ``module:callable`` factory hands it to the adapter), ``batch_size=--batch``, bfloat16.
 
 Prints images/s of each, (c)/(b) and (c)/(a) (targets: >= 0.9 and >= 3), and the peak GPU memory.
@@ -29,6 +34,7 @@ the CPU, 64x64, 2 steps (what tests/bench/test_gpu_generate.py runs).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -38,10 +44,6 @@ from pathlib import Path
 from typing import Any
 
 MODELS = ("ip2p", "flux-kontext", "qwen-image-edit")
-QWEN_SKIP = (
-    "QwenImageEditPipeline needs the Qwen2.5-VL processor (tokenizer files and chat template) "
-    "of its repository; with nothing downloaded it cannot be built, so it is not measured here"
-)
 # The live pipelines, for the adapter factory (`gpu_generate:warm_adapter`) that (c) names.
 _WARM: dict[str, Any] = {}
 
@@ -128,19 +130,84 @@ def flux_configs(tiny: bool) -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
+def qwen_configs(tiny: bool) -> dict[str, dict[str, Any]]:
+    """Qwen-Image-Edit (Qwen/Qwen-Image-Edit): the transformer's and VAE's diffusers defaults are
+    the released sizes; the text encoder is Qwen2.5-VL-7B-Instruct's config."""
+    if tiny:
+        return {
+            "transformer": dict(num_layers=1, attention_head_dim=8, num_attention_heads=2,
+                                joint_attention_dim=32, axes_dims_rope=(2, 2, 4)),
+            "vae": dict(base_dim=8, dim_mult=[1, 2, 2, 2], num_res_blocks=1),
+            "text": dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, intermediate_size=64, mrope_section=[2, 2, 4]),
+            "vision": dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2,
+                           out_hidden_size=32, fullatt_block_indexes=[0]),
+        }  # fmt: skip
+    return {
+        "transformer": dict(num_layers=60, attention_head_dim=128, num_attention_heads=24,
+                            joint_attention_dim=3584, axes_dims_rope=(16, 56, 56)),
+        "vae": dict(base_dim=96, dim_mult=[1, 2, 4, 4], num_res_blocks=2),
+        "text": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28,
+                     num_key_value_heads=4, intermediate_size=18944, mrope_section=[16, 24, 24]),
+        "vision": dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16,
+                       out_hidden_size=3584, fullatt_block_indexes=[7, 15, 23, 31]),
+    }  # fmt: skip
+
+
+QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+                 "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")  # fmt: skip
+
+
+class QwenVLInputs:
+    """What the pipeline asks of Qwen2VLProcessor: the image processor's ``pixel_values`` and
+    ``image_grid_thw``, each ``<|image_pad|>`` expanded to ``t*h*w / merge_size**2`` tokens, then
+    the tokenizer (padded batch)."""
+
+    image_token = "<|image_pad|>"
+
+    def __init__(self, image_processor, tokenizer) -> None:
+        self.image_processor, self.tokenizer = image_processor, tokenizer
+
+    def __call__(self, text, images=None, padding=True, return_tensors="pt"):
+        import transformers
+
+        data: dict[str, Any] = {}
+        if images is not None:
+            data.update(self.image_processor(images=images, return_tensors=return_tensors))
+            merge = self.image_processor.merge_size**2
+            counts = iter(int(g.prod()) // merge for g in data["image_grid_thw"])
+            expanded = []
+            for t in [text] if isinstance(text, str) else text:
+                while self.image_token in t:  # a placeholder, so the count is not expanded again
+                    t = t.replace(self.image_token, "<|placeholder|>" * next(counts), 1)
+                expanded.append(t.replace("<|placeholder|>", self.image_token))
+            text = expanded
+        data.update(self.tokenizer(text, padding=padding, return_tensors=return_tensors))
+        return transformers.BatchFeature(data)
+
+
 # --- building --------------------------------------------------------------------------------
 
 
-def word_tokenizer(max_length: int, *, clip: bool):
+def word_tokenizer(max_length: int, *, clip: bool, qwen: bool = False):
     """A word-level tokenizer (the real models' sequence lengths, a toy vocabulary)."""
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     words = "remove the lesion add a tumor enhance contrast denoise image segment liver".split()
     specials = ["<|startoftext|>", "<|endoftext|>"] if clip else ["<pad>", "</s>", "<unk>"]
+    if qwen:
+        specials = list(QWEN_SPECIALS)
     vocab = {t: i for i, t in enumerate([*specials, "<unk_word>", *words])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk_word>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if qwen:
+        fast = transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok, model_max_length=max_length, pad_token="<|endoftext|>",
+            eos_token="<|im_end|>", unk_token="<unk_word>",
+        )  # fmt: skip
+        fast.add_special_tokens({"additional_special_tokens": list(QWEN_SPECIALS[1:])})
+        return fast
     if clip:
         return transformers.PreTrainedTokenizerFast(
             tokenizer_object=tok, model_max_length=max_length, bos_token="<|startoftext|>",
@@ -199,17 +266,53 @@ def build(kind: str, *, tiny: bool, device: str, dtype) -> Any:
                 tokenizer_2=word_tokenizer(512 if not tiny else 32, clip=False),
                 transformer=diffusers.FluxTransformer2DModel(**cfg["transformer"]),
             )
+        elif kind == "qwen-image-edit":
+            pipe = _build_qwen(qwen_configs(tiny))
         else:
-            raise ValueError(f"cannot build {kind!r}: {QWEN_SKIP}")
+            raise ValueError(f"cannot build {kind!r}; choose from {', '.join(MODELS)}")
     pipe.to(dtype=dtype)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
 
-def call_options(kind: str, steps: int, size: int) -> dict[str, Any]:
+def _build_qwen(cfg: dict[str, dict[str, Any]]):
+    import diffusers
+    import transformers
+
+    tokenizer = word_tokenizer(1024, clip=False, qwen=True)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_SPECIALS}
+    text = dict(cfg["text"])
+    mrope = text.pop("mrope_section")
+    encoder = transformers.Qwen2_5_VLForConditionalGeneration(
+        transformers.Qwen2_5_VLConfig(
+            text_config=dict(
+                vocab_size=152064, bos_token_id=None, eos_token_id=None, **text,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": mrope},
+            ),
+            vision_config=cfg["vision"], image_token_id=ids["<|image_pad|>"],
+            video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
+        )
+    )  # fmt: skip
+    processor = QwenVLInputs(transformers.Qwen2VLImageProcessorPil(), tokenizer)
+    return diffusers.QwenImageEditPipeline(
+        scheduler=diffusers.FlowMatchEulerDiscreteScheduler(
+            shift=1.0, use_dynamic_shifting=True, base_shift=0.5, max_shift=0.9,
+            base_image_seq_len=256, max_image_seq_len=8192, time_shift_type="exponential",
+        ),
+        vae=diffusers.AutoencoderKLQwenImage(**cfg["vae"]),
+        text_encoder=encoder,
+        tokenizer=tokenizer,
+        processor=processor,
+        transformer=diffusers.QwenImageTransformer2DModel(**cfg["transformer"]),
+    )  # fmt: skip
+
+
+def call_options(kind: str, steps: int, size: int, batch: int = 1) -> dict[str, Any]:
     """The official call settings (steps overridden by ``--steps`` for all three modes)."""
     if kind == "ip2p":
         return dict(num_inference_steps=steps, guidance_scale=7.5, image_guidance_scale=1.5)
+    if kind == "qwen-image-edit":  # the model card's call; the pipeline sizes to ~1 megapixel
+        return dict(num_inference_steps=steps, true_cfg_scale=4.0, negative_prompt=[" "] * batch)
     return dict(
         num_inference_steps=steps, guidance_scale=2.5, height=size, width=size,
         max_area=size * size, _auto_resize=False,
@@ -239,11 +342,11 @@ def tuned_loop(
     """(b) batched calls, PNG writes on a thread; seconds."""
     import torch
 
-    options = call_options(kind, steps, size)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(1) as writer, torch.inference_mode():
         for start in range(0, len(images), batch):
             chunk = images[start : start + batch]
+            options = call_options(kind, steps, size, len(chunk))
             gens = [torch.Generator(pipe.device).manual_seed(start + j) for j in range(len(chunk))]
             result = pipe(
                 prompt=["remove the lesion"] * len(chunk), image=chunk, generator=gens, **options
@@ -279,9 +382,15 @@ def medibench_run(kind: str, data: Path, steps: int, size: int, batch: int, out:
 
 def warm_adapter(kind: str, **options: Any):
     """The medibench adapter of ``kind`` over the pipeline this script built (no loading)."""
-    from medibench.models.diffusers import FluxKontextModel, InstructPix2PixModel
+    from medibench.models.diffusers import (
+        FluxKontextModel,
+        InstructPix2PixModel,
+        QwenImageEditModel,
+    )
 
-    base = {"ip2p": InstructPix2PixModel, "flux-kontext": FluxKontextModel}[kind]
+    adapters = {"ip2p": InstructPix2PixModel, "flux-kontext": FluxKontextModel,
+                "qwen-image-edit": QwenImageEditModel}  # fmt: skip
+    base = adapters[kind]
     pipe = _WARM[kind]
 
     class Warm(base):  # type: ignore[misc, valid-type]
@@ -293,6 +402,23 @@ def warm_adapter(kind: str, **options: Any):
     # A model index without components: the adapter's folder check passes, _load gives the pipe.
     (folder / "model_index.json").write_text(json.dumps({"_class_name": base.pipeline_class}))
     return Warm(str(folder), device=str(pipe.device), **options)
+
+
+@contextlib.contextmanager
+def _small_qwen(smoke: bool):
+    """The smoke version only: QwenImageEditPipeline works at ~1 megapixel whatever the input
+    size (``calculate_dimensions(1024 * 1024, ratio)``); on the CPU it works at 64x64 instead."""
+    if not smoke:
+        yield
+        return
+    from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit as edit
+
+    real = edit.calculate_dimensions
+    edit.calculate_dimensions = lambda area, ratio: real(64 * 64, ratio)
+    try:
+        yield
+    finally:
+        edit.calculate_dimensions = real
 
 
 def _sync() -> None:
@@ -317,7 +443,7 @@ def measure(kind: str, args, device: str, out: Path) -> dict[str, float]:
     data = out / f"{kind}-data"
     samples = make_samples(data, args.images, size)
     images = [Image.open(s.input).convert("RGB") for s in samples]
-    official = {"ip2p": torch.float16, "flux-kontext": torch.bfloat16}[kind]
+    official = {"ip2p": torch.float16}.get(kind, torch.bfloat16)
     if device == "cpu":
         official = torch.float32  # CPU kernels for half types are slow or missing
     tuned = torch.bfloat16 if device != "cpu" else torch.float32
@@ -339,8 +465,11 @@ def measure(kind: str, args, device: str, out: Path) -> dict[str, float]:
     del pipe
     pipe = build(kind, tiny=args.smoke, device=device, dtype=tuned)
     denoiser = pipe.unet if kind == "ip2p" else pipe.transformer
+    if kind == "qwen-image-edit" and device == "cuda":
+        pipe.vae.to(memory_format=torch.channels_last_3d)  # a 3-D (causal video) VAE
     if device == "cuda":
-        for module in (getattr(pipe, "unet", None), pipe.vae):
+        vae = pipe.vae if kind != "qwen-image-edit" else None  # its 3-D VAE: channels_last_3d
+        for module in (getattr(pipe, "unet", None), vae):
             if module is not None:
                 module.to(memory_format=torch.channels_last)
         if not args.no_compile:
@@ -366,7 +495,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--images", type=int, default=8)
     parser.add_argument("--steps", type=int, default=10, help="denoising steps, all modes")
     parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--size", type=int, default=None, help="default 512 ip2p, 1024 FLUX")
+    parser.add_argument("--size", type=int, default=None, help="default 512 ip2p, 1024 others")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="tiny pipelines on the CPU")
     args = parser.parse_args(argv)
@@ -385,13 +514,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         print(f"GPU: {name}, torch {torch.__version__}, bf16 {torch.cuda.is_bf16_supported()}")
     print(f"{args.images} images, {args.steps} steps, batch {args.batch} for (b) and (c)")
     results: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="gpu-generate-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="gpu-generate-") as tmp, _small_qwen(args.smoke):
         for kind in [m for m in args.models.split(",") if m]:
             if kind not in MODELS:
                 parser.error(f"unknown model {kind!r}; choose from {', '.join(MODELS)}")
-            if kind == "qwen-image-edit":
-                print(f"{kind}: skipped: {QWEN_SKIP}")
-                continue
             out = Path(tmp) / kind
             out.mkdir()
             r = measure(kind, args, device, out)

@@ -134,7 +134,7 @@ class DiffusersEditModel(SharedOptions):
             sizes = [p.size for p in prepared]
             raise ValueError(f"edit_batch needs images of one size, got {sizes}")
         generators = [torch.Generator(self._generator_device()).manual_seed(int(s)) for s in seeds]
-        kwargs = self._call_options()
+        kwargs = self._call_options(len(prepared))
         with torch.inference_mode():
             result = self.pipeline(
                 prompt=list(instructions),
@@ -147,9 +147,9 @@ class DiffusersEditModel(SharedOptions):
         return [_to_uint8(x) for x in np.asarray(result.images)]
 
     # -- hooks ----------------------------------------------------------------------------------
-    def _call_options(self) -> dict[str, Any]:
-        """The pipeline call's keyword arguments: the steps and each of :attr:`call_attributes`
-        that is set; a subclass may add others to these."""
+    def _call_options(self, batch: int = 1) -> dict[str, Any]:
+        """The pipeline call's keyword arguments for ``batch`` items: the steps and each of
+        :attr:`call_attributes` that is set; a subclass may add others to these."""
         options: dict[str, Any] = {"num_inference_steps": self.steps}
         for attr in self.call_attributes:
             if (value := getattr(self, attr)) is not None:

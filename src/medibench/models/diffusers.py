@@ -142,14 +142,9 @@ class QwenImageEditModel(DiffusersEditModel):
         self.negative_prompt = negative_prompt
         super().__init__(path, name=name, steps=steps, **common)
 
-    def _call_options(self) -> dict[str, Any]:
-        return {**super()._call_options(), "negative_prompt": [self.negative_prompt]}
-
-    def edit_batch(self, images, instructions, *, seeds):
-        out = []  # the pipeline's negative prompt is per call: keep calls to one item
-        for im, ins, s in zip(images, instructions, seeds, strict=True):
-            out += super().edit_batch([im], [ins], seeds=[s])
-        return out
+    def _call_options(self, batch: int = 1) -> dict[str, Any]:
+        # One negative prompt per item: the pipeline encodes each with its item's image.
+        return {**super()._call_options(batch), "negative_prompt": [self.negative_prompt] * batch}
 
 
 class DiffusionPipelineModel(DiffusersEditModel):
@@ -194,5 +189,5 @@ class DiffusionPipelineModel(DiffusersEditModel):
                 f"{type(self.pipeline).__name__} takes no 'image': not an image-editing pipeline"
             )
 
-    def _call_options(self) -> dict[str, Any]:
-        return {**super()._call_options(), **self.extra_call_options}
+    def _call_options(self, batch: int = 1) -> dict[str, Any]:
+        return {**super()._call_options(batch), **self.extra_call_options}
