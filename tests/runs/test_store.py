@@ -115,3 +115,29 @@ def test_judged_metrics_fill_an_existing_row_and_keep_other_reasons(tmp_path):
             st.put_judged_metrics(
                 model="m", sample_id="b", k=0, protocol="native", version="1", values={"ea": 1.0}
             )
+
+
+def test_judged_metrics_many_are_one_transaction_all_or_nothing(tmp_path):
+    with RunStore(tmp_path) as st:
+        for sid in ("a", "b"):
+            st.put_score(_score(sample_id=sid, metrics={"ea": None}, error="ea: not judged"))
+        row = dict(model="m", k=0, protocol="native", version="1")
+        st.put_judged_metrics_many(
+            [
+                {**row, "sample_id": "a", "values": {"ea": 0.5}},
+                {**row, "sample_id": "b", "values": {"ea": None}, "reasons": {"ea": "refused"}},
+            ]
+        )
+        got = {s.sample_id: (s.metrics, s.error) for s in st.scores()}
+        assert got == {"a": ({"ea": 0.5}, None), "b": ({"ea": None}, "ea: refused")}
+        with pytest.raises(KeyError, match="no score row for m/zz_0"):
+            st.put_judged_metrics_many(
+                [
+                    {**row, "sample_id": "a", "values": {"ea": 0.9}},
+                    {**row, "sample_id": "zz", "values": {"ea": 1.0}},
+                ]
+            )
+        assert st.scores()[0].metrics == {"ea": 0.5}  # the batch rolled back as a whole
+        with pytest.raises(ValueError, match="without a reason"):  # checked before writing
+            st.put_judged_metrics_many([{**row, "sample_id": "a", "values": {"ea": None}}])
+        st.put_judged_metrics_many([])  # nothing to write: no transaction

@@ -9,14 +9,17 @@
   used by the judges' client and the image-editing API models.
 * :class:`CallSlots` / :func:`run_bounded` / :class:`CostBudget`: bounded concurrency (a client
   and a semaphore per event loop, workers over a shared queue) and a run folder's cost budget.
+* :func:`preload_http`: import the HTTP stack on a thread while the caller plans.
+* :func:`json_body`: a JSON request body with its data URLs spliced in, not escaped.
 
 Importing it installs :class:`RedactingFilter` on medibench's loggers and its HTTP stack's
 (:data:`LOGGERS`, :func:`install_redaction`), so no log line can carry a key. This package
-imports no HTTP library until :func:`send` runs.
+imports no HTTP library until :func:`send` runs (or :func:`preload_http` is called).
 """
 
+from medibench.calls._body import json_body
 from medibench.calls._keys import MissingAPIKeyError, key_from_env
-from medibench.calls._limits import CallSlots, CostBudget, run_bounded
+from medibench.calls._limits import CallSlots, CostBudget, preload_http, run_bounded
 from medibench.calls._redact import (
     LOGGERS,
     REDACTED,
@@ -51,8 +54,10 @@ __all__ = [
     "get_logger",
     "install_redaction",
     "is_transient",
+    "json_body",
     "key_from_env",
     "parse_retry_after",
+    "preload_http",
     "redact",
     "redact_value",
     "register_secret",

@@ -16,10 +16,11 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["CallSlots", "CostBudget", "run_bounded"]
+__all__ = ["CallSlots", "CostBudget", "preload_http", "run_bounded"]
 
 T = TypeVar("T")
 
@@ -50,11 +51,9 @@ class CallSlots:
             if self._given is not None:
                 clients = [self._given]
             else:
-                import httpx
-
                 n = self.concurrency
                 per = CONNECTIONS_PER_CLIENT
-                ssl = httpx.create_ssl_context()  # one CA bundle load for all the clients
+                ssl = _ssl_context()  # one CA bundle load for all the clients
                 clients = [self._new_client(min(per, n - i), ssl) for i in range(0, n, per)]
             state = _LoopState(loop, clients, asyncio.Semaphore(self.concurrency))
             self._per_loop[id(loop)] = state
@@ -80,6 +79,36 @@ class CallSlots:
 
 #: Connections pooled by one ``httpx.AsyncClient`` of :class:`CallSlots`.
 CONNECTIONS_PER_CLIENT = 8
+
+_ssl_lock = threading.Lock()
+_ssl: list[Any] = []
+
+
+def _ssl_context() -> Any:
+    """httpx's default SSL context, made once per process (loading the CA bundle takes about
+    30 ms; a context is safe to share between clients, threads and event loops)."""
+    with _ssl_lock:
+        if not _ssl:
+            import httpx
+
+            _ssl.append(httpx.create_ssl_context())
+        return _ssl[0]
+
+
+def preload_http() -> threading.Thread:
+    """Import the HTTP stack (httpx, httpcore and its async backends) and make the shared SSL
+    context on a daemon thread, started now: a caller about to plan (hash files, read the
+    store) overlaps the 0.2-0.3 s this takes before the first request with its own work."""
+
+    def load() -> None:
+        import anyio._backends._asyncio  # noqa: F401  (what httpcore's pool runs on)
+        import httpcore  # noqa: F401
+
+        _ssl_context()
+
+    thread = threading.Thread(target=load, name="medibench-http-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 class _LoopState:

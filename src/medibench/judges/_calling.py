@@ -7,15 +7,25 @@ The workers and the budget are the call layer's (:func:`medibench.calls.run_boun
 (every earlier invocation's included, from ``judge_spend``) plus this run's, plus the estimates of
 the calls in flight, stays within it; past that the run stops cleanly and a later run resumes
 (what was judged stays judged). Each answer is parsed into a :class:`Judgement` and stored the
-moment it arrives (one transaction each), so a killed run never pays twice for an answer it
-received, then handed to the score-row filler. A call that fails in any way (HTTP status, a body
-that is not an answer, an exception while preparing or sending it) is that judgement's ``error``,
-never the run's: the run goes on and the report counts the failures by kind.
+moment it arrives (group commits on the filler's writer thread), so a killed run never pays
+twice for an answer it received, then handed to the score-row filler. A call that fails in any
+way (HTTP status, a body that is not an answer, an exception while preparing or sending it) is
+that judgement's ``error``, never the run's: the run goes on and the report counts the failures
+by kind.
+
+Keeping ``concurrency`` requests in flight: the request bodies (read the images, base64, JSON)
+are made on a thread ahead of need (:class:`_Ahead`), so a worker whose answer came back sends
+its next request at once; and a worker does not wait for its answer's commit before the next
+call (at most ``concurrency`` answers wait for one; a failed commit stops the run at the next
+call). A body made ahead of a call the budget then refuses is dropped unsent.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from medibench.calls import CostBudget, redact, run_bounded
 from medibench.judges._client import JudgeSetupError
@@ -33,7 +43,16 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
     fmt = judge.response_format(config.structured_output)
     structured = config.structured_output != "none"
 
-    async def one(call: _Call) -> None:
+    ahead = _Ahead(
+        plan.calls,
+        lambda c: _request(client, judge, c, config, structured, fmt),
+        limit=config.concurrency,
+    )
+
+    async def one(index: int) -> None:
+        call = plan.calls[index]
+        filler.check()  # a failed commit (a full disk) stops the run
+        prepared = ahead.take(index)
         est = estimate(call) if budget.max_cost is not None else 0.0
         if not budget.reserve(est):
             report.not_started += 1
@@ -41,9 +60,8 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
             return
         j = _record(judge, config, call)
         try:
-            body, notes = await asyncio.to_thread(
-                _request, client, judge, call, config, structured, fmt
-            )
+            body, notes = await asyncio.wrap_future(prepared)
+            ahead.sent(len(body))
             j.notes = notes
             done = await client.complete_body(body)
         except JudgeSetupError:
@@ -62,16 +80,60 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
         estimate.observe(j.input_tokens, j.output_tokens)
         if j.cost_usd is not None:
             spent.append(j.cost_usd)
-        # Stored as it arrives, before this worker goes on: never paid for twice. The commit
-        # runs on the writer thread (group commits), so the other calls go on meanwhile.
-        await asyncio.wrap_future(filler.store_answer(j, call.links))
+        # Stored as it arrives (the writer thread's next group commit); this worker goes on to
+        # its next call meanwhile unless ``concurrency`` answers already wait for a commit.
+        committed = filler.store_answer(j, call.links)
         filler.answered(j)
         report.counts[j.status] += 1
         if on_progress:
             on_progress()
+        if filler.uncommitted > config.concurrency:
+            await asyncio.wrap_future(committed)
 
-    await run_bounded(plan.calls, one, config.concurrency)
+    try:
+        await run_bounded(range(len(plan.calls)), one, config.concurrency)
+    finally:
+        ahead.close()
     report.cost_usd = sum(spent) if config.has_prices else None
+
+
+class _Ahead:
+    """Request bodies made on a thread ahead of need, in the order the workers take the calls.
+
+    Up to ``concurrency`` bodies wait made (fewer when they are large: at most about
+    :data:`AHEAD_BYTES` of them), so the bodies of a wave of answers are ready when it lands.
+    """
+
+    def __init__(self, calls: Sequence[_Call], make: Callable[[_Call], Any], limit: int = 0):
+        self.calls, self.make = calls, make
+        self.limit = limit or len(calls)
+        self.futures: dict[int, Future] = {}
+        self.next = 0  # the next call to submit
+        self.sizes, self.count = 0, 0  # bytes and number of the bodies sent so far
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medibench-judge-body")
+
+    def take(self, index: int) -> Future:
+        """The future body of call ``index`` (made now if it was not made ahead); the next
+        ones are submitted."""
+        depth = self.limit
+        if self.count:
+            depth = max(1, min(depth, AHEAD_BYTES * self.count // max(1, self.sizes)))
+        while self.next < len(self.calls) and self.next <= index + depth:
+            self.futures[self.next] = self._pool.submit(self.make, self.calls[self.next])
+            self.next += 1
+        return self.futures.pop(index)
+
+    def sent(self, size: int) -> None:
+        self.sizes, self.count = self.sizes + size, self.count + 1
+
+    def close(self) -> None:
+        for future in self.futures.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+
+#: Bytes of request bodies made ahead of need, at most (about: the mean size of those sent).
+AHEAD_BYTES = 256 << 20
 
 
 def _is_input(exc: Exception) -> bool:

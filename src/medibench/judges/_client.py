@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from medibench.calls import CallSlots, RetryPolicy, body_excerpt, redact, send
+from medibench.calls import CallSlots, RetryPolicy, body_excerpt, json_body, redact, send
 from medibench.judges._config import JudgeConfig
 
 __all__ = ["Completion", "JudgeClient", "JudgeSetupError"]
@@ -108,7 +108,7 @@ class JudgeClient:
         )
         if response_format is not None:
             body["response_format"] = response_format
-        return json.dumps(body, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        return json_body(body)
 
     async def complete_body(self, body: bytes) -> Completion:
         """:meth:`complete` for a body made by :meth:`request_body`."""

@@ -28,7 +28,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from medibench.calls import CostBudget
+from medibench.calls import CostBudget, preload_http
 from medibench.judges._calling import _execute
 from medibench.judges._client import JudgeClient
 from medibench.judges._config import JudgeConfig
@@ -74,6 +74,8 @@ async def judge_run_async(
             "price_output_per_mtok (USD per million tokens) in the judge config"
         )
     store = run if isinstance(run, RunStore) else RunStore.open_existing(run)
+    if not dry_run and client is None:
+        preload_http()  # imported while the plan hashes the images
     policy = policy or CachePolicy()
     protos = [j if isinstance(j, JudgeProtocol) else load_judge(j) for j in judges]
     own_client = False
@@ -81,7 +83,7 @@ async def judge_run_async(
     try:
         jstore = JudgementStore(store)
         budget = CostBudget(max_cost, jstore.spent_usd())
-        hashes: dict[Path, str] = {}
+        hashes: dict[Path, str | OSError] = {}
         plans = [_plan(store, jstore, p, config, passes, policy, hashes) for p in protos]
         for plan in plans:
             plan.report.dry_run = dry_run

@@ -7,7 +7,9 @@ hit). :class:`JudgeReport` starts here and is completed by the calling and filli
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,18 +116,25 @@ def _plan(store, jstore, judge, config, passes, policy, hashes) -> _Plan:
             targets[(s.model or "", s.sample_id, s.k)].append((s.protocol, s.protocol_version))
     items: dict = {}
     calls: dict[str, _Call] = {}
-    for item, tgts in targets.items():
-        model, sid, k = item
-        sample, pred = samples.get(sid), preds.get(item)
-        why: str | None = None
+    shown: dict[tuple[str, str, int], tuple[object, list[tuple[str, Path]]] | str] = {}
+    for item in targets:
+        sample, pred = samples.get(item[1]), preds.get(item)
         if sample is None or pred is None or pred.path is None:
-            why = "error: the run has no sample or prediction for this score row"
+            shown[item] = "error: the run has no sample or prediction for this score row"
         elif skip := judge.skip_reason(sample):
-            why = f"not judged: {skip}"
+            shown[item] = f"not judged: {skip}"
         else:
             path = Path(pred.path)
             path = path if path.is_absolute() else store.run_dir / path
-            roles = judge.images(sample, path)
+            shown[item] = (sample, judge.images(sample, path))
+    _hash_all([p for v in shown.values() if not isinstance(v, str) for _, p in v[1]], hashes)
+    for item, tgts in targets.items():
+        why: str | None = None
+        got = shown[item]
+        if isinstance(got, str):
+            why, sample = got, None
+        else:
+            sample, roles = got
             try:
                 digests = [[role, _hash(p, hashes)] for role, p in roles]
             except OSError as exc:
@@ -173,10 +182,38 @@ def _plan(store, jstore, judge, config, passes, policy, hashes) -> _Plan:
     return _Plan(judge, report, items, todo, cached)
 
 
-def _hash(path: Path, cache: dict[Path, str]) -> str:
+def _hash(path: Path, cache: dict[Path, str | OSError]) -> str:
     if path not in cache:
-        cache[path] = sha256_file(path)
-    return cache[path]
+        _hash_all([path], cache)
+    got = cache[path]
+    if isinstance(got, OSError):
+        raise got
+    return got
+
+
+def _hash_all(paths: list[Path], cache: dict[Path, str | OSError]) -> None:
+    """The sha256 of each of ``paths`` not yet in ``cache`` (or the OSError reading it), on
+    :data:`HASH_THREADS` threads: hashlib lets go of the GIL while it hashes, and planning a
+    judge of three 256x256 PNGs per call spent 0.4 ms of its 0.6 ms per call hashing."""
+    todo = list(dict.fromkeys(p for p in paths if p not in cache))
+    if not todo:
+        return
+
+    def one(path: Path) -> str | OSError:
+        try:
+            return sha256_file(path)
+        except OSError as exc:
+            return exc
+
+    if len(todo) < 2 * HASH_THREADS:
+        cache.update(zip(todo, map(one, todo), strict=True))
+        return
+    with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="medibench-judge-hash") as pool:
+        cache.update(zip(todo, pool.map(one, todo, chunksize=16), strict=True))
+
+
+#: Threads hashing the image files of a plan.
+HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 def _estimate(plan: _Plan, jstore: JudgementStore, config: JudgeConfig) -> float | None:

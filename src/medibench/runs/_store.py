@@ -228,45 +228,80 @@ class RunStore:
         failed, refused or unparsable judgement: missing, never 0). The row's ``error`` keeps the
         reasons of its other metrics and gets the new ones.
         """
-        reasons = reasons or {}
-        unexplained = [m for m, v in values.items() if v is None and m not in reasons]
-        if unexplained:
-            raise ValueError(f"judged metric(s) {unexplained} are None without a reason")
-        with self._tx():
-            row = self._db.execute(
-                "SELECT metrics, error, reasons FROM scores WHERE model = ? AND sample_id = ? "
-                "AND k = ? AND protocol = ? AND protocol_version = ?",
-                (model, sample_id, k, protocol, version),
-            ).fetchone()
-            if row is None:
-                raise KeyError(
-                    f"no score row for {model}/{sample_id}_{k} under {protocol}@{version}: "
-                    "score before judging"
+        self.put_judged_metrics_many(
+            [
+                dict(
+                    model=model,
+                    sample_id=sample_id,
+                    k=k,
+                    protocol=protocol,
+                    version=version,
+                    values=values,
+                    reasons=reasons,
                 )
-            metrics = json.loads(row[0])
-            metrics.update({m: encode_metric(v) for m, v in values.items()})
-            had = json.loads(row[2]) if row[2] else {}
-            kept = {m: why for m, why in had.items() if m not in values}
-            kept.update({m: reasons[m] for m, v in values.items() if v is None})
-            if had or not row[1]:
-                error = join_reasons(kept)
-            else:  # an error that is not per-metric reasons stays, the new reasons follow it
-                new = join_reasons({m: reasons[m] for m, v in values.items() if v is None})
-                error = "; ".join(filter(None, (row[1], new)))
-            self._db.execute(
-                "UPDATE scores SET metrics = ?, error = ?, reasons = ? WHERE model = ? "
-                "AND sample_id = ? AND k = ? AND protocol = ? AND protocol_version = ?",
-                (
-                    json.dumps(metrics),
-                    error,
-                    json.dumps(kept) if kept else None,
-                    model,
-                    sample_id,
-                    k,
-                    protocol,
-                    version,
-                ),
+            ]
+        )
+
+    def put_judged_metrics_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """:meth:`put_judged_metrics` for several rows (each a dict of its keyword arguments),
+        in one transaction: all are written or, if one fails, none."""
+        for row in rows:
+            values, reasons = row["values"], row.get("reasons") or {}
+            unexplained = [m for m, v in values.items() if v is None and m not in reasons]
+            if unexplained:
+                raise ValueError(f"judged metric(s) {unexplained} are None without a reason")
+        if not rows:
+            return
+        with self._tx():
+            for row in rows:
+                self._fill_judged(**row)
+
+    def _fill_judged(
+        self,
+        *,
+        model: str,
+        sample_id: str,
+        k: int,
+        protocol: str,
+        version: str,
+        values: dict[str, float | None],
+        reasons: dict[str, str] | None = None,
+    ) -> None:
+        reasons = reasons or {}
+        row = self._db.execute(
+            "SELECT metrics, error, reasons FROM scores WHERE model = ? AND sample_id = ? "
+            "AND k = ? AND protocol = ? AND protocol_version = ?",
+            (model, sample_id, k, protocol, version),
+        ).fetchone()
+        if row is None:
+            raise KeyError(
+                f"no score row for {model}/{sample_id}_{k} under {protocol}@{version}: "
+                "score before judging"
             )
+        metrics = json.loads(row[0])
+        metrics.update({m: encode_metric(v) for m, v in values.items()})
+        had = json.loads(row[2]) if row[2] else {}
+        kept = {m: why for m, why in had.items() if m not in values}
+        kept.update({m: reasons[m] for m, v in values.items() if v is None})
+        if had or not row[1]:
+            error = join_reasons(kept)
+        else:  # an error that is not per-metric reasons stays, the new reasons follow it
+            new = join_reasons({m: reasons[m] for m, v in values.items() if v is None})
+            error = "; ".join(filter(None, (row[1], new)))
+        self._db.execute(
+            "UPDATE scores SET metrics = ?, error = ?, reasons = ? WHERE model = ? "
+            "AND sample_id = ? AND k = ? AND protocol = ? AND protocol_version = ?",
+            (
+                json.dumps(metrics),
+                error,
+                json.dumps(kept) if kept else None,
+                model,
+                sample_id,
+                k,
+                protocol,
+                version,
+            ),
+        )
 
     @property
     def connection(self) -> sqlite3.Connection:
