@@ -254,20 +254,12 @@ class RunStore:
             return
         with self._tx():
             for row in rows:
-                self._fill_judged(**row)
+                self._fill_judged(row)
 
-    def _fill_judged(
-        self,
-        *,
-        model: str,
-        sample_id: str,
-        k: int,
-        protocol: str,
-        version: str,
-        values: dict[str, float | None],
-        reasons: dict[str, str] | None = None,
-    ) -> None:
-        reasons = reasons or {}
+    def _fill_judged(self, fill: dict[str, Any]) -> None:
+        model, sample_id, k = fill["model"], fill["sample_id"], fill["k"]
+        protocol, version, values = fill["protocol"], fill["version"], fill["values"]
+        reasons = fill.get("reasons") or {}
         row = self._db.execute(
             "SELECT metrics, error, reasons FROM scores WHERE model = ? AND sample_id = ? "
             "AND k = ? AND protocol = ? AND protocol_version = ?",
