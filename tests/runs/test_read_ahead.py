@@ -12,7 +12,7 @@ import pytest
 
 from medibench.datasets import PredictionIndex, SampleImages
 from medibench.io import read_image, write_image
-from medibench.runs import _folder, score_predictions
+from medibench.runs import score_predictions
 from medibench.runs._work import score_one
 from medibench.samples import Prediction, Sample
 
@@ -60,12 +60,15 @@ class CountingProtocol:
         return res
 
 
-@pytest.fixture
-def folder(tmp_path):
-    rng = np.random.default_rng(0)
+def build_folder(
+    root: Path, n: int, *, unreadable: tuple[int, int], without: int | None = None, seed: int = 0
+) -> tuple[_Set, PredictionIndex]:
+    """``n`` samples of random 8x9 inputs with two random outputs each (model "m"): the output
+    ``unreadable`` = (sample, k) is not a PNG, sample ``without`` has none."""
+    rng = np.random.default_rng(seed)
     samples, index = [], PredictionIndex()
-    for i in range(7):
-        inp = tmp_path / f"s{i}_in.png"
+    for i in range(n):
+        inp = root / f"s{i}_in.png"
         write_image(inp, rng.integers(0, 256, (8, 9, 3), dtype=np.uint8))
         samples.append(
             Sample(
@@ -76,19 +79,25 @@ def folder(tmp_path):
                 perspective="modification",
             )
         )
+        if i == without:
+            continue
         for k in range(2):
-            out = tmp_path / f"s{i}_{k}.png"
-            if i == 5 and k == 1:
-                out.write_bytes(b"not a png")  # unreadable output
+            out = root / f"s{i}_{k}.png"
+            if (i, k) == unreadable:
+                out.write_bytes(b"not a png")
             else:
                 write_image(out, rng.integers(0, 256, (8, 9, 3), dtype=np.uint8))
             index.add("m", f"s{i}", k, out)
-    return _Set(tmp_path, samples), index
+    return _Set(root, samples), index
 
 
-def test_each_file_is_read_once_in_order_by_the_reader(folder, monkeypatch):
+@pytest.fixture
+def folder(tmp_path):
+    return build_folder(tmp_path, 7, unreadable=(5, 1))
+
+
+def test_each_file_is_read_once_in_order_by_the_reader(folder):
     ds, index = folder
-    monkeypatch.setattr(_folder, "_CHUNK", 3)  # several chunks in one process
     proto = CountingProtocol()
     records = score_predictions(ds, index, [proto], k=2, progress=False)
     expected = []

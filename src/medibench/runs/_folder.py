@@ -7,19 +7,26 @@ output is a ``missing`` record and an unreadable one an ``error`` record, never 
 
 from __future__ import annotations
 
+import math
 import multiprocessing
+import sys
+import threading
 import warnings
 from collections import deque
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from medibench._progress import progress_bar
 from medibench.datasets import PredictionIndex, load_images
-from medibench.runs._runner import score_one
-from medibench.runs._work import Decoded, read_ahead
-from medibench.samples import Prediction, Score
+from medibench.runs._work import Decoded, read_ahead, score_one
+from medibench.samples import Prediction, Sample, Score
 
 __all__ = ["score_predictions"]
 
@@ -39,35 +46,34 @@ def score_predictions(
     ``k`` is the number of outputs expected per sample (records for the absent ones are
     ``missing``); ``None`` scores what is there (a sample with none gets one ``missing`` record
     for k = 0). Records come sample by sample, so each sample's images are decoded once per
-    protocol. ``workers > 1`` scores chunks of samples in that many processes (one OpenCV
-    thread each); the records and their order are the same as with one worker.
+    protocol, by a reader thread that keeps ahead of the scoring. ``workers > 1`` scores spans
+    of samples in that many processes (one OpenCV thread each); the records and their order are
+    the same as with one worker.
     """
-    samples = list(dataset)
-    _warn_empty_models(dataset, index, len(samples), console)
-    chunks = [samples[i : i + _CHUNK] for i in range(0, len(samples), _CHUNK)]
-    jobs = [(dataset.root, chunk, index, list(protocols), k) for chunk in chunks]
-    records: list[Score] = []
-    with progress_bar(progress, console, "score", len(samples)) as advance:
-        if workers <= 1 or len(chunks) <= 1:
-            for job in jobs:
-                records += _score_chunk(*job)
-                for _ in job[1]:
-                    advance()
-        else:
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread) as pool:
-                results = pool.map(_score_chunk, *zip(*jobs, strict=True))
-                for job, got in zip(jobs, results, strict=True):
-                    records += got
-                    for _ in job[1]:
-                        advance()
+    job = _Job(Path(dataset.root), list(dataset), index, tuple(protocols), k)
+    _warn_empty_models(dataset, index, len(job.samples), console)
+    n = len(job.samples)
+    if workers <= 1 or n <= 2:
+        with progress_bar(progress, console, "score", n) as advance:
+            records = _score_span(job, 0, n, advance)
+    else:
+        records = _score_in_processes(job, workers, progress, console)
     # One protocol after the other, as a single worker writes them.
     order = {(p.name, p.version): i for i, p in enumerate(protocols)}
     records.sort(key=lambda r: order[(r.protocol, r.protocol_version)])
     return records
 
 
-_CHUNK = 16
+@dataclass(frozen=True)
+class _Job:
+    """What every span of a scoring shares (inherited by forked workers, pickled once per
+    spawned one): never sent per span."""
+
+    root: Path
+    samples: list[Sample]
+    index: PredictionIndex
+    protocols: tuple[Any, ...]
+    k: int | None
 
 
 def _warn_empty_models(dataset, index: PredictionIndex, n_samples: int, console) -> None:
@@ -87,33 +93,58 @@ def _warn_empty_models(dataset, index: PredictionIndex, n_samples: int, console)
             warnings.warn(text, stacklevel=3)
 
 
-def _score_chunk(root, samples, index: PredictionIndex, protocols, k) -> list[Score]:
-    """Score a chunk of samples, a reader thread decoding the next samples' files (PNG decoding
-    releases the GIL) while this one scores: each file is decoded once, in order."""
+def _score_span(
+    job: _Job,
+    lo: int,
+    hi: int,
+    advance: Callable[[], None] | None = None,
+    *,
+    ahead: bool = True,
+) -> list[Score]:
+    """Score samples ``lo:hi`` under every protocol, sample by sample; ``advance()`` after each
+    sample. ``ahead``: a reader thread decodes the next samples' files (PNG decoding releases the
+    GIL) while this one scores; each file is decoded once, in order."""
+    plan = []
+    for sample in job.samples[lo:hi]:
+        preds = _predictions(sample, job.index, job.k)
+        plan += [(sample, proto, preds) for proto in job.protocols]
+    decoded = _read_in_order(job.root, plan) if ahead else map(_read_now(job.root), plan)
+    last = job.protocols[-1] if job.protocols else None
     out: list[Score] = []
-    for proto in protocols:
-        plan = [(sample, _predictions(sample, index, k)) for sample in samples]
-        for (sample, preds), decoded in zip(plan, _read_in_order(root, plan, proto), strict=True):
-            for pred in preds:
-                out.append(score_one(root, sample, pred, proto, load_images, None, decoded))
+    for (sample, proto, preds), files in zip(plan, decoded, strict=True):
+        for pred in preds:
+            out.append(score_one(job.root, sample, pred, proto, load_images, None, files))
+        if advance is not None and proto is last:
+            advance()
     return out
 
 
-def _read_in_order(root, plan: list[tuple], proto) -> Iterator[Decoded]:
-    """Each planned sample's files decoded (:func:`read_ahead`) by one reader thread that keeps
-    ``_READ_AHEAD`` samples ahead of the consumer, in plan order."""
+def _read_in_order(root: Path, plan: list[tuple]) -> Iterator[Decoded]:
+    """Each planned (sample, protocol)'s files decoded (:func:`read_ahead`) by one reader thread
+    that keeps ``_READ_AHEAD`` items ahead of the consumer, in plan order."""
     with ThreadPoolExecutor(1, thread_name_prefix="medibench-decode") as reader:
-        ahead: deque[Future[Decoded]] = deque()
-        for sample, preds in plan:
+        queued: deque[Future[Decoded]] = deque()
+        for sample, proto, preds in plan:
             paths = [p.path for p in preds if p.path is not None]
-            ahead.append(reader.submit(read_ahead, root, sample, paths, proto, load_images))
-            if len(ahead) > _READ_AHEAD:
-                yield ahead.popleft().result()
-        while ahead:
-            yield ahead.popleft().result()
+            queued.append(reader.submit(read_ahead, root, sample, paths, proto, load_images))
+            if len(queued) > _READ_AHEAD:
+                yield queued.popleft().result()
+        while queued:
+            yield queued.popleft().result()
 
 
-# Samples decoded ahead of the one being scored.
+def _read_now(root: Path) -> Callable[[tuple], Decoded]:
+    """A planned (sample, protocol)'s files decoded in this thread, as the reader does."""
+
+    def read(item: tuple) -> Decoded:
+        sample, proto, preds = item
+        paths = [p.path for p in preds if p.path is not None]
+        return read_ahead(root, sample, paths, proto, load_images)
+
+    return read
+
+
+# Items decoded ahead of the one being scored.
 _READ_AHEAD = 2
 
 
@@ -140,7 +171,124 @@ def _predictions(sample, index: PredictionIndex, k: int | None) -> list[Predicti
     return preds
 
 
-def _one_thread() -> None:
-    import cv2
+# --- several processes -----------------------------------------------------------------------
 
-    cv2.setNumThreads(1)
+
+def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> list[Score]:
+    """Score ``job`` in ``workers`` processes, spans of samples handed out as workers free up
+    (the spans shrink towards the end so that no worker is left with a long one).
+
+    Where forking is safe (Linux, no other thread in this process) the workers are forked, so
+    they start at once, with the job, every module and compiled kernel of this process: the
+    samples up to the first with an output are scored here first, which loads what the
+    protocols load lazily (numba's SSIM kernel, decoders) once instead of once per worker.
+    Elsewhere they are spawned and get the job once each.
+    """
+    n = len(job.samples)
+    fork = _fork_is_safe()
+    head = _first_scored(job) + 1 if fork else 0
+    spans = _spans(head, n, workers)
+    results: dict[int, list[Score]] = {}
+    with _opencv_single_threaded():  # forked workers inherit one OpenCV thread
+        if head:
+            results[0] = _score_span(job, 0, head, ahead=False)
+        pool = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("fork" if fork else "spawn"),
+            initializer=_start_worker,
+            initargs=(job, fork),
+        )
+        try:
+            # Forked at the first submit, before the pool starts its own threads.
+            pending = {pool.submit(_score_in_worker, lo, hi): lo for lo, hi in spans}
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    try:
+        with progress_bar(progress, console, "score", n) as advance:
+            for _ in range(head):
+                advance()
+            waiting = set(pending)
+            while waiting:
+                done, waiting = wait_futures(waiting, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    lo = pending[fut]
+                    results[lo] = fut.result()
+                    for _ in range(lo, dict(spans)[lo]):
+                        advance()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [r for lo in sorted(results) for r in results[lo]]
+
+
+def _first_scored(job: _Job) -> int:
+    """The position of the first sample with an output file (of the first ``_MAX_HEAD``)."""
+    for i, sample in enumerate(job.samples[:_MAX_HEAD]):
+        if any(job.index.files[m].get(sample.sample_id) for m in job.index.models):
+            return i
+    return 0
+
+
+_MAX_HEAD = 16
+
+
+def _spans(lo: int, n: int, workers: int) -> list[tuple[int, int]]:
+    """``[lo, n)`` cut into spans that shrink as the samples left do: a third of a worker's
+    share of the rest each (at most ``_MAX_SPAN``, at least ``_MIN_SPAN``)."""
+    spans = []
+    while lo < n:
+        size = math.ceil((n - lo) / (3 * workers))
+        hi = min(n, lo + max(_MIN_SPAN, min(_MAX_SPAN, size)))
+        spans.append((lo, hi))
+        lo = hi
+    return spans
+
+
+_MIN_SPAN, _MAX_SPAN = 2, 64
+
+
+def _fork_is_safe() -> bool:
+    """Forking copies only the calling thread: safe where no other thread can hold a lock the
+    workers would need (and macOS's system libraries are not fork-safe)."""
+    return (
+        sys.platform.startswith("linux")
+        and "fork" in multiprocessing.get_all_start_methods()
+        and threading.active_count() == 1
+    )
+
+
+@contextmanager
+def _opencv_single_threaded() -> Iterator[None]:
+    """OpenCV at one thread while workers are forked, restored after: a forked child must not
+    reconfigure the thread pool it inherits (``cv2.setNumThreads`` there can hang)."""
+    cv2 = sys.modules.get("cv2")
+    before = cv2.getNumThreads() if cv2 is not None else None
+    if cv2 is not None:
+        cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        if cv2 is not None and before is not None:
+            cv2.setNumThreads(before)
+
+
+_JOB: _Job | None = None
+
+
+def _start_worker(job: _Job, forked: bool) -> None:
+    """A worker's setup: the job, and one thread for OpenCV (and torch, when loaded)."""
+    global _JOB
+    _JOB = job
+    if not forked or "cv2" not in sys.modules:
+        import cv2
+
+        cv2.setNumThreads(1)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def _score_in_worker(lo: int, hi: int) -> list[Score]:
+    if _JOB is None:
+        raise RuntimeError("a scoring worker got a span before its job (_start_worker)")
+    return _score_span(_JOB, lo, hi)
