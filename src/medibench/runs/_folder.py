@@ -7,6 +7,7 @@ output is a ``missing`` record and an unreadable one an ``error`` record, never 
 
 from __future__ import annotations
 
+import gc
 import math
 import multiprocessing
 import sys
@@ -16,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,9 +190,9 @@ def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> lis
     head = _first_scored(job) + 1 if fork else 0
     spans = _spans(head, n, workers)
     results: dict[int, list[Score]] = {}
-    with _opencv_single_threaded():  # forked workers inherit one OpenCV thread
-        if head:
-            results[0] = _score_span(job, 0, head, ahead=False)
+    if head:
+        results[0] = _score_span(job, 0, head, ahead=False)
+    with _ready_to_fork() if fork else nullcontext():
         pool = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("fork" if fork else "spawn"),
@@ -258,16 +259,22 @@ def _fork_is_safe() -> bool:
 
 
 @contextmanager
-def _opencv_single_threaded() -> Iterator[None]:
-    """OpenCV at one thread while workers are forked, restored after: a forked child must not
-    reconfigure the thread pool it inherits (``cv2.setNumThreads`` there can hang)."""
+def _ready_to_fork() -> Iterator[None]:
+    """This process made ready to be forked, as it was after.
+
+    OpenCV at one thread (a forked child must not reconfigure the thread pool it inherits:
+    ``cv2.setNumThreads`` there can hang), and the objects so far frozen out of the garbage
+    collector, so that the children's collections do not touch, and copy, every page of them.
+    """
     cv2 = sys.modules.get("cv2")
     before = cv2.getNumThreads() if cv2 is not None else None
     if cv2 is not None:
         cv2.setNumThreads(1)
+    gc.freeze()
     try:
         yield
     finally:
+        gc.unfreeze()
         if cv2 is not None and before is not None:
             cv2.setNumThreads(before)
 
