@@ -3,46 +3,17 @@
 from __future__ import annotations
 
 import errno
-import threading
 import time
 
 import pytest
 
 from medibench.io._write import DiskFullError
-from medibench.judges import JudgeConfig, JudgementStore, _calling, judge_run
-from medibench.judges._calling import _Ahead
+from medibench.judges import JudgeConfig, JudgementStore, judge_run
 from medibench.runs import RunStore
 from tests.judges._server import FakeJudgeServer, Reply
 from tests.judges.conftest import build_run
 
 WELL = "Editing Accuracy: [7]/10\nContextual Preservation: [8]/10\nVisual Quality: [6]/10"
-
-
-def test_bodies_are_made_ahead_up_to_the_limit_in_order(monkeypatch):
-    made: list[int] = []
-    lock = threading.Lock()
-
-    def make(i: int) -> bytes:
-        with lock:
-            made.append(i)
-        return b"x" * 100
-
-    ahead = _Ahead(list(range(10)), make, limit=3)
-    try:
-        assert ahead.take(0).result() == b"x" * 100
-        ahead._pool.submit(lambda: None).result()  # the one thread has made what was queued
-        assert sorted(made) == [0, 1, 2, 3]  # this one and three ahead
-        monkeypatch.setattr(_calling, "AHEAD_BYTES", 150)  # room for 1.5 bodies of 100 bytes
-        ahead.sent(100)
-        ahead.take(1).result()
-        ahead._pool.submit(lambda: None).result()
-        assert sorted(made) == [0, 1, 2, 3]  # 2 and 3 were already made: nothing more
-        ahead.take(2).result()
-        ahead.take(3).result()
-        ahead._pool.submit(lambda: None).result()
-        assert sorted(made) == [0, 1, 2, 3, 4]  # one ahead now, not three
-    finally:
-        ahead.close()
 
 
 def test_a_full_disk_while_committing_answers_stops_the_run(tmp_path, api_key, monkeypatch):

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import time
 
 import numpy as np
 import pytest
 
 from medibench.datasets import load_dataset, load_images
+from medibench.io._write import DiskFullError
 from medibench.models._spec import parse_model_spec
 from medibench.protocols import load_protocol
-from medibench.runs import RunStore, generate, score
+from medibench.runs import RunStore, _executors, generate, score
 from medibench.runs._executors import LocalExecutor
 from tests.runs.conftest import make_native
 
@@ -153,3 +156,47 @@ def test_ray_with_two_workers_gives_the_local_scores(tmp_path, local_ray):
         executor.close()
         results[name + "_s"] = time.perf_counter() - t0
     assert len(results["ray"][0]) == 12 and results["ray"] == results["local"]
+
+
+def test_async_edits_go_on_while_their_outputs_are_written(tmp_path, monkeypatch):
+    samples = _samples(tmp_path / "data", n=6)
+    _, reference = _run(tmp_path, "seq", samples, SeededNoise())
+    real, writing, seen = _executors._write_outcome, [0], []
+
+    def slow_write(*args):
+        writing[0] += 1
+        time.sleep(0.1)  # a slow disk: a PNG write takes five edits' time
+        try:
+            return real(*args)
+        finally:
+            writing[0] -= 1
+
+    class Watching(AsyncNoise):
+        async def aedit(self, image, instruction, *, seed):
+            seen.append(writing[0])  # writes in progress as this edit starts
+            await asyncio.sleep(0.02)
+            return self.edit(image, instruction, seed=seed)
+
+    monkeypatch.setattr(_executors, "_write_outcome", slow_write)
+    rep, preds = _run(tmp_path, "slow", samples, Watching(), LocalExecutor(workers=2))
+    assert preds == reference and rep.done == 12
+    # Both workers' outputs were being written while an edit started: a worker that waited for
+    # its own write could not have been editing then.
+    assert max(seen) == 2
+
+
+def test_a_full_disk_while_writing_async_outputs_stops_the_stage(tmp_path, monkeypatch):
+    real, count = _executors.write_image, []
+
+    def full_after_two(path, image):
+        count.append(path)
+        if len(count) > 2:
+            raise DiskFullError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, image)
+
+    monkeypatch.setattr(_executors, "write_image", full_after_two)
+    samples = _samples(tmp_path / "data", n=6)
+    with pytest.raises(DiskFullError, match="no space left on the device"):
+        _run(tmp_path, "full", samples, AsyncNoise(), LocalExecutor(workers=2))
+    with RunStore(tmp_path / "full") as store:
+        assert len(store.predictions()) == 2  # the two written outputs are stored

@@ -9,6 +9,7 @@
   used by the judges' client and the image-editing API models.
 * :class:`CallSlots` / :func:`run_bounded` / :class:`CostBudget`: bounded concurrency (a client
   and a semaphore per event loop, workers over a shared queue) and a run folder's cost budget.
+* :class:`Ahead`: request bodies or inputs made on a thread ahead of need.
 * :func:`preload_http`: import the HTTP stack on a thread while the caller plans.
 * :func:`json_body`: a JSON request body with its data URLs spliced in, not escaped.
 
@@ -17,6 +18,7 @@ Importing it installs :class:`RedactingFilter` on medibench's loggers and its HT
 imports no HTTP library until :func:`send` runs (or :func:`preload_http` is called).
 """
 
+from medibench.calls._ahead import Ahead
 from medibench.calls._body import json_body
 from medibench.calls._keys import MissingAPIKeyError, key_from_env
 from medibench.calls._limits import CallSlots, CostBudget, preload_http, run_bounded
@@ -41,6 +43,7 @@ from medibench.calls._retry import (
 )
 
 __all__ = [
+    "Ahead",
     "LOGGERS",
     "REDACTED",
     "CallSlots",

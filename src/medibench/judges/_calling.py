@@ -14,20 +14,17 @@ that judgement's ``error``, never the run's: the run goes on and the report coun
 by kind.
 
 Keeping ``concurrency`` requests in flight: the request bodies (read the images, base64, JSON)
-are made on a thread ahead of need (:class:`_Ahead`), so a worker whose answer came back sends
-its next request at once; and a worker does not wait for its answer's commit before the next
-call (at most ``concurrency`` answers wait for one; a failed commit stops the run at the next
-call). A body made ahead of a call the budget then refuses is dropped unsent.
+are made on a thread ahead of need (:class:`medibench.calls.Ahead`), so a worker whose answer
+came back sends its next request at once; and a worker does not wait for its answer's commit
+before the next call (at most ``concurrency`` answers wait for one; a failed commit stops the
+run at the next call). A body made ahead of a call the budget then refuses is dropped unsent.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
-from medibench.calls import CostBudget, redact, run_bounded
+from medibench.calls import Ahead, CostBudget, redact, run_bounded
 from medibench.judges._client import JudgeSetupError
 from medibench.judges._config import JudgeConfig
 from medibench.judges._parsing import parse_answer
@@ -43,10 +40,12 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
     fmt = judge.response_format(config.structured_output)
     structured = config.structured_output != "none"
 
-    ahead = _Ahead(
+    ahead = Ahead(
         plan.calls,
         lambda c: _request(client, judge, c, config, structured, fmt),
-        limit=config.concurrency,
+        config.concurrency,
+        max_bytes=AHEAD_BYTES,
+        name="medibench-judge-body",
     )
 
     async def one(index: int) -> None:
@@ -61,7 +60,7 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
         j = _record(judge, config, call)
         try:
             body, notes = await asyncio.wrap_future(prepared)
-            ahead.sent(len(body))
+            ahead.account(len(body))
             j.notes = notes
             done = await client.complete_body(body)
         except JudgeSetupError:
@@ -95,41 +94,6 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
     finally:
         ahead.close()
     report.cost_usd = sum(spent) if config.has_prices else None
-
-
-class _Ahead:
-    """Request bodies made on a thread ahead of need, in the order the workers take the calls.
-
-    Up to ``concurrency`` bodies wait made (fewer when they are large: at most about
-    :data:`AHEAD_BYTES` of them), so the bodies of a wave of answers are ready when it lands.
-    """
-
-    def __init__(self, calls: Sequence[_Call], make: Callable[[_Call], Any], limit: int = 0):
-        self.calls, self.make = calls, make
-        self.limit = limit or len(calls)
-        self.futures: dict[int, Future] = {}
-        self.next = 0  # the next call to submit
-        self.sizes, self.count = 0, 0  # bytes and number of the bodies sent so far
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medibench-judge-body")
-
-    def take(self, index: int) -> Future:
-        """The future body of call ``index`` (made now if it was not made ahead); the next
-        ones are submitted."""
-        depth = self.limit
-        if self.count:
-            depth = max(1, min(depth, AHEAD_BYTES * self.count // max(1, self.sizes)))
-        while self.next < len(self.calls) and self.next <= index + depth:
-            self.futures[self.next] = self._pool.submit(self.make, self.calls[self.next])
-            self.next += 1
-        return self.futures.pop(index)
-
-    def sent(self, size: int) -> None:
-        self.sizes, self.count = self.sizes + size, self.count + 1
-
-    def close(self) -> None:
-        for future in self.futures.values():
-            future.cancel()
-        self._pool.shutdown(wait=True)
 
 
 #: Bytes of request bodies made ahead of need, at most (about: the mean size of those sent).

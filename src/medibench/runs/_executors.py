@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from medibench.calls import run_bounded
+from medibench.calls import Ahead, run_bounded
 from medibench.io import write_image
 from medibench.io._write import is_disk_full
 from medibench.runs._ray import RayExecutor
@@ -127,35 +127,79 @@ def _generate_concurrent(model, tasks, out_dir: Path, workers: int) -> Iterator[
     """``workers`` items in flight (:func:`medibench.calls.run_bounded`) on an event loop in a
     thread of its own; outcomes come back through a queue so the caller's thread does the store
     writes. A model with ``aedit`` is awaited on the loop; one with only ``edit`` runs each item
-    on a pool of ``workers`` threads."""
+    on a pool of ``workers`` threads.
+
+    For ``aedit``, the requests stay in flight: the inputs are read on a thread ahead of need
+    (:class:`medibench.calls.Ahead`), and a worker hands its answer's PNG write (an fsync) to the
+    loop's pool and sends its next request at once (at most ``workers`` writes wait; a full disk
+    stops the stage at the next item and every write is done before the stage ends)."""
     results: queue.Queue = queue.Queue()
     done = object()
     aedit = getattr(model, "aedit", None)
+    writes: set[asyncio.Future] = set()
+    failed: list[BaseException] = []
+    reads = Ahead(tasks, read_input, workers, max_bytes=READ_AHEAD_BYTES, name="medibench-read")
 
-    async def one(task: Task) -> None:
+    def written(future: asyncio.Future) -> None:
+        writes.discard(future)
+        if future.cancelled():
+            return
+        if future.exception() is not None:
+            failed.append(future.exception())  # type: ignore[arg-type]
+        else:
+            results.put(future.result())
+
+    async def one(index: int) -> None:
+        task = tasks[index]
         if aedit is None:
             results.put(await asyncio.to_thread(_one_item, model, task, out_dir))
-        else:
-            results.put(await _one_async(aedit, task, out_dir))
+            return
+        image_ahead = reads.take(index)
+        if failed:
+            raise failed[0]
+        image = await asyncio.wrap_future(image_ahead)
+        if isinstance(image, str):
+            results.put(Outcome(task, None, image, 0.0))
+            return
+        reads.account(image.nbytes)
+        t0 = time.perf_counter()
+        try:
+            out = await aedit(image, task.sample.instruction, seed=task.seed)
+        except Exception as exc:  # recorded on the sample; the run goes on
+            results.put(Outcome(task, None, failure(exc), time.perf_counter() - t0))
+            return
+        elapsed = time.perf_counter() - t0
+        loop = asyncio.get_running_loop()
+        write = loop.run_in_executor(None, _write_outcome, task, out, None, elapsed, out_dir)
+        writes.add(write)
+        write.add_done_callback(written)
+        if len(writes) > workers:
+            await asyncio.wait(set(writes), return_when=asyncio.FIRST_COMPLETED)
 
     async def main() -> None:
-        # The blocking edits, or an async model's file reads and writes (an fsync each), run on
-        # this loop's own pool of `workers` threads: asyncio's default pool has cores + 4, and
-        # items queued behind slow fsyncs left fewer than `workers` requests in flight.
+        # The blocking edits, or an async model's PNG writes (an fsync each), run on this loop's
+        # own pool of `workers` threads: asyncio's default pool has cores + 4, and items queued
+        # behind slow fsyncs left fewer than `workers` requests in flight.
         name = "medibench-edit" if aedit is None else "medibench-io"
         pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
         asyncio.get_running_loop().set_default_executor(pool)
         try:
-            await run_bounded(tasks, one, workers)
+            await run_bounded(range(len(tasks)), one, workers)
         finally:
+            if writes:
+                await asyncio.wait(set(writes))
             if aedit is not None and hasattr(model, "aclose"):
                 await model.aclose()
+        if failed:
+            raise failed[0]
 
     def run() -> None:
         try:
             asyncio.run(main())
         except BaseException as exc:  # surfaced in the caller's thread
             results.put(exc)
+        finally:
+            reads.close()
         results.put(done)
 
     thread = threading.Thread(target=run, name="medibench-generate", daemon=True)
@@ -167,14 +211,5 @@ def _generate_concurrent(model, tasks, out_dir: Path, workers: int) -> Iterator[
     thread.join()
 
 
-async def _one_async(aedit, task: Task, out_dir: Path) -> Outcome:
-    image = await asyncio.to_thread(read_input, task)
-    if isinstance(image, str):
-        return Outcome(task, None, image, 0.0)
-    t0 = time.perf_counter()
-    try:
-        out = await aedit(image, task.sample.instruction, seed=task.seed)
-    except Exception as exc:  # recorded on the sample; the run goes on
-        return Outcome(task, None, failure(exc), time.perf_counter() - t0)
-    elapsed = time.perf_counter() - t0
-    return await asyncio.to_thread(_write_outcome, task, out, None, elapsed, out_dir)
+#: Bytes of decoded inputs read ahead of need, at most (about: the mean size of those sent).
+READ_AHEAD_BYTES = 256 << 20
