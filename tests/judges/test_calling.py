@@ -51,3 +51,25 @@ def test_answers_and_fills_of_many_calls_share_commits(tmp_path, api_key, monkey
         stored = s.connection.execute("SELECT COUNT(*), MIN(status) FROM judgements").fetchone()
     assert stored == (24, "ok")
     assert len(filled) == 48 and all(m["ea"] == 0.7 and m["vq"] == 0.6 for m in filled)
+
+
+def test_a_rerun_links_every_cached_judgement_in_one_transaction(tmp_path, api_key, monkeypatch):
+    run = build_run(tmp_path / "run", [f"t{i}" for i in range(5)], models=("m1", "m2"))
+    with FakeJudgeServer(lambda b, n: Reply(WELL)) as srv:
+        cfg = JudgeConfig(model="judge-x", base_url=srv.base_url, concurrency=4)
+        judge_run(run, ["medebench-judge@paper-structure"], cfg)
+        with RunStore(run) as s:
+            s.connection.execute("DELETE FROM judgement_links")
+        linked = []
+        link_many = JudgementStore.link_many
+
+        def counted(self, items):
+            linked.append(len(items))
+            link_many(self, items)
+
+        monkeypatch.setattr(JudgementStore, "link_many", counted)
+        (again,) = judge_run(run, ["medebench-judge@paper-structure"], cfg)
+    assert srv.count == 10 and again.cached == 10 and linked == [10]
+    with RunStore(run) as s:
+        links = s.connection.execute("SELECT COUNT(*) FROM judgement_links").fetchone()[0]
+    assert links == 10

@@ -89,8 +89,7 @@ async def judge_run_async(
             plan.report.dry_run = dry_run
             plan.report.estimated_cost_usd = _estimate(plan, jstore, config)
             if not dry_run:
-                for judgement, links in plan.cached:
-                    jstore.link(judgement, links)
+                jstore.link_many(plan.cached)
         if on_plan is not None:
             on_plan(sum(len(plan.calls) for plan in plans))
         if not dry_run and any(plan.calls for plan in plans):

@@ -224,8 +224,16 @@ class JudgementStore:
 
     def link(self, j: Judgement, links: list[tuple[str, str, int]]) -> None:
         """Record that ``links`` use the stored judgement ``j`` (a cache hit)."""
+        self.link_many([(j, links)])
+
+    def link_many(self, items: list[tuple[Judgement, list[tuple[str, str, int]]]]) -> None:
+        """:meth:`link` for several cache hits, in one transaction (a re-run over a judged run
+        links every prediction: one commit and fsync each took a millisecond per prediction)."""
+        if not items:
+            return
         with self.store.transaction():
-            self._link(j, links)
+            for j, links in items:
+                self._link(j, links)
 
     def _link(self, j: Judgement, links: list[tuple[str, str, int]]) -> None:
         self.db.executemany(
