@@ -155,3 +155,27 @@ def test_spans_cover_the_samples_and_shrink_towards_the_end():
     big = [hi - lo for lo, hi in _folder._spans(0, 3400, 2)]
     assert big[:48] == [64] * 48 and big[48] == 55 and sum(big) == 3400
     assert _folder._spans(5, 5, 2) == []
+
+
+def test_workers_tune_the_allocator_unless_the_environment_says_how(folder, tmp_path, monkeypatch):
+    ds, index = folder
+    marks = tmp_path / "tuned"
+    real = _folder._tune_malloc
+
+    def spy() -> bool:
+        applied = real()
+        with open(marks, "a") as f:
+            f.write(f"{os.getpid()} {applied}\n")
+        return applied
+
+    monkeypatch.setattr(_folder, "_tune_malloc", spy)  # forked workers inherit the spy
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_MAX_", raising=False)
+    score_predictions(
+        ds, index, [LoggingProtocol(str(tmp_path / "r.log"))], workers=2, progress=False
+    )
+    lines = marks.read_text().split()
+    assert lines[1::2] == ["True", "True"] and str(os.getpid()) not in lines[::2]
+    monkeypatch.setenv("MALLOC_MMAP_MAX_", "0")
+    assert real() is False

@@ -7,9 +7,11 @@ output is a ``missing`` record and an unreadable one an ``error`` record, never 
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import math
 import multiprocessing
+import os
 import sys
 import threading
 import warnings
@@ -283,9 +285,11 @@ _JOB: _Job | None = None
 
 
 def _start_worker(job: _Job, forked: bool) -> None:
-    """A worker's setup: the job, and one thread for OpenCV (and torch, when loaded)."""
+    """A worker's setup: the job, one thread for OpenCV (and torch, when loaded), and the
+    allocator tuned for image-sized arrays."""
     global _JOB
     _JOB = job
+    _tune_malloc()
     if not forked or "cv2" not in sys.modules:
         import cv2
 
@@ -299,3 +303,24 @@ def _score_in_worker(lo: int, hi: int) -> list[Score]:
     if _JOB is None:
         raise RuntimeError("a scoring worker got a span before its job (_start_worker)")
     return _score_span(_JOB, lo, hi)
+
+
+def _tune_malloc() -> bool:
+    """glibc's allocator in a worker: arrays of up to 32 MiB from the heap and up to 512 MiB
+    of freed memory kept, so that each output's work arrays are not mapped, faulted in and
+    unmapped again (miedb@paper: 4.6 of 17 CPU seconds were the kernel's, 0.6 with this).
+
+    Only in the workers (processes of this module's own), and not where ``MALLOC_*_``
+    environment variables already say how. Returns whether it was applied.
+    """
+    if not sys.platform.startswith("linux") or any(v in os.environ for v in _MALLOC_ENV):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # glibc's; musl has none
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_TRIM_THRESHOLD, 512 << 20) and mallopt(_M_MMAP_THRESHOLD, 32 << 20))
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h>
+_MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_MMAP_MAX_")
