@@ -179,3 +179,22 @@ def test_workers_tune_the_allocator_unless_the_environment_says_how(folder, tmp_
     assert lines[1::2] == ["True", "True"] and str(os.getpid()) not in lines[::2]
     monkeypatch.setenv("MALLOC_MMAP_MAX_", "0")
     assert real() is False
+
+
+@dataclass(frozen=True)
+class DyingProtocol(LoggingProtocol):
+    """Ends its process (as the kernel's out-of-memory killer would) on sample s20."""
+
+    def score(self, sample, images, prediction):
+        if sample.sample_id == "s20":
+            os._exit(9)
+        return super().score(sample, images, prediction)
+
+
+def test_a_worker_that_dies_is_an_error_naming_samples(folder, tmp_path):
+    ds, index = folder
+    proto = DyingProtocol(str(tmp_path / "r.log"))
+    with pytest.raises(
+        RuntimeError, match=r"worker process ended abruptly .* samples s\d+\.\.s\d+"
+    ):
+        score_predictions(ds, index, [proto], workers=2, progress=False)

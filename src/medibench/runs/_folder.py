@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,17 +212,31 @@ def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> lis
         with progress_bar(progress, console, "score", n) as advance:
             for _ in range(head):
                 advance()
+            ends = dict(spans)
             waiting = set(pending)
             while waiting:
                 done, waiting = wait_futures(waiting, return_when=FIRST_COMPLETED)
                 for fut in done:
                     lo = pending[fut]
-                    results[lo] = fut.result()
-                    for _ in range(lo, dict(spans)[lo]):
+                    results[lo] = _span_result(fut, job, lo, ends[lo])
+                    for _ in range(lo, ends[lo]):
                         advance()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return [r for lo in sorted(results) for r in results[lo]]
+
+
+def _span_result(fut: Future[list[Score]], job: _Job, lo: int, hi: int) -> list[Score]:
+    """A span's records; when a worker died (killed, out of memory), an error naming them."""
+    try:
+        return fut.result()
+    except BrokenProcessPool as exc:
+        ids = [s.sample_id for s in job.samples[lo:hi]]
+        raise RuntimeError(
+            "a scoring worker process ended abruptly (killed, or out of memory?) before samples "
+            f"{ids[0]}..{ids[-1]} were scored; no records were returned: score again with fewer "
+            "--workers"
+        ) from exc
 
 
 def _first_scored(job: _Job) -> int:
