@@ -84,3 +84,46 @@ def test_every_medibench_and_http_log_line_is_redacted(caplog):
         assert sum(isinstance(f, RedactingFilter) for f in handler.filters) == 1
     finally:
         logging.getLogger("medibench").removeHandler(handler)
+
+
+def test_call_slots_send_each_request_to_the_client_with_most_idle_connections(monkeypatch):
+    from medibench.calls import _limits
+
+    monkeypatch.setattr(_limits, "CONNECTIONS_PER_CLIENT", 2)
+    slots = CallSlots(5, timeout=5.0)  # clients of 2, 2 and 1 connections
+    gates: list[asyncio.Event] = []
+
+    async def scenario():
+        front, sem = slots.get()
+        clients = slots._per_loop[id(asyncio.get_running_loop())].clients
+        assert len(clients) == 3 and front.idle == [2, 2, 1]
+        used = []
+        for c in clients:
+
+            async def request(method, url, _c=c, **kw):
+                used.append(clients.index(_c))
+                gate = asyncio.Event()
+                gates.append(gate)
+                await gate.wait()
+                return url
+
+            c.request = request
+        tasks = [asyncio.create_task(front.request("GET", f"u{i}")) for i in range(4)]
+        await asyncio.sleep(0)
+        assert used == [0, 1, 0, 1]  # the most idle first (ties: the first)
+        gates[1].set()  # a request of client 1 ends: idle connections 0, 1, 1
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(front.request("GET", "u4")))
+        await asyncio.sleep(0)
+        assert used[-1] == 1 and front.idle == [0, 0, 1]
+        tasks.append(asyncio.create_task(front.request("GET", "u5")))
+        await asyncio.sleep(0)
+        assert used[-1] == 2  # the only one with an idle connection
+        for g in gates:
+            g.set()
+        assert await asyncio.gather(*tasks) == [f"u{i}" for i in range(6)]
+        assert sem._value == 5
+        await slots.aclose()
+        assert front.is_closed
+
+    asyncio.run(scenario())
