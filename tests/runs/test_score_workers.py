@@ -198,3 +198,12 @@ def test_a_worker_that_dies_is_an_error_naming_samples(folder, tmp_path):
         RuntimeError, match=r"worker process ended abruptly .* samples s\d+\.\.s\d+"
     ):
         score_predictions(ds, index, [proto], workers=2, progress=False)
+
+
+def test_progress_advances_once_per_sample_whatever_the_protocols(folder, tmp_path):
+    ds, index = folder
+    log = str(tmp_path / "r.log")
+    job = _folder._Job(ds.root, ds.samples, index, (LoggingProtocol(log), LoggingProtocol(log)), 2)
+    calls: list[int] = []
+    records = _folder._score_span(job, 3, 10, lambda: calls.append(len(calls)))
+    assert len(calls) == 7 and len(records) == 2 * 7 * 2

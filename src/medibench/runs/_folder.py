@@ -22,6 +22,7 @@ from concurrent.futures import wait as wait_futures
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -112,40 +113,36 @@ def _score_span(
     for sample in job.samples[lo:hi]:
         preds = _predictions(sample, job.index, job.k)
         plan += [(sample, proto, preds) for proto in job.protocols]
-    decoded = _read_in_order(job.root, plan) if ahead else map(_read_now(job.root), plan)
-    last = job.protocols[-1] if job.protocols else None
+    read = partial(_read_item, job.root)
+    decoded = _read_in_order(read, plan) if ahead else map(read, plan)
+    per_sample = len(job.protocols)
     out: list[Score] = []
-    for (sample, proto, preds), files in zip(plan, decoded, strict=True):
+    for i, ((sample, proto, preds), files) in enumerate(zip(plan, decoded, strict=True)):
         for pred in preds:
             out.append(score_one(job.root, sample, pred, proto, load_images, None, files))
-        if advance is not None and proto is last:
+        if advance is not None and (i + 1) % per_sample == 0:
             advance()
     return out
 
 
-def _read_in_order(root: Path, plan: list[tuple]) -> Iterator[Decoded]:
-    """Each planned (sample, protocol)'s files decoded (:func:`read_ahead`) by one reader thread
-    that keeps ``_READ_AHEAD`` items ahead of the consumer, in plan order."""
+def _read_in_order(read: Callable[[tuple], Decoded], plan: list[tuple]) -> Iterator[Decoded]:
+    """``read`` of each planned item, run by one reader thread that keeps ``_READ_AHEAD``
+    items ahead of the consumer, in plan order."""
     with ThreadPoolExecutor(1, thread_name_prefix="medibench-decode") as reader:
         queued: deque[Future[Decoded]] = deque()
-        for sample, proto, preds in plan:
-            paths = [p.path for p in preds if p.path is not None]
-            queued.append(reader.submit(read_ahead, root, sample, paths, proto, load_images))
+        for item in plan:
+            queued.append(reader.submit(read, item))
             if len(queued) > _READ_AHEAD:
                 yield queued.popleft().result()
         while queued:
             yield queued.popleft().result()
 
 
-def _read_now(root: Path) -> Callable[[tuple], Decoded]:
-    """A planned (sample, protocol)'s files decoded in this thread, as the reader does."""
-
-    def read(item: tuple) -> Decoded:
-        sample, proto, preds = item
-        paths = [p.path for p in preds if p.path is not None]
-        return read_ahead(root, sample, paths, proto, load_images)
-
-    return read
+def _read_item(root: Path, item: tuple) -> Decoded:
+    """A planned (sample, protocol, predictions)'s files, decoded (:func:`read_ahead`)."""
+    sample, proto, preds = item
+    paths = [p.path for p in preds if p.path is not None]
+    return read_ahead(root, sample, paths, proto, load_images)
 
 
 # Items decoded ahead of the one being scored.
