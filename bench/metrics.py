@@ -9,8 +9,10 @@ then ssim and masked_ssim float32 from one shared SSIM map (`ssim_by_region`, as
 compute them), psnr and dice) over N samples of 512x512 RGB with the
 ratio of scoring time to decode time.
 
-Targets: SSIM float32 >= 20x faster than skimage's Gaussian SSIM at 512 RGB, within 1e-5, and
-masked_ssim float32 within 10% of ssim float32; scoring <= 1.5x decode time. The float32 rows use
+Targets: SSIM float32 >= 20x faster than skimage's Gaussian SSIM at 256, 512 and 1024 RGB (and at
+most 3.5 ms at 512), within 1e-5 of float64 skimage, and masked_ssim float32 within 10% of ssim
+float32; scoring <= 1.5x decode time. The "interleaved" section is the one to quote on a loaded
+machine: it alternates the calls and takes the best of N. The float32 rows use
 the fused numba stencil when numba is installed (MEDIBENCH_SSIM_BACKEND=opencv for the OpenCV
 path; the header line says which).
 
@@ -200,6 +202,10 @@ def table(sizes: list[int], repeat: int) -> list[tuple]:
     return rows
 
 
+# The issue's absolute target: SSIM float32 of a 512x512 RGB pair in at most 3.5 ms.
+_MS_TARGET = {512: 3.5}
+
+
 def ssim_interleaved(size: int, rounds: int) -> dict[str, float]:
     """SSIM float32 at ``size`` RGB: ours (plain, masked, OpenCV path) and skimage's Gaussian SSIM,
     each called once per round in turn, so load from other processes hits them alike.
@@ -236,14 +242,18 @@ def ssim_interleaved(size: int, rounds: int) -> dict[str, float]:
     backend = os.environ.get("MEDIBENCH_SSIM_BACKEND", "auto")
     fns = {"plain": plain, "masked": masked, "opencv": opencv, "skimage": reference}
     times: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: list[float] = []
     for i in range(rounds):
         for name, fn in fns.items():
             if name == "skimage" and i % 4:
                 continue  # 30-60x slower: a quarter of the rounds is enough
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - t0)
+            if name == "plain":
+                cpu.append(time.process_time() - c0)
     out = {k: min(v) * 1e3 for k, v in times.items()}
+    out["plain_cpu"] = cpu[times["plain"].index(min(times["plain"]))] * 1e3
     out |= {f"{k}_median": statistics.median(v) * 1e3 for k, v in times.items()}
     out["diff"] = abs(
         plain()
@@ -400,18 +410,23 @@ def main() -> None:
         f"PNGs): decode {pe2e['decode_ms']:.2f} ms, score {pe2e['score_ms']:.2f} ms per sample; "
         f"score/decode = {pe2e['ratio']:.2f} (target <= 1.5)"
     )
-    print("\nSSIM float32 RGB, interleaved calls (best of N; medians in brackets):")
+    print(
+        "\nSSIM float32 RGB, interleaved calls (best of N; medians in brackets; CPU ms = process "
+        "time of the best call):"
+    )
     for size in sizes:
         r = ssim_interleaved(size, max(20, 4 * repeat * 256 // size))
         ratio, masked = r["skimage"] / r["plain"], r["masked"] / r["plain"]
-        ok = "met" if ratio >= 20 and r["diff"] <= 1e-5 and masked <= 1.1 else "NOT met"
+        limit = f", <= {_MS_TARGET[size]} ms" if size in _MS_TARGET else ""
+        ok = ratio >= 20 and r["diff"] <= 1e-5 and masked <= 1.1
+        ok = ok and r["plain"] <= _MS_TARGET.get(size, float("inf"))
         print(
-            f"  {size}: ssim {r['plain']:.2f} ms [{r['plain_median']:.2f}], masked "
-            f"{r['masked']:.2f} [{r['masked_median']:.2f}], OpenCV path {r['opencv']:.2f} "
-            f"[{r['opencv_median']:.2f}], skimage {r['skimage']:.1f} [{r['skimage_median']:.1f}]"
-            f"; {ratio:.1f}x skimage, {r['opencv'] / r['plain']:.2f}x OpenCV path, masked/plain "
-            f"{masked:.2f}, |diff| vs float64 skimage {r['diff']:.1e} (targets >= 20x, <= 1.10, "
-            f"1e-5: {ok})"
+            f"  {size}: ssim {r['plain']:.2f} ms [{r['plain_median']:.2f}] (CPU "
+            f"{r['plain_cpu']:.2f}), masked {r['masked']:.2f} [{r['masked_median']:.2f}], OpenCV "
+            f"path {r['opencv']:.2f} [{r['opencv_median']:.2f}], skimage {r['skimage']:.1f} "
+            f"[{r['skimage_median']:.1f}]; {ratio:.1f}x skimage, {r['opencv'] / r['plain']:.2f}x "
+            f"OpenCV path, masked/plain {masked:.2f}, |diff| vs float64 skimage {r['diff']:.1e} "
+            f"(targets >= 20x, <= 1.10, 1e-5{limit}: {'met' if ok else 'NOT met'})"
         )
     print(f"total bench time {time.perf_counter() - t0:.1f} s")
 

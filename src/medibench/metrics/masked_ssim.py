@@ -71,7 +71,7 @@ def masked_ssim(
         Raises ``ValueError`` when the region is empty (naming it).
     """
     opts = resolve_options(options, keywords, "masked_ssim")
-    return _summaries(a, b, mask, (region,), dilate, opts)[region]
+    return _summaries(a, b, mask, (region,), dilate, opts, full=False)[region]
 
 
 def ssim_by_region(
@@ -104,7 +104,7 @@ def ssim_by_region(
         )
     opts = resolve_options(options, keywords, "ssim_by_region")
     masked = [_MASKED[r] for r in regions if r != "full"]
-    summaries = _summaries(a, b, mask, masked, dilate, opts)
+    summaries = _summaries(a, b, mask, masked, dilate, opts, full="full" in regions)
     return {r: summaries[r] for r in regions}
 
 
@@ -115,19 +115,22 @@ def _summaries(
     regions: Iterable[Region],
     dilate: int,
     opts: SSIMOptions,
+    *,
+    full: bool,
 ) -> dict[str, float]:
-    """``"full"`` (the cropped mean) and each region's mean, from one SSIM map."""
+    """Each region's mean and (when ``full``) ``"full"``, the cropped mean, from one SSIM map."""
     x, y, _ = _as_hwc(a, b, opts.channel_axis)
     chosen: dict[str, np.ndarray] = {
         r: select_region(mask, x.shape[:2], r, dilate) for r in regions
     }
     # The fused stencil sums the regions row by row without writing the map.
-    fused = _fused(x, y, opts, tuple(chosen.values()), want_map=False)
+    fused = _fused(x, y, opts, tuple(chosen.values()), want_map=False, want_mean=full)
     if fused is not None:
         return dict(zip(["full", *chosen], fused[1], strict=True))
     s, win = _ssim_hwc(x, y, opts)
     out = {r: _region_mean(s, sel) for r, sel in chosen.items()}
-    out["full"] = _cropped_mean(s, win)
+    if full:
+        out["full"] = _cropped_mean(s, win)
     return out
 
 

@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from dataclasses import dataclass
 from typing import Literal, TypedDict, Unpack
@@ -223,40 +224,56 @@ def _fused(
     regions: tuple[np.ndarray, ...],
     *,
     want_map: bool,
+    want_mean: bool = True,
 ) -> tuple[np.ndarray | None, list[float]] | None:
     """The map through the fused numba stencil, or None where that path does not apply.
 
     It applies (float32 and float64) when numba is installed (``MEDIBENCH_SSIM_BACKEND``, see
     :mod:`medibench.metrics._ssim_fused`) and the image is at least as large as the filter.
-    Returns the ``(H, W, C)`` map (when ``want_map``) and the means: the cropped mean first,
-    then each region's (``regions`` are boolean ``(H, W)`` maps, non-empty).
+    Returns the ``(H, W, C)`` map (when ``want_map``) and the means: the cropped mean first
+    (NaN unless ``want_mean``), then each region's (``regions`` are boolean ``(H, W)`` maps,
+    non-empty).
     """
     if not fused_backend():
         return None
-    kernel, win = _kernel(opts.window, opts.win_size, opts.sigma)
+    taps, win = _fused_taps(opts.window, opts.win_size, opts.sigma, np.dtype(opts.dtype).name)
     h, w, c = x.shape
-    if min(h, w) < max(win, padded_kernel(kernel, opts.dtype).size):
-        return None  # OpenCV reflects repeatedly for filters wider than the image
+    if min(h, w) < max(win, taps.size) or c > 64:
+        # OpenCV reflects repeatedly for filters wider than the image; the kernel's strips hold
+        # whole pixels of at most 64 channels.
+        return None
     n = win * win
-    offset = 0.5 * (x[::4, ::4].mean(dtype=np.float64) + y[::4, ::4].mean(dtype=np.float64))
     pad = (win - 1) // 2
-    masks = np.stack(regions) if regions else np.zeros((0, h, w), bool)
+    if len(regions) == 1:
+        masks = regions[0][None]
+    else:
+        masks = np.stack(regions) if regions else np.zeros((0, h, w), bool)
     s, sums = fused_ssim(
         x,
         y,
-        kernel,
-        offset=float(opts.dtype(offset)),
+        taps,
         c1=(opts.k1 * float(opts.data_range)) ** 2,
         c2=(opts.k2 * float(opts.data_range)) ** 2,
         cov_norm=n / (n - 1) if opts.use_sample_covariance else 1.0,
         crop=pad,
         masks=masks,
         want_map=want_map,
+        want_mean=want_mean,
         dtype=opts.dtype,
     )
-    means = [float(sums[0]) / ((h - 2 * pad) * (w - 2 * pad) * c)]
+    mean = float(sums[0]) / ((h - 2 * pad) * (w - 2 * pad) * c) if want_mean else float("nan")
+    means = [mean]
     means += [float(sums[1 + i] / (np.count_nonzero(r) * c)) for i, r in enumerate(regions)]
     return s, means
+
+
+@functools.lru_cache(maxsize=64)
+def _fused_taps(
+    window: Window, win_size: int | None, sigma: float, dtype: str
+) -> tuple[np.ndarray, int]:
+    """The fused kernel's taps (padded, in ``dtype``; not to be modified) and the window size."""
+    kernel, win = _kernel(window, win_size, sigma)
+    return padded_kernel(kernel, np.dtype(dtype).type), win
 
 
 def _cropped_mean(s: np.ndarray, win: int) -> float:

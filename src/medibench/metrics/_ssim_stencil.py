@@ -1,0 +1,362 @@
+"""The fused SSIM stencil's source, compiled by numba in :mod:`medibench.metrics._ssim_fused`.
+
+The image is cut into strips of ``block`` columns (channel-interleaved elements). Each strip is
+walked top to bottom: every input row's four moments of the offset-centred data (``x'``, ``y'``,
+``(x' - y')^2``, ``x' y'``) are filtered horizontally into a ring of ``taps + 1`` rows, and two
+output rows at a time are filtered vertically from the ring (the two share ``taps + 1`` row
+loads), turned into SSIM and summed in registers: the cropped sum and the region sums are
+reductions, nothing is stored. A strip's ring stays in the first-level caches whatever the image
+width. Symmetric taps are paired; filters of up to 11 taps run zero-padded to 11, unrolled.
+The map (``want_map``), longer filters and more than two regions take a slower staged path
+(vertical filter into rows, SSIM into a row, then copied and summed).
+
+Loops index from 0 over contiguous rows or slices: numba checks a runtime offset inside an
+index for wraparound, which turns vector loads into gathers. Helpers used inside the vector
+loops are inlined by numba (``inline="always"``) so LLVM sees one loop body.
+"""
+
+# ruff: noqa: N803
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def ssim_rows(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, block):
+    """SSIM sums (and optionally the map) of ``(H, W*C)`` rows; see :func:`fused_ssim`."""
+    h, length = x.shape
+    w = length // c
+    taps = g.shape[0]
+    r = taps // 2
+    rc = r * c
+    ft = g.dtype  # float32 or float64: every buffer and constant in it
+    zero = consts[5]
+    n_slots = taps + 1
+    ring = np.empty((4, n_slots, block), ft)
+    pad = np.empty((4, block + 2 * rc), ft)
+    weights = np.empty((2, 2, block), ft)
+    acc = np.empty((4, block), ft)
+    vals = np.empty(block, ft)
+    pixel_sum = np.empty(block // c, ft)
+    t = np.empty(n_slots, np.int64)
+    tap_index = np.arange(taps)
+    n_masks = masks.shape[0]
+    every = want_map or n_masks > 0  # every pixel's value is needed, not only the cropped ones
+    fused = taps == 11 and not want_map and n_masks <= 2
+    # The centring offset: the mean of every 8th row of both images. Any value is exact in
+    # theory; one near the mean removes the float32 cancellation in E[x^2] - E[x]^2.
+    total = 0.0
+    for row in range(0, h, 8):
+        total += _sum(x[row], zero) + _sum(y[row], zero)
+    mantissa, exponent = math.frexp(total / (2 * ((h + 7) // 8) * length))
+    # 8 significant bits: uint8 data minus the offset, and their products, are then exact.
+    consts[0] = math.ldexp(round(mantissa * 256), exponent - 8)
+    # Row pairs start at even rows in every mode, and the cropped mean is summed by the same loop
+    # over the same columns: the plain mean and ssim_by_region's "full" get the same bits.
+    first, last = (0, h) if every else (crop - crop % 2, h - crop)
+    flags = np.empty((2, 2), np.int64)
+    buffers = (ring, pad, weights, flags, acc, vals, pixel_sum, t, tap_index)
+    for j0 in range(0, length, block):
+        bw = min(block, length - j0)
+        lo = min(max(crop * c - j0, 0), bw)  # the cropped columns of the strip: lo .. hi
+        hi = max(min((w - crop) * c - j0, bw), lo)
+        if every or lo < hi:
+            span = (j0, bw, lo, hi, first, last)
+            _strip(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, span, fused,
+                   buffers)  # fmt: skip
+
+
+def _strip(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, span, fused, buffers):
+    """Rows ``first .. last`` of the strip of columns ``j0 .. j0 + bw`` (``span``; cropped columns
+    ``lo .. hi``), see :func:`ssim_rows`."""
+    j0, bw, lo, hi, first, last = span
+    ring, pad, weights, flags, acc, vals, pixel_sum, t, tap_index = buffers
+    h = x.shape[0]
+    taps = g.shape[0]
+    r = taps // 2
+    n_slots = taps + 1
+    block = ring.shape[2]
+    zero = consts[5]
+    n_masks = masks.shape[0]
+    done = max(0, first - r)  # next input row to filter horizontally
+    i = first
+    while i < last:
+        pair = 1 if i + 1 < last else 0
+        while done <= min(h - 1, i + r + pair):
+            _horizontal(x[done], y[done], j0, bw, c, g, consts, pad, ring, done % n_slots,
+                        tap_index)  # fmt: skip
+            done += 1
+        # Ring slots of input rows i - r .. i + r + 1, reflected at the borders.
+        for k in range(n_slots):
+            row = i - r + k
+            if row < 0:
+                row = -row - 1
+            elif row >= h:
+                row = 2 * h - 1 - row
+            t[k] = row % n_slots
+        if not pair:
+            t[taps] = t[taps - 1]  # a valid row for the unused second output
+        mean_rows = (
+            want_mean and crop <= i < h - crop,
+            want_mean and pair == 1 and crop <= i + 1 < h - crop,
+        )
+        if fused:
+            # Where every region row of the pair is all in or all out of the strip (most rows of
+            # a compact ROI), the regions take whole-row sums of the unweighted loop.
+            uniform = n_masks == 0 or _weights(weights, flags, masks, i, pair, j0, bw, c, zero)
+            s0 = s1 = zero
+            if uniform or want_mean:
+                s0, s1 = _sum11(ring, t, g, consts, lo, hi)
+            if not uniform:
+                a, b = _weighted_sum11(ring, t, g, consts, weights, bw)
+                sums[1] += a
+                if n_masks > 1:
+                    sums[2] += b
+            elif n_masks:
+                e0, e1 = _sum11(ring, t, g, consts, 0, lo)
+                f0, f1 = _sum11(ring, t, g, consts, hi, bw)
+                row0, row1 = (s0 + e0) + f0, (s1 + e1) + f1
+                for n in range(n_masks):
+                    sums[1 + n] += (row0 if flags[n, 0] else zero) + (row1 if flags[n, 1] else zero)
+        else:
+            s0 = s1 = zero
+            for q in range(1 + pair):
+                for m in range(4):
+                    _fir_pairs(acc[m], ring[m].ravel(), t[q:], block, bw, g, True)
+                _combine(acc, consts, vals, bw)
+                if want_map:
+                    dst = out[i + q, j0 : j0 + bw]
+                    for j in range(bw):
+                        dst[j] = vals[j]
+                if mean_rows[q]:
+                    sums[0] += _sum(vals[lo:hi], zero)
+                if n_masks:
+                    _pixel_sums(vals, pixel_sum, bw // c, c)
+                    for n in range(n_masks):
+                        sel = masks[n, i + q, j0 // c :]
+                        sums[1 + n] += _dot(pixel_sum, sel, bw // c, zero)
+        if mean_rows[0]:
+            sums[0] += s0
+        if mean_rows[1]:
+            sums[0] += s1
+        i += 1 + pair
+
+
+def _horizontal(xr, yr, j0, bw, c, g, consts, pad, ring, slot, tap_index):
+    """Moments of elements ``j0 - rc .. j0 + bw + rc`` of one row (reflected at the row's ends)
+    into ``pad``, filtered along x into ring slot ``slot``."""
+    length = xr.shape[0]
+    w = length // c
+    taps = g.shape[0]
+    rc = (taps // 2) * c
+    offset, zero = consts[0], consts[5]
+    e0 = j0 - rc
+    e1 = j0 + bw + rc
+    v0 = max(e0, 0)
+    n = min(e1, length) - v0
+    xs = xr[v0 : v0 + n]
+    ys = yr[v0 : v0 + n]
+    b = v0 - e0
+    p0 = pad[0, b : b + n]
+    p1 = pad[1, b : b + n]
+    p2 = pad[2, b : b + n]
+    p3 = pad[3, b : b + n]
+    for j in range(n):
+        xv = (zero + xs[j]) - offset
+        yv = (zero + ys[j]) - offset
+        p0[j] = xv
+        p1[j] = yv
+        p2[j] = (xv - yv) * (xv - yv)  # E[(x-y)^2]: exactly 0 for identical images
+        p3[j] = xv * yv
+    # Reflection: element e of pixel p < 0 is pixel -p - 1's, of pixel p >= w pixel 2w - 1 - p's.
+    for e in range(e0, 0):
+        p = e // c
+        src = (-p - 1) * c + (e - p * c)
+        for m in range(4):
+            pad[m, e - e0] = pad[m, src - e0]
+    for e in range(length, e1):
+        p = e // c
+        src = (2 * w - 1 - p) * c + (e - p * c)
+        for m in range(4):
+            pad[m, e - e0] = pad[m, src - e0]
+    for m in range(4):
+        if taps == 11:
+            _fir11(ring[m, slot], pad[m], c, bw, g)
+        else:
+            _fir_pairs(ring[m, slot], pad[m], tap_index, c, bw, g, False)
+
+
+def _fir11(dst, src, step, n, g):
+    """``dst[j] = sum_k g[k] src[j + k step]`` for 11 symmetric taps, pairs added first."""
+    g0, g1, g2, g3, g4, g5 = g[0], g[1], g[2], g[3], g[4], g[5]
+    a0, a1, a2 = src[0:n], src[step : step + n], src[2 * step : 2 * step + n]
+    a3, a4, a5 = src[3 * step : 3 * step + n], src[4 * step : 4 * step + n], src[5 * step :]
+    a6, a7, a8 = src[6 * step :], src[7 * step :], src[8 * step :]
+    a9, a10 = src[9 * step :], src[10 * step :]
+    for j in range(n):
+        dst[j] = (
+            g5 * a5[j]
+            + g0 * (a0[j] + a10[j])
+            + g1 * (a1[j] + a9[j])
+            + g2 * (a2[j] + a8[j])
+            + g3 * (a3[j] + a7[j])
+            + g4 * (a4[j] + a6[j])
+        )
+
+
+def _fir_pairs(dst, src, slots, step, length, g, by_slot):
+    """Any odd symmetric filter, one pass per tap pair: tap ``k`` reads ``src`` from
+    ``slots[k] * step`` (vertical: ring rows; horizontal: ``slots[k] == k``)."""
+    taps = g.shape[0]
+    r = taps // 2
+    centre = src[slots[r] * step : slots[r] * step + length]
+    gc = g[r]
+    for j in range(length):
+        dst[j] = gc * centre[j]
+    for k in range(r):
+        left = src[slots[k] * step : slots[k] * step + length]
+        right = src[slots[taps - 1 - k] * step : slots[taps - 1 - k] * step + length]
+        gk = g[k]
+        for j in range(length):
+            dst[j] += gk * (left[j] + right[j])
+
+
+def _ssim_value(mx, my, sq, xy, consts):
+    """SSIM from the filtered centred moments. B1 = A1 + (mu_x - mu_y)^2 and
+    B2 = A2 + cov (E[(x-y)^2] - (m_x - m_y)^2): B == A to the bit when x == y (exactly 1.0)."""
+    offset, c1, c2, cov_norm, two = consts[0], consts[1], consts[2], consts[3], consts[4]
+    d = mx - my
+    a1 = two * (mx + offset) * (my + offset) + c1
+    b1 = a1 + d * d
+    a2 = two * cov_norm * (xy - mx * my) + c2
+    b2 = a2 + cov_norm * (sq - d * d)
+    return (a1 * a2) / (b1 * b2)
+
+
+def _vertical11(ring, m, j, t, k, g):
+    """Moment ``m`` at column ``j`` filtered along y over ring slots ``t[k] .. t[k + 10]``."""
+    return (
+        g[5] * ring[m, t[k + 5], j]
+        + g[0] * (ring[m, t[k], j] + ring[m, t[k + 10], j])
+        + g[1] * (ring[m, t[k + 1], j] + ring[m, t[k + 9], j])
+        + g[2] * (ring[m, t[k + 2], j] + ring[m, t[k + 8], j])
+        + g[3] * (ring[m, t[k + 3], j] + ring[m, t[k + 7], j])
+        + g[4] * (ring[m, t[k + 4], j] + ring[m, t[k + 6], j])
+    )
+
+
+def _value11(ring, j, t, k, g, consts):
+    """SSIM at column ``j`` of the output row whose window starts at ring slot ``t[k]``."""
+    return _ssim_value(
+        _vertical11(ring, 0, j, t, k, g),
+        _vertical11(ring, 1, j, t, k, g),
+        _vertical11(ring, 2, j, t, k, g),
+        _vertical11(ring, 3, j, t, k, g),
+        consts,
+    )
+
+
+def _sum11(ring, slots, g, consts, lo, hi):
+    """Sums over columns ``lo .. hi`` of the SSIM of two output rows (windows from ring slots
+    ``slots[0]`` and ``slots[1]``). The column is unsigned: a signed index from a runtime start
+    is checked for wraparound, which turns the vector loads into gathers."""
+    t = (slots[0], slots[1], slots[2], slots[3], slots[4], slots[5],
+         slots[6], slots[7], slots[8], slots[9], slots[10], slots[11])  # fmt: skip
+    s0 = s1 = consts[5]
+    for j in range(np.uint64(lo), np.uint64(hi)):
+        s0 += _value11(ring, j, t, 0, g, consts)
+        s1 += _value11(ring, j, t, 1, g, consts)
+    return s0, s1
+
+
+def _weighted_sum11(ring, slots, g, consts, w, n):
+    """Two regions' sums over two output rows (as :func:`_sum11`, columns ``0 .. n``):
+    ``v0 w[r, 0] + v1 w[r, 1]``, ``w[r, q]`` region ``r``'s per-element weights for row ``q``."""
+    t = (slots[0], slots[1], slots[2], slots[3], slots[4], slots[5],
+         slots[6], slots[7], slots[8], slots[9], slots[10], slots[11])  # fmt: skip
+    a = b = consts[5]
+    for j in range(n):
+        v0 = _value11(ring, j, t, 0, g, consts)
+        v1 = _value11(ring, j, t, 1, g, consts)
+        a += v0 * w[0, 0, j] + v1 * w[0, 1, j]
+        b += v0 * w[1, 0, j] + v1 * w[1, 1, j]
+    return a, b
+
+
+def _weights(weights, flags, masks, i, pair, j0, bw, c, zero):
+    """Whether each region's rows ``i``, ``i + 1`` are all in or all out of the strip (then
+    ``flags[r, q]`` says which, and True is returned); otherwise the per-element weights for
+    :func:`_weighted_sum11`, each region's pixels repeated over the channels (zero for a missing
+    row or region), and False."""
+    npx = bw // c
+    uniform = True
+    for n in range(2):
+        for q in range(2):
+            flags[n, q] = 0
+            if n < masks.shape[0] and q <= pair:
+                sel = masks[n, i + q, j0 // c :]
+                count = 0
+                for px in range(npx):
+                    count += sel[px]
+                flags[n, q] = 1 if count == npx else 0
+                uniform = uniform and (count == 0 or count == npx)
+    if uniform:
+        return True
+    for n in range(2):
+        for q in range(2):
+            wq = weights[n, q]
+            if n >= masks.shape[0] or q > pair:
+                wq[:bw] = zero
+                continue
+            sel = masks[n, i + q, j0 // c :]
+            if c == 3:
+                for px in range(npx):
+                    f = zero + sel[px]
+                    wq[3 * px] = f
+                    wq[3 * px + 1] = f
+                    wq[3 * px + 2] = f
+            else:
+                for px in range(npx):
+                    for ch in range(c):
+                        wq[px * c + ch] = zero + sel[px]
+    return False
+
+
+def _combine(acc, consts, v, n):
+    """``v[j]`` = SSIM from the vertically filtered moment rows ``acc``."""
+    for j in range(n):
+        v[j] = _ssim_value(acc[0, j], acc[1, j], acc[2, j], acc[3, j], consts)
+
+
+def _pixel_sums(v, out, npx, c):
+    """``out[p]`` = sum of ``v`` over pixel ``p``'s channels (stride 3 unrolled for RGB)."""
+    if c == 3:
+        for px in range(npx):
+            out[px] = v[3 * px] + v[3 * px + 1] + v[3 * px + 2]
+    else:
+        for px in range(npx):
+            s = v[px * c]
+            for ch in range(1, c):
+                s += v[px * c + ch]
+            out[px] = s
+
+
+def _sum(v, zero):
+    s = zero
+    for j in range(v.shape[0]):
+        s += v[j]
+    return s
+
+
+def _dot(a, sel, n, zero):
+    s = zero
+    for j in range(n):
+        s += a[j] * sel[j]
+    return s
+
+
+# Helpers inside vector loops, inlined at numba's level; the rest are compiled as functions.
+INLINED = ("_ssim_value", "_vertical11", "_value11")
+COMPILED = ("_fir11", "_fir_pairs", "_horizontal", "_weights", "_combine", "_pixel_sums", "_sum",
+            "_dot", "_sum11", "_weighted_sum11", "_strip")  # fmt: skip

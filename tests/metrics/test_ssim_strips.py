@@ -1,0 +1,149 @@
+"""The fused stencil's strips, row pairs and paths on shapes the 37x45 grid does not reach.
+
+Strips are 192 channel-elements wide (64 RGB pixels), output rows go in pairs, and the plain mean,
+the weighted (region) sums and the staged path (map, long filters, three regions) are separate
+loops: each is checked against float64 scikit-image or the OpenCV path here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from skimage.metrics import structural_similarity
+
+from medibench.metrics import _ssim_fused, masked_ssim, ssim, ssim_by_region, ssim_map
+
+pytest.importorskip("numba")
+
+
+def _pair(shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 256, shape, dtype=np.uint8)
+    b = np.clip(a + rng.normal(0, 30, shape), 0, 255).astype(np.uint8)
+    h, w = shape[:2]
+    b[h // 4 : h // 2, w // 3 : w // 2] = 255 - b[h // 4 : h // 2, w // 3 : w // 2]
+    roi = np.zeros((h, w), bool)
+    roi[h // 5 : h // 2 + 3, w // 4 : max(w // 4 + 3, w - 9)] = True
+    return a, b, roi
+
+
+def _reference(a, b, axis, **kw) -> float:
+    return structural_similarity(
+        a.astype(np.float64),
+        b.astype(np.float64),
+        data_range=255,
+        channel_axis=axis,
+        gaussian_weights=kw.get("window", "gaussian") == "gaussian",
+        win_size=kw.get("win_size"),
+        sigma=kw.get("sigma", 1.5),
+        use_sample_covariance=kw.get("use_sample_covariance", False),
+    )
+
+
+SHAPES = [
+    (11, 11),  # as small as the filter: reflection everywhere, one strip
+    (12, 200),  # gray: two strips (192 + 8 elements), an even number of rows
+    (23, 130, 3),  # RGB: three strips (64 + 64 + 2 pixels), an odd number of rows
+    (70, 65, 3),  # one pixel past a strip
+    (31, 97, 2),  # 2 channels: 96-pixel strips
+    (17, 40, 5),  # 5 channels: strips of 190 elements
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_mean_and_regions_match_skimage_across_strips(monkeypatch, shape, dtype):
+    monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "numba")
+    a, b, roi = _pair(shape, seed=len(shape) * 100 + shape[1])
+    axis = -1 if a.ndim == 3 else None
+    tol = 1e-5 if dtype is np.float32 else 1e-12
+    kw = dict(data_range=255, channel_axis=axis, dtype=dtype)
+    assert ssim(a, b, **kw) == pytest.approx(_reference(a, b, axis), abs=tol)
+    full = structural_similarity(
+        a.astype(np.float64),
+        b.astype(np.float64),
+        data_range=255,
+        channel_axis=axis,
+        gaussian_weights=True,
+        use_sample_covariance=False,
+        full=True,
+    )[1]
+    full = full if full.ndim == 3 else full[..., None]
+    by = ssim_by_region(a, b, roi, **kw)
+    assert by["full"] == pytest.approx(_reference(a, b, axis), abs=tol)
+    assert by["outside"] == pytest.approx(full[~roi].mean(), abs=tol)
+    assert by["inside"] == pytest.approx(full[roi].mean(), abs=tol)
+    assert masked_ssim(a, b, roi, **kw) == pytest.approx(full[~roi].mean(), abs=tol)
+    np.testing.assert_allclose(
+        ssim_map(a, b, **kw).reshape(full.shape), full, atol=2e-5 if dtype is np.float32 else 1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(window="uniform", use_sample_covariance=True),  # 7 taps zero-padded to 11
+        dict(window="gaussian", win_size=15),  # crop (7) wider than the filter's radius (5)
+        dict(window="gaussian", sigma=2.0),  # 15 taps: the staged path
+        dict(window="uniform", win_size=3),
+    ],
+    ids=str,
+)
+def test_other_windows_across_strips(monkeypatch, opts):
+    monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "numba")
+    a, b, roi = _pair((41, 150, 3), seed=7)
+    for dtype, tol in ((np.float32, 1e-5), (np.float64, 1e-12)):
+        got = ssim(a, b, data_range=255, dtype=dtype, **opts)
+        assert got == pytest.approx(_reference(a, b, -1, **opts), abs=tol)
+        fused = ssim_by_region(a, b, roi, data_range=255, dtype=dtype, **opts)
+        monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "opencv")
+        cv = ssim_by_region(a, b, roi, data_range=255, dtype=dtype, **opts)
+        monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "numba")
+        for key in cv:
+            assert fused[key] == pytest.approx(cv[key], abs=tol)
+
+
+def test_three_regions_take_the_staged_path(monkeypatch):
+    # fused_ssim takes any number of regions; more than the weighted loop's three sums are
+    # summed per pixel from the stored row.
+    monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "numba")
+    a, b, roi = _pair((29, 140, 3), seed=11)
+    masks = np.stack([roi, ~roi, np.roll(roi, 9, axis=1)])
+    taps = np.exp(-0.5 * (np.arange(-5, 6) / 1.5) ** 2)
+    taps /= taps.sum()
+    kw = dict(c1=(0.01 * 255) ** 2, c2=(0.03 * 255) ** 2, cov_norm=1.0, crop=5)
+    _, sums = _ssim_fused.fused_ssim(
+        a, b, taps, masks=masks, want_map=False, dtype=np.float64, **kw
+    )
+    s, _ = _ssim_fused.fused_ssim(
+        a, b, taps, masks=masks[:0], want_map=True, dtype=np.float64, **kw
+    )
+    assert s is not None
+    assert sums[0] == pytest.approx(s[5:-5, 5:-5].sum(), rel=1e-12)
+    for i, m in enumerate(masks):
+        assert sums[1 + i] == pytest.approx(s[m].sum(), rel=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 3), (33, 201), (11, 300, 3)], ids=str)
+def test_identical_images_give_exactly_one(monkeypatch, shape):
+    monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "numba")
+    a, _, roi = _pair(shape, seed=5)
+    axis = -1 if a.ndim == 3 else None
+    for dtype in (np.float32, np.float64):
+        kw = dict(data_range=255, channel_axis=axis, dtype=dtype)
+        assert ssim(a, a, **kw) == 1.0
+        assert masked_ssim(a, a, roi, **kw) == 1.0
+        assert set(ssim_by_region(a, a, roi, **kw).values()) == {1.0}
+        assert (ssim_map(a, a, **kw) == 1.0).all()
+
+
+def test_offset_is_near_the_data_and_short(monkeypatch):
+    # The kernel centres the data on the mean of every 8th row, rounded to 8 significant bits
+    # (uint8 minus the offset is then exact in float32): float data far from 0 stays accurate.
+    monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "numba")
+    a, b, _ = _pair((40, 90, 3), seed=3)
+    for shift in (0.5, 1e4):
+        far_a, far_b = a.astype(np.float64) + shift, b.astype(np.float64) + shift
+        ref = _reference(far_a, far_b, -1)
+        got = ssim(far_a, far_b, data_range=255, dtype=np.float32)
+        assert got == pytest.approx(ref, abs=1e-5)
