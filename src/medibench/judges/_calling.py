@@ -1,7 +1,7 @@
 """Calling the judge for a plan: ``concurrency`` workers within a cost budget, answers stored.
 
-The workers and the budget are the call layer's (:func:`medibench.calls.run_bounded`,
-:class:`medibench.calls.CostBudget`).
+The budget is the call layer's (:class:`medibench.calls.CostBudget`); ``concurrency`` workers
+take the calls from a queue the planner fills as it goes.
 
 ``max_cost`` is a budget for the run folder: a call starts only while the folder's spent cost
 (every earlier invocation's included, from ``judge_spend``) plus this run's, plus the estimates of
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 
-from medibench.calls import Ahead, CostBudget, redact, run_bounded
+from medibench.calls import Ahead, CostBudget, redact
 from medibench.judges._client import JudgeSetupError
 from medibench.judges._config import JudgeConfig
 from medibench.judges._parsing import parse_answer
@@ -33,7 +33,12 @@ from medibench.judges._protocols import JudgeProtocol
 from medibench.judges._records import Judgement
 
 
-async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress, filler) -> None:
+async def _execute(
+    plan, queue, get_client, jstore, config, budget: CostBudget, on_progress, filler
+) -> None:
+    """Call the judge for the indices into ``plan.calls`` that ``queue`` gives (until ``None``;
+    the planner appends to ``plan.calls`` while this runs) with ``concurrency`` workers;
+    ``get_client()`` is the client (made by the planner before the first call is queued)."""
     judge, report = plan.judge, plan.report
     spent: list[float] = []
     estimate = _Estimator(judge, jstore, config)
@@ -42,7 +47,7 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
 
     ahead = Ahead(
         plan.calls,
-        lambda c: _request(client, judge, c, config, structured, fmt),
+        lambda c: _request(get_client(), judge, c, config, structured, fmt),
         config.concurrency,
         max_bytes=AHEAD_BYTES,
         name="medibench-judge-body",
@@ -62,7 +67,7 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
             body, notes = await asyncio.wrap_future(prepared)
             ahead.account(len(body))
             j.notes = notes
-            done = await client.complete_body(body)
+            done = await get_client().complete_body(body)
         except JudgeSetupError:
             budget.settle(est, None)
             raise
@@ -89,8 +94,13 @@ async def _execute(plan, client, jstore, config, budget: CostBudget, on_progress
         if filler.uncommitted > config.concurrency:
             await asyncio.wrap_future(committed)
 
+    async def worker() -> None:
+        while (index := await queue.get()) is not None:
+            await one(index)
+        queue.put_nowait(None)  # the end, for the other workers too
+
     try:
-        await run_bounded(range(len(plan.calls)), one, config.concurrency)
+        await asyncio.gather(*(worker() for _ in range(config.concurrency)))
     finally:
         ahead.close()
     report.cost_usd = sum(spent) if config.has_prices else None

@@ -26,23 +26,14 @@ class _Filler:
     each), so the writes overlap the calls and one fsync covers many of them instead of
     stalling the event loop or capping the rate (one fsync per score row cost 4 ms each)."""
 
-    def __init__(self, store: RunStore, jstore: JudgementStore, plan: _Plan, passes: int):
+    def __init__(self, store: RunStore, plan: _Plan, passes: int):
         self.store, self.plan, self.passes = store, plan, passes
         self.items = plan.items
-        keys = [k for _, v in self.items.values() if isinstance(v, list) for k in v]
-        self.known: dict[str, Judgement] = jstore.get_many(keys)
-        self.current = {
-            (s.model or "", s.sample_id, s.k, s.protocol, s.protocol_version): s.metrics
-            for s in store.scores()
-        }
-        called = {c.key for c in plan.calls}
+        self.known: dict[str, Judgement] = {}
+        self.current: dict[tuple, dict] = {}
         self.waiting: dict[tuple, set[str]] = {}
         self.by_key: dict[str, list[tuple]] = defaultdict(list)
-        for item, (_, keys_) in self.items.items():
-            if isinstance(keys_, list) and called & set(keys_):
-                self.waiting[item] = called & set(keys_)
-                for k in self.waiting[item]:
-                    self.by_key[k].append(item)
+        self.answered_keys: set[str] = set()  # answered in this run
         self.done: set[tuple] = set()
         self.spreads: dict[str, list[float]] = defaultdict(list)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medibench-judge-fill")
@@ -53,6 +44,32 @@ class _Filler:
         self._queued_lock = threading.Lock()
         self.uncommitted = 0  # answers queued and not yet committed
         self._failed: BaseException | None = None  # a commit that failed fails every later one
+
+    def begin(self, scores: list | None = None) -> None:
+        """Read the score rows as they are now (``scores``: as just read), before this judge
+        fills any: a row that already holds a judge's values is not written again. Called when
+        this judge's calls start (an earlier judge of the run may have filled the same rows)."""
+        self.current = {
+            (s.model or "", s.sample_id, s.k, s.protocol, s.protocol_version): s.metrics
+            for s in (self.store.scores() if scores is None else scores)
+        }
+
+    def add(self, items: list[tuple], stored: dict[str, Judgement], called: set[str]) -> None:
+        """Predictions just planned (keys of ``self.items``): ``stored`` holds the judgements
+        stored before for their keys, ``called`` the keys this run calls. A prediction is filled
+        once every called key of it is answered (the others at :meth:`finish`)."""
+        for item in items:
+            keys = self.items[item][1]
+            if not isinstance(keys, list):
+                continue
+            for k in keys:
+                if k in stored and k not in self.known:
+                    self.known[k] = stored[k]
+            left = {k for k in keys if k in called and k not in self.answered_keys}
+            if left:
+                self.waiting[item] = left
+                for k in left:
+                    self.by_key[k].append(item)
 
     def store_answer(self, j: Judgement, links: list[tuple[str, str, int]]) -> Future:
         """Queue ``j`` for the writer thread; the future is done once it is committed (with
@@ -103,6 +120,7 @@ class _Filler:
 
     def answered(self, j: Judgement) -> None:
         self.known[j.key] = j
+        self.answered_keys.add(j.key)
         for item in self.by_key.pop(j.key, ()):
             left = self.waiting[item]
             left.discard(j.key)

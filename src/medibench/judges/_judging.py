@@ -16,13 +16,17 @@
    no pass produced is ``None`` with the reason (``refused: ...``, ``unparsable: ...``,
    ``out_of_range: ...``, ``error: ...``), never 0.
 
-This module runs the steps in order; planning lives in ``_planning``, calling in ``_calling`` and
-filling in ``_filling``.
+Steps 1-3 overlap: the plan is made a chunk of predictions at a time on the event loop (the
+next chunk's files hashed on threads meanwhile), and each chunk's calls go out as soon as it is
+planned, so the first requests do not wait for every image of the run to be hashed (a dry run
+plans everything first). Planning lives in ``_planning``, calling in ``_calling`` and filling in
+``_filling``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -33,7 +37,7 @@ from medibench.judges._calling import _execute
 from medibench.judges._client import JudgeClient
 from medibench.judges._config import JudgeConfig
 from medibench.judges._filling import _Filler
-from medibench.judges._planning import JudgeReport, _estimate, _plan
+from medibench.judges._planning import JudgeReport, _Estimator, _Hasher, _Planner
 from medibench.judges._protocols import JudgeProtocol, load_judge
 from medibench.judges._records import CachePolicy, JudgementStore
 from medibench.runs import RunStore
@@ -78,47 +82,159 @@ async def judge_run_async(
         preload_http()  # imported while the plan hashes the images
     policy = policy or CachePolicy()
     protos = [j if isinstance(j, JudgeProtocol) else load_judge(j) for j in judges]
-    own_client = False
-    reports = []
+    hasher = _Hasher()
     try:
         jstore = JudgementStore(store)
         budget = CostBudget(max_cost, jstore.spent_usd())
-        hashes: dict[Path, str | OSError] = {}
-        plans = [_plan(store, jstore, p, config, passes, policy, hashes) for p in protos]
-        for plan in plans:
-            plan.report.dry_run = dry_run
-            plan.report.estimated_cost_usd = _estimate(plan, jstore, config)
-            if not dry_run:
-                jstore.link_many(plan.cached)
-        if on_plan is not None:
-            on_plan(sum(len(plan.calls) for plan in plans))
-        if not dry_run and any(plan.calls for plan in plans):
-            if client is None:
-                client, own_client = JudgeClient(config), True
-        for plan in plans:
-            if not dry_run:
-                filler = _Filler(store, jstore, plan, passes)
-                if plan.calls and client is not None:
-                    active = client
-                    before = active.calls
-                    try:
-                        await _execute(plan, active, jstore, config, budget, on_progress, filler)
-                    except BaseException:
-                        filler.abandon()
-                        raise
-                    plan.report.requests = active.calls - before
-                filler.finish()
-                store.set_meta(f"judge:{plan.judge.spec}", _describe(plan.judge, config, passes))
-            plan.report.max_cost = max_cost
-            plan.report.spent_before_usd = budget.before
-            plan.report.spent_after_usd = jstore.spent_usd()
-            reports.append(plan.report)
+        planners = [_Planner(store, jstore, p, config, passes, policy, hasher) for p in protos]
+        estimators = [_Estimator(p, jstore, config) if config.has_prices else None for p in protos]
+        if dry_run:
+            for planner, est in zip(planners, estimators, strict=True):
+                hasher.submit(planner.paths(planner.order))
+                planner.step(len(planner.order))
+                _finish_plan(planner, est, dry_run)
+            if on_plan is not None:
+                on_plan(sum(len(p.plan.calls) for p in planners))
+            return [_report(p.plan, max_cost, budget, jstore) for p in planners]
+        return await _plan_and_call(
+            store,
+            jstore,
+            planners,
+            estimators,
+            config,
+            passes,
+            budget,
+            max_cost,
+            client,
+            on_progress,
+            on_plan,
+        )
     finally:
-        if own_client and client is not None:
-            await client.aclose()
+        hasher.close()
         if store is not run:
             store.close()
+
+
+async def _plan_and_call(
+    store,
+    jstore,
+    planners,
+    estimators,
+    config,
+    passes,
+    budget,
+    max_cost,
+    client,
+    on_progress,
+    on_plan,
+) -> list[JudgeReport]:
+    """Plan each judge chunk by chunk on this loop while the calls planned so far go out (the
+    first requests leave once the first chunk's files are hashed, not all of them), then fill.
+
+    A client is made once the first call is planned (a run with nothing to call needs no key);
+    progress is held back until every plan is complete and ``on_plan`` has the total."""
+    fillers = [_Filler(store, p.plan, passes) for p in planners]
+    queues: list[asyncio.Queue] = [asyncio.Queue() for _ in planners]
+    made: list[JudgeClient] = []
+    held = [0]  # progress before the total is known
+    total: list[int] = []
+
+    def get_client() -> JudgeClient:
+        return client if client is not None else made[0]
+
+    def progress() -> None:
+        if on_progress is None:
+            return
+        if total:
+            on_progress()
+        else:
+            held[0] += 1
+
+    async def planning() -> None:
+        try:
+            for planner, filler, queue, est in zip(
+                planners, fillers, queues, estimators, strict=True
+            ):
+                size = PLAN_CHUNK
+                while not planner.done:
+                    # This chunk's files, and the next chunk's hashed meanwhile (not the whole
+                    # run's at once: that took both cores from the first requests).
+                    paths = planner.paths(planner.next_items(size))
+                    futures = [asyncio.wrap_future(planner.hasher.future(p)) for p in paths]
+                    planner.hasher.submit(planner.paths(planner.next_items(3 * size))[len(paths) :])
+                    await asyncio.gather(*futures, return_exceptions=True)
+                    cached_before = len(planner.plan.cached)
+                    chunk, todo = planner.step(size)
+                    jstore.link_many(planner.plan.cached[cached_before:])
+                    filler.add(chunk, planner.stored, planner.called)
+                    if todo and client is None and not made:
+                        made.append(JudgeClient(config))
+                    start = len(planner.plan.calls) - len(todo)
+                    for index in range(start, len(planner.plan.calls)):
+                        queue.put_nowait(index)
+                    size = min(MAX_PLAN_CHUNK, 2 * size)
+                    await asyncio.sleep(0)  # let answers in between chunks
+                queue.put_nowait(None)
+                _finish_plan(planner, est, False)
+        except BaseException:
+            for queue in queues:
+                queue.put_nowait(None)  # the workers stop; the error is raised below
+            raise
+        total.append(sum(len(p.plan.calls) for p in planners))
+        if on_plan is not None:
+            on_plan(total[0])
+        for _ in range(held[0]):
+            progress()
+
+    plan_task = asyncio.create_task(planning())
+    reports = []
+    try:
+        for i, (planner, filler, queue) in enumerate(zip(planners, fillers, queues, strict=True)):
+            plan = planner.plan
+            filler.begin(planner.scores if i == 0 else None)  # after the earlier judges' fills
+            before = get_client().calls if (client is not None or made) else 0
+            try:
+                await _execute(plan, queue, get_client, jstore, config, budget, progress, filler)
+                if plan_task.done() and plan_task.exception() is not None:
+                    raise plan_task.exception()  # type: ignore[misc]
+            except BaseException:
+                filler.abandon()
+                raise
+            if client is not None or made:
+                plan.report.requests = get_client().calls - before
+            filler.finish()
+            answered = {k: filler.known[k] for k in filler.answered_keys}
+            jstore.link_many(planner.relinks(answered))
+            store.set_meta(f"judge:{plan.judge.spec}", _describe(plan.judge, config, passes))
+            reports.append(_report(plan, max_cost, budget, jstore))
+        await plan_task
+    finally:
+        if not plan_task.done():
+            plan_task.cancel()
+            with contextlib.suppress(BaseException):
+                await plan_task
+        if made:
+            await made[0].aclose()
     return reports
+
+
+#: Predictions keyed in the first chunk of a plan (its calls start then); each next chunk is
+#: twice as large, up to MAX_PLAN_CHUNK (keying one blocks the event loop a few milliseconds).
+PLAN_CHUNK = 32
+MAX_PLAN_CHUNK = 256
+
+
+def _finish_plan(planner: _Planner, est: _Estimator | None, dry_run: bool) -> None:
+    report = planner.plan.report
+    report.dry_run = dry_run
+    report.estimated_cost_usd = None if est is None else sum(est(c) for c in planner.plan.calls)
+
+
+def _report(plan, max_cost, budget: CostBudget, jstore: JudgementStore) -> JudgeReport:
+    plan.report.max_cost = max_cost
+    plan.report.spent_before_usd = budget.before
+    plan.report.spent_after_usd = jstore.spent_usd()
+    return plan.report
 
 
 def _blocking(fn: Callable[P, Coroutine[Any, Any, R]], name: str, doc: str) -> Callable[P, R]:

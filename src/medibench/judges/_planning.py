@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,114 +102,173 @@ def _describes(judge: JudgeProtocol, spec: str, sample) -> bool:
     return bool(wanted & set(names))
 
 
-def _plan(store, jstore, judge, config, passes, policy, hashes) -> _Plan:
-    report = JudgeReport(judge=judge.spec, judge_model=config.model)
-    samples = {s.sample_id: s for s in store.samples()}
-    preds = {(p.model, p.sample_id, p.k): p for p in store.predictions(status="ok")}
-    targets: dict[tuple[str, str, int], list[tuple[str, str]]] = defaultdict(list)
-    for s in store.scores():
-        spec = f"{s.protocol}@{s.protocol_version}"
-        if spec in judge.targets and s.status == "ok":
-            sample = samples.get(s.sample_id)
-            if sample is not None and not _describes(judge, spec, sample):
-                continue  # e.g. MieDB's rubric on a perception record: not its metric at all
-            targets[(s.model or "", s.sample_id, s.k)].append((s.protocol, s.protocol_version))
-    items: dict = {}
-    calls: dict[str, _Call] = {}
-    shown: dict[tuple[str, str, int], tuple[object, list[tuple[str, Path]]] | str] = {}
-    for item in targets:
-        sample, pred = samples.get(item[1]), preds.get(item)
-        if sample is None or pred is None or pred.path is None:
-            shown[item] = "error: the run has no sample or prediction for this score row"
-        elif skip := judge.skip_reason(sample):
-            shown[item] = f"not judged: {skip}"
-        else:
-            path = Path(pred.path)
-            path = path if path.is_absolute() else store.run_dir / path
-            shown[item] = (sample, judge.images(sample, path))
-    _hash_all([p for v in shown.values() if not isinstance(v, str) for _, p in v[1]], hashes)
-    for item, tgts in targets.items():
-        why: str | None = None
-        got = shown[item]
-        if isinstance(got, str):
-            why, sample = got, None
-        else:
-            sample, roles = got
-            try:
-                digests = [[role, _hash(p, hashes)] for role, p in roles]
-            except OSError as exc:
-                why = f"error: cannot read {exc.filename}: {exc.strerror}"
-        if why is not None or sample is None:
-            report.skipped[why] += 1
-            items[item] = (tgts, why)
-            continue
-        report.items += 1
-        keys = []
-        for p in range(passes):
-            seed = None if config.seed is None else config.seed + p
-            material = {
-                "judge": judge.spec,
-                "prompt_file": judge.prompt.filename,
-                "prompt_version": judge.prompt.version,
-                "prompt_sha256": judge.prompt.sha256,
-                "judge_model": config.model,
-                "endpoint": config.endpoint,
-                "images": digests,
-                "texts": judge.texts(sample),
-                "decoding": config.decoding(seed),
-                "structured_output": config.structured_output,
-                "max_image_side": config.max_image_side,
-                "oversize": config.oversize,
-                "pass_index": p,
-            }
-            key = cache_key(material)
-            keys.append(key)
-            if key in calls:
-                calls[key].links.append(item)
+class _Planner:
+    """Plans one judge's calls over a run, a chunk of predictions at a time, in order.
+
+    Made at once: which predictions the judge applies to and the image files of each.
+    :meth:`step` then keys the next chunk (its files hashed on the :class:`_Hasher`'s threads,
+    submitted ahead by the caller), looks its keys up in the store and decides per key: call,
+    reuse or skip; the calls can start while the later chunks are hashed. A key met again in
+    a later chunk (two models with byte-identical outputs) links its prediction to the same
+    call; :attr:`late` lists those, to link again once the call is answered.
+    """
+
+    def __init__(self, store, jstore, judge, config, passes, policy, hasher: _Hasher) -> None:
+        self.jstore, self.judge, self.config = jstore, judge, config
+        self.passes, self.policy, self.hasher = passes, policy, hasher
+        report = JudgeReport(judge=judge.spec, judge_model=config.model)
+        self.plan = _Plan(judge, report, {}, [], [])
+        samples = {s.sample_id: s for s in store.samples()}
+        preds = {(p.model, p.sample_id, p.k): p for p in store.predictions(status="ok")}
+        targets: dict[tuple[str, str, int], list[tuple[str, str]]] = defaultdict(list)
+        self.scores = store.scores()  # the filler starts from them too
+        for s in self.scores:
+            spec = f"{s.protocol}@{s.protocol_version}"
+            if spec in judge.targets and s.status == "ok":
+                sample = samples.get(s.sample_id)
+                if sample is not None and not _describes(judge, spec, sample):
+                    continue  # e.g. MieDB's rubric on a perception record: not its metric
+                targets[(s.model or "", s.sample_id, s.k)].append((s.protocol, s.protocol_version))
+        self.targets = targets
+        self.order = list(targets)
+        self.shown: dict[tuple[str, str, int], tuple[object, list[tuple[str, Path]]] | str] = {}
+        for item in self.order:
+            sample, pred = samples.get(item[1]), preds.get(item)
+            if sample is None or pred is None or pred.path is None:
+                self.shown[item] = "error: the run has no sample or prediction for this score row"
+            elif skip := judge.skip_reason(sample):
+                self.shown[item] = f"not judged: {skip}"
             else:
-                calls[key] = _Call(key, material, p, seed, sample, [p_ for _, p_ in roles], [item])
-        items[item] = (tgts, keys)
-    stored = jstore.get_many(list(calls))
-    todo, cached = [], []
-    for key, call in calls.items():
-        action = policy.action(stored.get(key))
-        if action == "call":
-            todo.append(call)
-        elif action == "cached":
-            report.cached += 1
-            cached.append((stored[key], call.links))
-    report.planned = len(todo)
-    return _Plan(judge, report, items, todo, cached)
+                path = Path(pred.path)
+                path = path if path.is_absolute() else store.run_dir / path
+                self.shown[item] = (sample, judge.images(sample, path))
+        self.pos = 0
+        self.keyed: dict[str, _Call] = {}  # every key planned so far
+        self.called: set[str] = set()  # the keys this run calls
+        self.stored: dict[str, Judgement] = {}  # what the store held for the keys planned
+        self.late: set[str] = set()  # keys linked to a prediction after their decision
+        self.action: dict[str, str] = {}  # key -> call, cached or skip
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.order)
+
+    def paths(self, items: list[tuple[str, str, int]]) -> list[Path]:
+        """The image files of ``items``."""
+        return [p for i in items if not isinstance(v := self.shown[i], str) for _, p in v[1]]
+
+    def next_items(self, n: int) -> list[tuple[str, str, int]]:
+        return self.order[self.pos : self.pos + n]
+
+    def step(self, n: int) -> tuple[list[tuple[str, str, int]], list[_Call]]:
+        """Plan the next ``n`` predictions (hashing what is not hashed yet); returns them and
+        the calls they add (also appended to ``plan.calls``; reuses to ``plan.cached``)."""
+        judge, config, report = self.judge, self.config, self.plan.report
+        chunk = self.next_items(n)
+        self.pos += len(chunk)
+        new: list[_Call] = []
+        new_keys: set[str] = set()
+        for item in chunk:
+            tgts, got = self.targets[item], self.shown[item]
+            why: str | None = None
+            sample = None
+            if isinstance(got, str):
+                why = got
+            else:
+                sample, roles = got
+                try:
+                    digests = [[role, self.hasher.result(p)] for role, p in roles]
+                except OSError as exc:
+                    why = f"error: cannot read {exc.filename}: {exc.strerror}"
+            if why is not None or sample is None:
+                why = why or "error: no sample"
+                report.skipped[why] += 1
+                self.plan.items[item] = (tgts, why)
+                continue
+            report.items += 1
+            keys = []
+            for p in range(self.passes):
+                seed = None if config.seed is None else config.seed + p
+                material = {
+                    "judge": judge.spec,
+                    "prompt_file": judge.prompt.filename,
+                    "prompt_version": judge.prompt.version,
+                    "prompt_sha256": judge.prompt.sha256,
+                    "judge_model": config.model,
+                    "endpoint": config.endpoint,
+                    "images": digests,
+                    "texts": judge.texts(sample),
+                    "decoding": config.decoding(seed),
+                    "structured_output": config.structured_output,
+                    "max_image_side": config.max_image_side,
+                    "oversize": config.oversize,
+                    "pass_index": p,
+                }
+                key = cache_key(material)
+                keys.append(key)
+                if key in self.keyed:
+                    self.keyed[key].links.append(item)
+                    if key not in new_keys:
+                        self.late.add(key)
+                else:
+                    paths = [p_ for _, p_ in roles]
+                    self.keyed[key] = call = _Call(key, material, p, seed, sample, paths, [item])
+                    new.append(call)
+                    new_keys.add(key)
+            self.plan.items[item] = (tgts, keys)
+        stored = self.jstore.get_many([c.key for c in new])
+        self.stored.update(stored)
+        todo = []
+        for call in new:
+            action = self.action[call.key] = self.policy.action(stored.get(call.key))
+            if action == "call":
+                todo.append(call)
+                self.called.add(call.key)
+            elif action == "cached":
+                report.cached += 1
+                self.plan.cached.append((stored[call.key], call.links))
+        self.plan.calls.extend(todo)
+        report.planned = len(self.plan.calls)
+        return chunk, todo
+
+    def relinks(self, answered: dict[str, Judgement]) -> list[tuple[Judgement, list]]:
+        """The judgements (reused, or ``answered`` in this run) of the keys linked to more
+        predictions after their decision, with all their predictions."""
+        out = []
+        for key in sorted(self.late):
+            action = self.action[key]
+            j = answered.get(key) if action == "call" else self.stored.get(key)
+            if j is not None and action != "skip":
+                out.append((j, self.keyed[key].links))
+        return out
 
 
-def _hash(path: Path, cache: dict[Path, str | OSError]) -> str:
-    if path not in cache:
-        _hash_all([path], cache)
-    got = cache[path]
-    if isinstance(got, OSError):
-        raise got
-    return got
+class _Hasher:
+    """sha256 of image files on :data:`HASH_THREADS` threads (hashlib lets go of the GIL while
+    it hashes; planning three 256x256 PNGs per call spent 0.4 of its 0.6 ms hashing), each file
+    once per run; the OSError of a file that cannot be read comes back from :meth:`result`."""
 
+    def __init__(self) -> None:
+        self.futures: dict[Path, Future[str]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
-def _hash_all(paths: list[Path], cache: dict[Path, str | OSError]) -> None:
-    """The sha256 of each of ``paths`` not yet in ``cache`` (or the OSError reading it), on
-    :data:`HASH_THREADS` threads: hashlib lets go of the GIL while it hashes, and planning a
-    judge of three 256x256 PNGs per call spent 0.4 ms of its 0.6 ms per call hashing."""
-    todo = list(dict.fromkeys(p for p in paths if p not in cache))
-    if not todo:
-        return
+    def submit(self, paths: list[Path]) -> None:
+        for path in paths:
+            if path not in self.futures:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(HASH_THREADS, "medibench-judge-hash")
+                self.futures[path] = self._pool.submit(sha256_file, path)
 
-    def one(path: Path) -> str | OSError:
-        try:
-            return sha256_file(path)
-        except OSError as exc:
-            return exc
+    def future(self, path: Path) -> Future[str]:
+        self.submit([path])
+        return self.futures[path]
 
-    if len(todo) < 2 * HASH_THREADS:
-        cache.update(zip(todo, map(one, todo), strict=True))
-        return
-    with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="medibench-judge-hash") as pool:
-        cache.update(zip(todo, pool.map(one, todo, chunksize=16), strict=True))
+    def result(self, path: Path) -> str:
+        return self.future(path).result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 #: Threads hashing the image files of a plan.
