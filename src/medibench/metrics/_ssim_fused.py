@@ -102,9 +102,9 @@ def _as_rows(im: np.ndarray, h: int, length: int, dtype: type[np.floating]) -> n
 
 _NUMBA_AVAILABLE = importlib.util.find_spec("numba") is not None
 _COMPILED: Any = None
-# Filters of up to 11 taps are zero-padded to 11 and run unrolled; longer ones take the staged
-# path (one pass per tap pair).
-_UNROLLED = 11
+# Filters of up to 7 or 11 taps are zero-padded to that and run unrolled; longer ones take the
+# staged path (one pass per tap pair).
+_UNROLLED = (7, 11)
 # Strip width in elements, cut to whole pixels: the float32 ring of 12 rows x 4 moments x 192 is
 # 37 KB, about the first-level data cache. (A constant shape inside the kernel, which would let
 # LLVM use immediate offsets, was measured to stop numba's cached build from vectorising.)
@@ -136,9 +136,12 @@ def _kernel_fn() -> Any:
 
 
 def padded_kernel(kernel: np.ndarray, dtype: type[np.floating] = np.float32) -> np.ndarray:
-    """The taps in ``dtype``, zero-padded at both ends to 11 when shorter."""
+    """The taps in ``dtype``, zero-padded at both ends to the next unrolled length (7 or 11)."""
     g = np.asarray(kernel, dtype)
-    if g.size >= _UNROLLED:
-        return g
-    zeros = np.zeros((_UNROLLED - g.size) // 2, dtype)
-    return np.concatenate([zeros, g, zeros])
+    for size in _UNROLLED:
+        if g.size < size:
+            zeros = np.zeros((size - g.size) // 2, dtype)
+            return np.concatenate([zeros, g, zeros])
+        if g.size == size:
+            break
+    return g

@@ -6,7 +6,7 @@ walked top to bottom: every input row's four moments of the offset-centred data 
 output rows at a time are filtered vertically from the ring (the two share ``taps + 1`` row
 loads), turned into SSIM and summed in registers: the cropped sum and the region sums are
 reductions, nothing is stored. A strip's ring stays in the first-level caches whatever the image
-width. Symmetric taps are paired; filters of up to 11 taps run zero-padded to 11, unrolled.
+width. Symmetric taps are paired; filters of up to 7 or 11 taps run zero-padded to that, unrolled.
 The map (``want_map``), longer filters and more than two regions take a slower staged path
 (vertical filter into rows, SSIM into a row, then copied and summed).
 
@@ -25,12 +25,26 @@ import numpy as np
 
 def ssim_rows(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, block):
     """SSIM sums (and optionally the map) of ``(H, W*C)`` rows; see :func:`fused_ssim`."""
+    taps = g.shape[0]
+    n_masks = masks.shape[0]
+    fused = (taps == 7 or taps == 11) and not want_map and n_masks <= 2
+    # The half taps (centre last) as a tuple: its length is a compile-time constant, so the
+    # tap loops unroll (7 and 11 taps; longer filters take the staged path, which uses ``g``).
+    if taps == 7:
+        half7 = (g[0], g[1], g[2], g[3])
+        _rows(x, y, c, g, half7, consts, crop, masks, out, want_map, want_mean, sums, block, fused)
+    else:
+        half11 = (g[0], g[1], g[2], g[3], g[4], g[5])
+        _rows(x, y, c, g, half11, consts, crop, masks, out, want_map, want_mean, sums, block, fused)
+
+
+def _rows(x, y, c, g, gt, consts, crop, masks, out, want_map, want_mean, sums, block, fused):
+    """:func:`ssim_rows` with the half taps ``gt``: the offset, then the strips."""
     h, length = x.shape
     w = length // c
     taps = g.shape[0]
-    r = taps // 2
-    rc = r * c
-    ft = g.dtype  # float32 or float64: every buffer and constant in it
+    rc = (taps // 2) * c
+    ft = g.dtype
     zero = consts[5]
     n_slots = taps + 1
     ring = np.empty((4, n_slots, block), ft)
@@ -41,9 +55,7 @@ def ssim_rows(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, b
     pixel_sum = np.empty(block // c, ft)
     t = np.empty(n_slots, np.int64)
     tap_index = np.arange(taps)
-    n_masks = masks.shape[0]
-    every = want_map or n_masks > 0  # every pixel's value is needed, not only the cropped ones
-    fused = taps == 11 and not want_map and n_masks <= 2
+    every = want_map or masks.shape[0] > 0
     # The centring offset: the mean of every 8th row of both images. Any value is exact in
     # theory; one near the mean removes the float32 cancellation in E[x^2] - E[x]^2.
     total = 0.0
@@ -63,11 +75,13 @@ def ssim_rows(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, b
         hi = max(min((w - crop) * c - j0, bw), lo)
         if every or lo < hi:
             span = (j0, bw, lo, hi, first, last)
-            _strip(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, span, fused,
-                   buffers)  # fmt: skip
+            _strip(x, y, c, g, gt, consts, crop, masks, out, want_map, want_mean, sums, span,
+                   fused, buffers)  # fmt: skip
 
 
-def _strip(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, span, fused, buffers):
+def _strip(
+    x, y, c, g, gt, consts, crop, masks, out, want_map, want_mean, sums, span, fused, buffers
+):
     """Rows ``first .. last`` of the strip of columns ``j0 .. j0 + bw`` (``span``; cropped columns
     ``lo .. hi``), see :func:`ssim_rows`."""
     j0, bw, lo, hi, first, last = span
@@ -84,7 +98,7 @@ def _strip(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, span
     while i < last:
         pair = 1 if i + 1 < last else 0
         while done <= min(h - 1, i + r + pair):
-            _horizontal(x[done], y[done], j0, bw, c, g, consts, pad, ring, done % n_slots,
+            _horizontal(x[done], y[done], j0, bw, c, g, gt, consts, pad, ring, done % n_slots,
                         tap_index)  # fmt: skip
             done += 1
         # Ring slots of input rows i - r .. i + r + 1, reflected at the borders.
@@ -107,15 +121,15 @@ def _strip(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, span
             uniform = n_masks == 0 or _weights(weights, flags, masks, i, pair, j0, bw, c, zero)
             s0 = s1 = zero
             if uniform or want_mean:
-                s0, s1 = _sum11(ring, t, g, consts, lo, hi)
+                s0, s1 = _sum_pair(ring, t, gt, consts, lo, hi)
             if not uniform:
-                a, b = _weighted_sum11(ring, t, g, consts, weights, bw)
+                a, b = _weighted_pair(ring, t, gt, consts, weights, bw)
                 sums[1] += a
                 if n_masks > 1:
                     sums[2] += b
             elif n_masks:
-                e0, e1 = _sum11(ring, t, g, consts, 0, lo)
-                f0, f1 = _sum11(ring, t, g, consts, hi, bw)
+                e0, e1 = _sum_pair(ring, t, gt, consts, 0, lo)
+                f0, f1 = _sum_pair(ring, t, gt, consts, hi, bw)
                 row0, row1 = (s0 + e0) + f0, (s1 + e1) + f1
                 for n in range(n_masks):
                     sums[1 + n] += (row0 if flags[n, 0] else zero) + (row1 if flags[n, 1] else zero)
@@ -143,7 +157,7 @@ def _strip(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, span
         i += 1 + pair
 
 
-def _horizontal(xr, yr, j0, bw, c, g, consts, pad, ring, slot, tap_index):
+def _horizontal(xr, yr, j0, bw, c, g, gt, consts, pad, ring, slot, tap_index):
     """Moments of elements ``j0 - rc .. j0 + bw + rc`` of one row (reflected at the row's ends)
     into ``pad``, filtered along x into ring slot ``slot``."""
     length = xr.shape[0]
@@ -181,28 +195,22 @@ def _horizontal(xr, yr, j0, bw, c, g, consts, pad, ring, slot, tap_index):
         for m in range(4):
             pad[m, e - e0] = pad[m, src - e0]
     for m in range(4):
-        if taps == 11:
-            _fir11(ring[m, slot], pad[m], c, bw, g)
+        if taps == 2 * len(gt) - 1:
+            _fir(ring[m, slot], pad[m], c, bw, gt)
         else:
             _fir_pairs(ring[m, slot], pad[m], tap_index, c, bw, g, False)
 
 
-def _fir11(dst, src, step, n, g):
-    """``dst[j] = sum_k g[k] src[j + k step]`` for 11 symmetric taps, pairs added first."""
-    g0, g1, g2, g3, g4, g5 = g[0], g[1], g[2], g[3], g[4], g[5]
-    a0, a1, a2 = src[0:n], src[step : step + n], src[2 * step : 2 * step + n]
-    a3, a4, a5 = src[3 * step : 3 * step + n], src[4 * step : 4 * step + n], src[5 * step :]
-    a6, a7, a8 = src[6 * step :], src[7 * step :], src[8 * step :]
-    a9, a10 = src[9 * step :], src[10 * step :]
+def _fir(dst, src, step, n, gt):
+    """``dst[j] = sum_k g[k] src[j + k step]`` for the symmetric filter of half taps ``gt``
+    (centre last), pairs added before the multiply. Unsigned offsets: no wraparound checks."""
+    r = len(gt) - 1
     for j in range(n):
-        dst[j] = (
-            g5 * a5[j]
-            + g0 * (a0[j] + a10[j])
-            + g1 * (a1[j] + a9[j])
-            + g2 * (a2[j] + a8[j])
-            + g3 * (a3[j] + a7[j])
-            + g4 * (a4[j] + a6[j])
-        )
+        ju = np.uint64(j)
+        s = gt[r] * src[ju + np.uint64(r * step)]
+        for p in range(r):
+            s += gt[p] * (src[ju + np.uint64(p * step)] + src[ju + np.uint64((2 * r - p) * step)])
+        dst[j] = s
 
 
 def _fir_pairs(dst, src, slots, step, length, g, by_slot):
@@ -234,51 +242,44 @@ def _ssim_value(mx, my, sq, xy, consts):
     return (a1 * a2) / (b1 * b2)
 
 
-def _vertical11(ring, m, j, t, k, g):
-    """Moment ``m`` at column ``j`` filtered along y over ring slots ``t[k] .. t[k + 10]``."""
-    return (
-        g[5] * ring[m, t[k + 5], j]
-        + g[0] * (ring[m, t[k], j] + ring[m, t[k + 10], j])
-        + g[1] * (ring[m, t[k + 1], j] + ring[m, t[k + 9], j])
-        + g[2] * (ring[m, t[k + 2], j] + ring[m, t[k + 8], j])
-        + g[3] * (ring[m, t[k + 3], j] + ring[m, t[k + 7], j])
-        + g[4] * (ring[m, t[k + 4], j] + ring[m, t[k + 6], j])
-    )
+def _vertical(ring, m, j, t, k, gt):
+    """Moment ``m`` at column ``j`` filtered along y over ring slots ``t[k] .. t[k + 2r]``."""
+    r = len(gt) - 1
+    s = gt[r] * ring[m, t[k + r], j]
+    for p in range(r):
+        s += gt[p] * (ring[m, t[k + p], j] + ring[m, t[k + 2 * r - p], j])
+    return s
 
 
-def _value11(ring, j, t, k, g, consts):
+def _value(ring, j, t, k, gt, consts):
     """SSIM at column ``j`` of the output row whose window starts at ring slot ``t[k]``."""
     return _ssim_value(
-        _vertical11(ring, 0, j, t, k, g),
-        _vertical11(ring, 1, j, t, k, g),
-        _vertical11(ring, 2, j, t, k, g),
-        _vertical11(ring, 3, j, t, k, g),
+        _vertical(ring, 0, j, t, k, gt),
+        _vertical(ring, 1, j, t, k, gt),
+        _vertical(ring, 2, j, t, k, gt),
+        _vertical(ring, 3, j, t, k, gt),
         consts,
     )
 
 
-def _sum11(ring, slots, g, consts, lo, hi):
+def _sum_pair(ring, t, gt, consts, lo, hi):
     """Sums over columns ``lo .. hi`` of the SSIM of two output rows (windows from ring slots
-    ``slots[0]`` and ``slots[1]``). The column is unsigned: a signed index from a runtime start
-    is checked for wraparound, which turns the vector loads into gathers."""
-    t = (slots[0], slots[1], slots[2], slots[3], slots[4], slots[5],
-         slots[6], slots[7], slots[8], slots[9], slots[10], slots[11])  # fmt: skip
+    ``t[0]`` and ``t[1]``). The column is unsigned: a signed index from a runtime start is
+    checked for wraparound, which turns the vector loads into gathers."""
     s0 = s1 = consts[5]
     for j in range(np.uint64(lo), np.uint64(hi)):
-        s0 += _value11(ring, j, t, 0, g, consts)
-        s1 += _value11(ring, j, t, 1, g, consts)
+        s0 += _value(ring, j, t, 0, gt, consts)
+        s1 += _value(ring, j, t, 1, gt, consts)
     return s0, s1
 
 
-def _weighted_sum11(ring, slots, g, consts, w, n):
-    """Two regions' sums over two output rows (as :func:`_sum11`, columns ``0 .. n``):
+def _weighted_pair(ring, t, gt, consts, w, n):
+    """Two regions' sums over two output rows (as :func:`_sum_pair`, columns ``0 .. n``):
     ``v0 w[r, 0] + v1 w[r, 1]``, ``w[r, q]`` region ``r``'s per-element weights for row ``q``."""
-    t = (slots[0], slots[1], slots[2], slots[3], slots[4], slots[5],
-         slots[6], slots[7], slots[8], slots[9], slots[10], slots[11])  # fmt: skip
     a = b = consts[5]
     for j in range(n):
-        v0 = _value11(ring, j, t, 0, g, consts)
-        v1 = _value11(ring, j, t, 1, g, consts)
+        v0 = _value(ring, j, t, 0, gt, consts)
+        v1 = _value(ring, j, t, 1, gt, consts)
         a += v0 * w[0, 0, j] + v1 * w[0, 1, j]
         b += v0 * w[1, 0, j] + v1 * w[1, 1, j]
     return a, b
@@ -287,7 +288,7 @@ def _weighted_sum11(ring, slots, g, consts, w, n):
 def _weights(weights, flags, masks, i, pair, j0, bw, c, zero):
     """Whether each region's rows ``i``, ``i + 1`` are all in or all out of the strip (then
     ``flags[r, q]`` says which, and True is returned); otherwise the per-element weights for
-    :func:`_weighted_sum11`, each region's pixels repeated over the channels (zero for a missing
+    :func:`_weighted_pair`, each region's pixels repeated over the channels (zero for a missing
     row or region), and False."""
     npx = bw // c
     uniform = True
@@ -357,6 +358,6 @@ def _dot(a, sel, n, zero):
 
 
 # Helpers inside vector loops, inlined at numba's level; the rest are compiled as functions.
-INLINED = ("_ssim_value", "_vertical11", "_value11")
-COMPILED = ("_fir11", "_fir_pairs", "_horizontal", "_weights", "_combine", "_pixel_sums", "_sum",
-            "_dot", "_sum11", "_weighted_sum11", "_strip")  # fmt: skip
+INLINED = ("_ssim_value", "_vertical", "_value")
+COMPILED = ("_fir", "_fir_pairs", "_horizontal", "_weights", "_combine", "_pixel_sums", "_sum",
+            "_dot", "_sum_pair", "_weighted_pair", "_strip", "_rows")  # fmt: skip
