@@ -68,7 +68,8 @@ def _rows(x, y, c, g, gt, consts, crop, masks, out, want_map, want_mean, sums, b
     # over the same columns: the plain mean and ssim_by_region's "full" get the same bits.
     first, last = (0, h) if every else (crop - crop % 2, h - crop)
     flags = np.empty((2, 2), np.int64)
-    buffers = (ring, pad, weights, flags, acc, vals, pixel_sum, t, tap_index)
+    state = _region_states(masks, c, block)
+    buffers = (ring, pad, weights, flags, state, acc, vals, pixel_sum, t, tap_index)
     for j0 in range(0, length, block):
         bw = min(block, length - j0)
         lo = min(max(crop * c - j0, 0), bw)  # the cropped columns of the strip: lo .. hi
@@ -85,7 +86,7 @@ def _strip(
     """Rows ``first .. last`` of the strip of columns ``j0 .. j0 + bw`` (``span``; cropped columns
     ``lo .. hi``), see :func:`ssim_rows`."""
     j0, bw, lo, hi, first, last = span
-    ring, pad, weights, flags, acc, vals, pixel_sum, t, tap_index = buffers
+    ring, pad, weights, flags, state, acc, vals, pixel_sum, t, tap_index = buffers
     h = x.shape[0]
     taps = g.shape[0]
     r = taps // 2
@@ -118,7 +119,7 @@ def _strip(
         if fused:
             # Where every region row of the pair is all in or all out of the strip (most rows of
             # a compact ROI), the regions take whole-row sums of the unweighted loop.
-            uniform = n_masks == 0 or _weights(weights, flags, masks, i, pair, j0, bw, c, zero)
+            uniform = n_masks == 0 or _weights(weights, flags, masks, state, i, pair, j0, bw, c)
             s0 = s1 = zero
             if uniform or want_mean:
                 s0, s1 = _sum_pair(ring, t, gt, consts, lo, hi)
@@ -128,9 +129,13 @@ def _strip(
                 if n_masks > 1:
                     sums[2] += b
             elif n_masks:
-                e0, e1 = _sum_pair(ring, t, gt, consts, 0, lo)
-                f0, f1 = _sum_pair(ring, t, gt, consts, hi, bw)
-                row0, row1 = (s0 + e0) + f0, (s1 + e1) + f1
+                row0, row1 = s0, s1
+                if lo > 0:  # the cropped border columns (first and last strip only)
+                    e0, e1 = _sum_pair(ring, t, gt, consts, 0, lo)
+                    row0, row1 = row0 + e0, row1 + e1
+                if hi < bw:
+                    e0, e1 = _sum_pair(ring, t, gt, consts, hi, bw)
+                    row0, row1 = row0 + e0, row1 + e1
                 for n in range(n_masks):
                     sums[1 + n] += (row0 if flags[n, 0] else zero) + (row1 if flags[n, 1] else zero)
         else:
@@ -285,30 +290,46 @@ def _weighted_pair(ring, t, gt, consts, w, n):
     return a, b
 
 
-def _weights(weights, flags, masks, i, pair, j0, bw, c, zero):
+def _region_states(masks, c, block):
+    """``state[r, row, strip]``: 0 when region ``r``'s pixels of the row in the strip of
+    ``block`` elements are all out, 1 when all in, 2 when mixed."""
+    n, h, w = masks.shape
+    npx = block // c
+    state = np.empty((n, h, (w + npx - 1) // npx), np.int8)
+    for r in range(n):
+        for row in range(h):
+            sel = masks[r, row]
+            for k in range(state.shape[2]):
+                stop = min(w, (k + 1) * npx)
+                count = 0
+                for px in range(k * npx, stop):
+                    count += sel[px]
+                state[r, row, k] = 0 if count == 0 else (1 if count == stop - k * npx else 2)
+    return state
+
+
+def _weights(weights, flags, masks, state, i, pair, j0, bw, c):
     """Whether each region's rows ``i``, ``i + 1`` are all in or all out of the strip (then
     ``flags[r, q]`` says which, and True is returned); otherwise the per-element weights for
     :func:`_weighted_pair`, each region's pixels repeated over the channels (zero for a missing
     row or region), and False."""
-    npx = bw // c
+    strip = j0 // weights.shape[2]
     uniform = True
     for n in range(2):
         for q in range(2):
             flags[n, q] = 0
             if n < masks.shape[0] and q <= pair:
-                sel = masks[n, i + q, j0 // c :]
-                count = 0
-                for px in range(npx):
-                    count += sel[px]
-                flags[n, q] = 1 if count == npx else 0
-                uniform = uniform and (count == 0 or count == npx)
+                flags[n, q] = state[n, i + q, strip]
+                uniform = uniform and flags[n, q] < 2
     if uniform:
         return True
+    zero = weights[0, 0, 0] - weights[0, 0, 0]
+    npx = bw // c
     for n in range(2):
         for q in range(2):
             wq = weights[n, q]
             if n >= masks.shape[0] or q > pair:
-                wq[:bw] = zero
+                wq[:bw] = 0
                 continue
             sel = masks[n, i + q, j0 // c :]
             if c == 3:
@@ -359,5 +380,6 @@ def _dot(a, sel, n, zero):
 
 # Helpers inside vector loops, inlined at numba's level; the rest are compiled as functions.
 INLINED = ("_ssim_value", "_vertical", "_value")
-COMPILED = ("_fir", "_fir_pairs", "_horizontal", "_weights", "_combine", "_pixel_sums", "_sum",
-            "_dot", "_sum_pair", "_weighted_pair", "_strip", "_rows")  # fmt: skip
+COMPILED = ("_fir", "_fir_pairs", "_horizontal", "_region_states", "_weights", "_combine",
+            "_pixel_sums", "_sum", "_dot", "_sum_pair", "_weighted_pair", "_strip",
+            "_rows")  # fmt: skip
