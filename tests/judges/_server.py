@@ -3,7 +3,9 @@
 ``POST /v1/chat/completions`` answers with the real response shape; ``responder(body, n)``
 (``n`` = 1-based request number) returns the :class:`Reply` to send. Requests are counted and
 kept (``server.requests``). A reply's ``raw`` body is sent as it is (an HTML page, truncated JSON,
-JSON of another shape), with ``content_type``; ``{auth}`` in its text, content or error message
+JSON of another shape), with ``content_type``; its ``delay`` counts from the request's arrival
+(the time this server spends reading and parsing the body is part of it, as a benchmark's
+latency must be exact); ``{auth}`` in its text, content or error message
 becomes the request's ``Authorization`` header (a server that echoes the key).
 """
 
@@ -47,6 +49,7 @@ class FakeJudgeServer:
             disable_nagle_algorithm = True  # headers and body go out in two writes
 
             def do_POST(self) -> None:  # noqa: N802
+                arrived = time.perf_counter()  # a reply's delay counts from here
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server._lock:
                     server.count += 1
@@ -59,8 +62,8 @@ class FakeJudgeServer:
                     return self._send(404, {"error": {"message": "no such route", "type": "x"}})
                 reply = server.responder(body, n)
                 auth = self.headers.get("Authorization") or ""
-                if reply.delay:
-                    time.sleep(reply.delay)
+                if reply.delay:  # reading and parsing the body is part of it, not added
+                    time.sleep(max(0.0, reply.delay - (time.perf_counter() - arrived)))
                 if reply.raw is not None:
                     raw = reply.raw.replace("{auth}", auth).encode()
                     return self._send(reply.status, raw, reply.headers, reply.content_type)

@@ -11,7 +11,8 @@ The edit is ``255 - input``. The prompt steers a sample's answer: ``REFUSE`` (co
 that echoes the request's ``Authorization`` header, as some proxies do).
 :attr:`FakeImageAPI.script` steers the next requests in arrival order: an HTTP status (``429``,
 ``503``), ``"slow"`` (answer after ``slow_s``, for client timeouts) or ``"garbage"`` (not JSON).
-Every request is recorded; ``latency`` delays every answer (for throughput benchmarks).
+Every request is recorded; ``latency`` delays every answer (for throughput benchmarks), counted
+from the request's arrival: reading its body is part of it, not added to it.
 """
 
 from __future__ import annotations
@@ -97,14 +98,16 @@ class _Handler(BaseHTTPRequestHandler):
                 api.in_flight -= 1
 
     def _answer(self, api: FakeImageAPI) -> None:
+        arrived = time.perf_counter()
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
         action = api._next_action()
         record = {"path": self.path, "headers": dict(self.headers), "action": action}
         api.requests.append(record)
         if action == "slow":
             time.sleep(api.slow_s)
-        if api.latency:
-            time.sleep(api.latency)
+            arrived = time.perf_counter()  # the latency comes on top of a slow answer
+        if api.latency:  # counted from the request's arrival: reading its body is part of it
+            time.sleep(max(0.0, api.latency - (time.perf_counter() - arrived)))
         if isinstance(action, int):
             extra = {"Retry-After": "0"} if action == 429 else {}
             return self._send(action, {"error": {"message": f"status {action}"}}, extra)
