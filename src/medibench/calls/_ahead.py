@@ -9,6 +9,7 @@ lands together would otherwise wait for its bodies one after another).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
@@ -54,9 +55,17 @@ class Ahead(Generic[T, R]):
         if self.max_bytes is not None and self._count:
             depth = min(depth, self.max_bytes * self._count // max(1, self._bytes))
         while self._next < len(self.items) and self._next <= index + depth:
-            self._futures[self._next] = self._pool.submit(self.fn, self.items[self._next])
+            self._futures[self._next] = self._pool.submit(self._make, self.items[self._next])
             self._next += 1
         return self._futures.pop(index)
+
+    def _make(self, item: T) -> R:
+        try:
+            return self.fn(item)
+        finally:
+            # Let go of the GIL between items: the event loop waiting for it after a socket call
+            # would otherwise wait for the switch interval (5 ms) while a burst is made.
+            time.sleep(0)
 
     def account(self, size: int) -> None:
         """Tell the size (bytes) of a result used: it bounds how many are made ahead."""
