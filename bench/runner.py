@@ -94,8 +94,11 @@ def runner_overhead(root: Path, samples: list[Sample], rep: int) -> dict[str, fl
     return {"run (total)": total, **times}
 
 
-def api_throughput(root: Path, samples: list[Sample], concurrency: int, latency: float) -> float:
-    """Samples per second through run() with ``concurrency`` requests in flight.
+def api_throughput(
+    root: Path, samples: list[Sample], concurrency: int, latency: float
+) -> tuple[float, float, float]:
+    """Samples per second through run() with ``concurrency`` requests in flight, and this
+    process's and the server's CPU ms per sample (independent of the machine's load).
 
     The server runs in its own process, as a real API would (it must not share our GIL), and
     echoes the uploaded image without decoding it: on a 2-core machine its image work would
@@ -121,15 +124,23 @@ def api_throughput(root: Path, samples: list[Sample], concurrency: int, latency:
             stage="generate",
             workers=concurrency,
         )
-        t0 = time.perf_counter()
+        t0, c0, s0 = time.perf_counter(), time.process_time(), _cpu_s(proc.pid)
         with run(config, progress=False, console=QUIET) as store:
             elapsed = time.perf_counter() - t0
+            cpu = (time.process_time() - c0) / len(samples) * 1e3
+            server = (_cpu_s(proc.pid) - s0) / len(samples) * 1e3
             done = store.prediction_keys(model.name, status="ok")
         assert len(done) == len(samples), len(done)
     finally:
         proc.stdin.close()
         proc.wait(timeout=10)
-    return len(samples) / elapsed
+    return len(samples) / elapsed, cpu, server
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -151,20 +162,26 @@ def main() -> None:
                 ("  (target < 5 ms)" + (" OK" if ms < 5 else " MISSED")) if "total" in key else ""
             )
             print(f"  {key:<18} {ms:7.3f} ms/sample{flag}")
-        print(f"API throughput, openai-image against a local server, {args.latency * 1e3:.0f} ms")
+        print(
+            f"API throughput, openai-image against a local server, {args.latency * 1e3:.0f} ms; "
+            f"load average {os.getloadavg()[0]:.2f}; cpu: this process's and the server's CPU "
+            "ms per sample"
+        )
         for c in (1, 8, 32):
             # 50 waves at concurrency 32: a throughput, not the run's fixed start-up (plan,
             # store, dataset: about 1 s, which halves the rate of a 10-wave run).
             count = {1: 10, 8: 80, 32: 1600}[c] // (2 if args.quick else 1)
-            rate = api_throughput(
+            rate, cpu, server = api_throughput(
                 root, make_samples(root / f"api{c}", count, args.size), c, args.latency
             )
             ideal = c / args.latency
             flag = f"  (target >= 140/s {'OK' if rate >= 140 else 'MISSED'})" if c == 32 else ""
             print(
                 f"  concurrency {c:>2}: {rate:7.1f} samples/s ({rate / ideal:.0%} of "
-                f"{ideal:.0f}/s ideal, {count} samples){flag}"
+                f"{ideal:.0f}/s ideal, {count} samples; cpu {cpu:.2f} + server {server:.2f} "
+                f"ms){flag}"
             )
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":
