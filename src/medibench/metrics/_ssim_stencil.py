@@ -119,11 +119,12 @@ def _strip(
         if fused:
             # Where every region row of the pair is all in or all out of the strip (most rows of
             # a compact ROI), the regions take whole-row sums of the unweighted loop.
-            uniform = n_masks == 0 or _weights(weights, flags, masks, state, i, pair, j0, bw, c)
+            uniform = n_masks == 0 or _uniform(flags, state, n_masks, i, pair, j0 // block)
             s0 = s1 = zero
             if uniform or want_mean:
                 s0, s1 = _sum_pair(ring, t, gt, consts, lo, hi)
             if not uniform:
+                _weights(weights, masks, i, pair, j0, bw, c)
                 a, b = _weighted_pair(ring, t, gt, consts, weights, bw)
                 sums[1] += a
                 if n_masks > 1:
@@ -300,29 +301,28 @@ def _region_states(masks, c, block):
         for row in range(h):
             sel = masks[r, row]
             for k in range(state.shape[2]):
-                stop = min(w, (k + 1) * npx)
+                part = sel[k * npx : (k + 1) * npx]
                 count = 0
-                for px in range(k * npx, stop):
-                    count += sel[px]
-                state[r, row, k] = 0 if count == 0 else (1 if count == stop - k * npx else 2)
+                for px in range(part.shape[0]):
+                    count += part[px]
+                state[r, row, k] = 0 if count == 0 else (1 if count == part.shape[0] else 2)
     return state
 
 
-def _weights(weights, flags, masks, state, i, pair, j0, bw, c):
-    """Whether each region's rows ``i``, ``i + 1`` are all in or all out of the strip (then
-    ``flags[r, q]`` says which, and True is returned); otherwise the per-element weights for
-    :func:`_weighted_pair`, each region's pixels repeated over the channels (zero for a missing
-    row or region), and False."""
-    strip = j0 // weights.shape[2]
+def _uniform(flags, state, n_masks, i, pair, strip):
+    """Whether each region's rows ``i``, ``i + 1`` are all in or all out of the strip;
+    ``flags[r, q]`` says which (1: all in), or 2 for a mixed row."""
     uniform = True
     for n in range(2):
         for q in range(2):
-            flags[n, q] = 0
-            if n < masks.shape[0] and q <= pair:
-                flags[n, q] = state[n, i + q, strip]
-                uniform = uniform and flags[n, q] < 2
-    if uniform:
-        return True
+            flags[n, q] = state[n, i + q, strip] if n < n_masks and q <= pair else 0
+            uniform = uniform and flags[n, q] < 2
+    return uniform
+
+
+def _weights(weights, masks, i, pair, j0, bw, c):
+    """Per-element weights of rows ``i``, ``i + 1`` for :func:`_weighted_pair`: each region's
+    pixels repeated over the channels (zero for a missing row or region)."""
     zero = weights[0, 0, 0] - weights[0, 0, 0]
     npx = bw // c
     for n in range(2):
@@ -342,7 +342,6 @@ def _weights(weights, flags, masks, state, i, pair, j0, bw, c):
                 for px in range(npx):
                     for ch in range(c):
                         wq[px * c + ch] = zero + sel[px]
-    return False
 
 
 def _combine(acc, consts, v, n):
@@ -379,7 +378,7 @@ def _dot(a, sel, n, zero):
 
 
 # Helpers inside vector loops, inlined at numba's level; the rest are compiled as functions.
-INLINED = ("_ssim_value", "_vertical", "_value")
+INLINED = ("_ssim_value", "_vertical", "_value", "_uniform")
 COMPILED = ("_fir", "_fir_pairs", "_horizontal", "_region_states", "_weights", "_combine",
             "_pixel_sums", "_sum", "_dot", "_sum_pair", "_weighted_pair", "_strip",
             "_rows")  # fmt: skip
