@@ -88,6 +88,9 @@ def score(
             f"[yellow]ignored {len(index.unknown)} output(s) for ids not in the benchmark:[/] "
             f"{names}{more}"
         )
+    from medibench.runs._folder import _tune_malloc
+
+    _tune_malloc()  # this command's process too: image-sized arrays reused, not re-mapped
     records = score_predictions(
         ds, index, protos, k=k or ds.expected_k, workers=workers, progress=progress, console=err
     )

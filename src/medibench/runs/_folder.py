@@ -322,8 +322,9 @@ def _tune_malloc() -> bool:
     of freed memory kept, so that each output's work arrays are not mapped, faulted in and
     unmapped again (miedb@paper: 4.6 of 17 CPU seconds were the kernel's, 0.6 with this).
 
-    Only in the workers (processes of this module's own), and not where ``MALLOC_*_``
-    environment variables already say how. Returns whether it was applied.
+    In the workers (processes of this module's own) and in ``medibench score``'s own process,
+    not in a library caller's; never where ``MALLOC_*_`` environment variables already say how.
+    Returns whether it was applied.
     """
     if not sys.platform.startswith("linux") or any(v in os.environ for v in _MALLOC_ENV):
         return False
