@@ -160,7 +160,7 @@ async def _plan_and_call(
                     # This chunk's files, and the next chunk's hashed meanwhile (not the whole
                     # run's at once: that took both cores from the first requests).
                     paths = planner.paths(planner.next_items(size))
-                    futures = [asyncio.wrap_future(planner.hasher.future(p)) for p in paths]
+                    futures = [asyncio.wrap_future(f) for f in planner.hasher.futures_of(paths)]
                     planner.hasher.submit(planner.paths(planner.next_items(3 * size))[len(paths) :])
                     await asyncio.gather(*futures, return_exceptions=True)
                     cached_before = len(planner.plan.cached)
