@@ -121,7 +121,7 @@ def _strip(
             # a compact ROI), the regions take whole-row sums of the unweighted loop.
             uniform = n_masks == 0 or _uniform(flags, state, n_masks, i, pair, j0 // block)
             s0 = s1 = zero
-            if uniform or want_mean:
+            if want_mean:
                 s0, s1 = _sum_pair(ring, t, gt, consts, lo, hi)
             if not uniform:
                 _weights(weights, masks, i, pair, j0, bw, c)
@@ -130,13 +130,12 @@ def _strip(
                 if n_masks > 1:
                     sums[2] += b
             elif n_masks:
-                row0, row1 = s0, s1
-                if lo > 0:  # the cropped border columns (first and last strip only)
-                    e0, e1 = _sum_pair(ring, t, gt, consts, 0, lo)
-                    row0, row1 = row0 + e0, row1 + e1
-                if hi < bw:
-                    e0, e1 = _sum_pair(ring, t, gt, consts, hi, bw)
-                    row0, row1 = row0 + e0, row1 + e1
+                # Whole-row sums: one full-width loop (no short border loops), the same call
+                # whether or not the cropped mean is wanted too.
+                if want_mean and lo == 0 and hi == bw:
+                    row0, row1 = s0, s1
+                else:
+                    row0, row1 = _sum_pair(ring, t, gt, consts, 0, bw)
                 for n in range(n_masks):
                     sums[1 + n] += (row0 if flags[n, 0] else zero) + (row1 if flags[n, 1] else zero)
         else:
