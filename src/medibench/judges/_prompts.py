@@ -17,7 +17,6 @@ from string import Template
 __all__ = ["PromptFile", "load_prompt", "prompt_files"]
 
 
-
 @dataclass(frozen=True)
 class PromptFile:
     """One prompt file: its header, its sections and the sha256 of its bytes."""
