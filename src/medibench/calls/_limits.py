@@ -9,7 +9,7 @@
   pool of 64 connections spent more CPU than the requests themselves (profiled in bench/judge.py:
   18 of 30 CPU seconds, 15 ms per judged sample at 64 in flight).
 * :func:`run_bounded`: ``concurrency`` workers over one shared iterator, each item to one worker
-  (the judges' calls; the image-editing runner's outputs).
+  (the image-editing runner's outputs; the judges' workers take theirs from the plan's queue).
 * :class:`CostBudget`: a run folder's ``max_cost``: a call starts only while what was spent before,
   plus this run's spend, plus the estimates of the calls in flight, stays within it.
 """

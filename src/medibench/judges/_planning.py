@@ -2,7 +2,9 @@
 
 Every (model, sample, k) with an ``ok`` score row under a scoring protocol the judge fills gets one
 call per pass; its cache key comes from file hashes and texts only (no image is decoded for a cache
-hit). :class:`JudgeReport` starts here and is completed by the calling and filling steps.
+hit). :class:`_Planner` plans a chunk of predictions at a time (the calls of a chunk can go out
+while the next is hashed, :class:`_Hasher`). :class:`JudgeReport` starts here and is completed
+by the calling and filling steps.
 """
 
 from __future__ import annotations
