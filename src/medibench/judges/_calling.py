@@ -64,7 +64,9 @@ async def _execute(
             return
         j = _record(judge, config, call)
         try:
-            body, notes = await asyncio.wrap_future(prepared)
+            body, notes = (
+                prepared.result() if prepared.done() else await asyncio.wrap_future(prepared)
+            )
             ahead.account(len(body))
             j.notes = notes
             done = await get_client().complete_body(body)

@@ -157,7 +157,8 @@ def _generate_concurrent(model, tasks, out_dir: Path, workers: int) -> Iterator[
         image_ahead = reads.take(index)
         if failed:
             raise failed[0]
-        image = await asyncio.wrap_future(image_ahead)
+        done = image_ahead.done()  # read ahead: no trip through the loop
+        image = image_ahead.result() if done else await asyncio.wrap_future(image_ahead)
         if isinstance(image, str):
             results.put(Outcome(task, None, image, 0.0))
             return
