@@ -16,8 +16,8 @@ by kind.
 Keeping ``concurrency`` requests in flight: the request bodies (read the images, base64, JSON)
 are made on a thread ahead of need (:class:`medibench.calls.Ahead`), so a worker whose answer
 came back sends its next request at once; and a worker does not wait for its answer's commit
-before the next call (at most ``concurrency`` answers wait for one; a failed commit stops the
-run at the next call). A body made ahead of a call the budget then refuses is dropped unsent.
+before the next call (unless ``2 * concurrency`` answers wait for one; a failed commit stops
+the run at the next call). A body made ahead of a call the budget then refuses is dropped unsent.
 """
 
 from __future__ import annotations
@@ -87,13 +87,14 @@ async def _execute(
         if j.cost_usd is not None:
             spent.append(j.cost_usd)
         # Stored as it arrives (the writer thread's next group commit); this worker goes on to
-        # its next call meanwhile unless ``concurrency`` answers already wait for a commit.
+        # its next call meanwhile unless the writer is two waves behind (a wave of answers lands
+        # while a commit is under way: waiting at one wave stalled workers for a whole commit).
         committed = filler.store_answer(j, call.links)
         filler.answered(j)
         report.counts[j.status] += 1
         if on_progress:
             on_progress()
-        if filler.uncommitted > config.concurrency:
+        if filler.uncommitted > 2 * config.concurrency:
             await asyncio.wrap_future(committed)
 
     async def worker() -> None:
