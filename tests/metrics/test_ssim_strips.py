@@ -1,7 +1,9 @@
 """The fused stencil's strips, row pairs and paths on shapes the 37x45 grid does not reach.
 
-Strips are 192 channel-elements wide (64 RGB pixels), output rows go in pairs, and the plain mean,
-the weighted (region) sums and the staged path (map, long filters, three regions) are separate
+Strips are ``_ssim_fused._BLOCK`` channel-elements wide (384 by default, 128 RGB pixels); the
+shapes below are cut for 192-element strips (64 RGB pixels), which every test here sets, and
+the last test crosses the default's strips. Output rows go in pairs, and the plain mean, the
+weighted (region) sums and the staged path (map, long filters, three regions) are separate
 loops: each is checked against float64 scikit-image or the OpenCV path here.
 """
 
@@ -14,6 +16,12 @@ from skimage.metrics import structural_similarity
 from medibench.metrics import _ssim_fused, masked_ssim, ssim, ssim_by_region, ssim_map
 
 pytest.importorskip("numba")
+
+
+@pytest.fixture(autouse=True)
+def _strips_of_192(monkeypatch, request):
+    if not request.node.name.startswith("test_the_default_strips"):
+        monkeypatch.setattr(_ssim_fused, "_BLOCK", 192)
 
 
 def _pair(shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -147,3 +155,16 @@ def test_offset_is_near_the_data_and_short(monkeypatch):
         ref = _reference(far_a, far_b, -1)
         got = ssim(far_a, far_b, data_range=255, dtype=np.float32)
         assert got == pytest.approx(ref, abs=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(12, 392), (23, 258, 3), (70, 129, 3)], ids=str)
+def test_the_default_strips_match_skimage(monkeypatch, shape):
+    assert _ssim_fused._BLOCK == 384  # two strips and a bit: 384 + 8, 128 + 128 + 2, 128 + 1
+    monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "numba")
+    a, b, roi = _pair(shape, seed=shape[1])
+    axis = -1 if a.ndim == 3 else None
+    kw = dict(data_range=255, channel_axis=axis, dtype=np.float32)
+    assert ssim(a, b, **kw) == pytest.approx(_reference(a, b, axis), abs=1e-5)
+    by = ssim_by_region(a, b, roi, **kw)
+    assert by["full"] == ssim(a, b, **kw)  # bit for bit, as at every strip width
+    assert by["outside"] == masked_ssim(a, b, roi, region="outside", **kw)

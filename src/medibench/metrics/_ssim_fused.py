@@ -105,10 +105,13 @@ _COMPILED: Any = None
 # Filters of up to 7 or 11 taps are zero-padded to that and run unrolled; longer ones take the
 # staged path (one pass per tap pair).
 _UNROLLED = (7, 11)
-# Strip width in elements, cut to whole pixels: the float32 ring of 12 rows x 4 moments x 192 is
-# 37 KB, about the first-level data cache. (A constant shape inside the kernel, which would let
-# LLVM use immediate offsets, was measured to stop numba's cached build from vectorising.)
-_BLOCK = 192
+# Strip width in elements, cut to whole pixels (128 RGB pixels). Measured on an idle Zen 4 core
+# (a sweep of 192, 288, 336, 384 and 480 with bench/metrics.py's inputs), 384
+# was fastest or within 2% at 256, 512 and 1024 px in float32 and float64: its float32 ring (12
+# rows x 4 moments x 384) is 74 KB, in the second-level cache, and fewer strips mean fewer
+# ring refills at the strip tops. (A constant shape inside the kernel, which would let LLVM use
+# immediate offsets, was measured to stop numba's cached build from vectorising.)
+_BLOCK = 384
 
 
 def _kernel_fn() -> Any:
