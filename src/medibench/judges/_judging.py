@@ -97,18 +97,9 @@ async def judge_run_async(
                 on_plan(sum(len(p.plan.calls) for p in planners))
             return [_report(p.plan, max_cost, budget, jstore) for p in planners]
         return await _plan_and_call(
-            store,
-            jstore,
-            planners,
-            estimators,
-            config,
-            passes,
-            budget,
-            max_cost,
-            client,
-            on_progress,
-            on_plan,
-        )
+            store, jstore, planners, estimators, config, passes, budget, max_cost, client,
+            on_progress, on_plan,
+        )  # fmt: skip
     finally:
         hasher.close()
         if store is not run:
@@ -116,18 +107,9 @@ async def judge_run_async(
 
 
 async def _plan_and_call(
-    store,
-    jstore,
-    planners,
-    estimators,
-    config,
-    passes,
-    budget,
-    max_cost,
-    client,
-    on_progress,
+    store, jstore, planners, estimators, config, passes, budget, max_cost, client, on_progress,
     on_plan,
-) -> list[JudgeReport]:
+) -> list[JudgeReport]:  # fmt: skip
     """Plan each judge chunk by chunk on this loop while the calls planned so far go out (the
     first requests leave once the first chunk's files are hashed, not all of them), then fill.
 
