@@ -86,8 +86,9 @@ def fused_ssim(
     out = np.empty((h, w * c) if want_map else (0, 0), dtype)
     sums = np.zeros(1 + masks.shape[0], np.float64)
     consts = np.array([0.0, c1, c2, cov_norm, 2.0, 0.0], dtype)  # [0]: the kernel's offset
+    regions = _canonical(masks).view(np.uint8)
     _kernel_fn()(
-        xs, ys, c, padded_kernel(kernel, dtype), consts, crop, masks.view(np.uint8), out,
+        xs, ys, c, padded_kernel(kernel, dtype), consts, crop, regions, out,
         want_map, want_mean, sums, _BLOCK // c * c,
     )  # fmt: skip
     return (out.reshape(h, w, c) if want_map else None), sums
@@ -97,7 +98,17 @@ def _as_rows(im: np.ndarray, h: int, length: int, dtype: type[np.floating]) -> n
     """``(H, W*C)`` C-contiguous rows in uint8 or ``dtype`` (the compiled signatures)."""
     if im.dtype not in (np.uint8, np.dtype(dtype)):
         im = im.astype(dtype)
-    return np.ascontiguousarray(im).reshape(h, length)
+    return _canonical(im).reshape(h, length)
+
+
+def _canonical(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous and writeable (copied if it is not): numba compiles one version per
+    layout and read-only flag and then reuses any compatible one, and with fastmath's
+    reassociation two versions sum in different orders, so the values of a call would depend
+    on which arrays earlier calls in the process passed (last digits of float32 SSIM)."""
+    if a.flags.c_contiguous and a.flags.writeable:
+        return a
+    return np.array(a, order="C")
 
 
 _NUMBA_AVAILABLE = importlib.util.find_spec("numba") is not None
