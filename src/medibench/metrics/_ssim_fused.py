@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -125,10 +126,47 @@ _UNROLLED = (7, 11)
 _BLOCK = 384
 
 
+_WARMING = "MEDIBENCH_SSIM_WARMING"  # set in the child that fills the cache
+
+
+def _cold_cache() -> bool:
+    """Whether numba's cache (``__pycache__`` next to ``_ssim_stencil.py``) can hold the kernel
+    and holds no build of it yet. An unwritable one: every process builds its own (they agree)."""
+    here = Path(__file__).with_name("__pycache__")
+    writable = os.access(here if here.is_dir() else here.parent, os.W_OK)
+    return writable and not any(here.glob("_ssim_stencil.ssim_rows-*.nbi"))
+
+
+def warm() -> None:
+    """Build every signature the kernel is called with (uint8 or ``dtype`` images, float32 and
+    float64), so numba's cache holds them (run in a child process by :func:`_kernel_fn`)."""
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        for src in (np.uint8, dtype):
+            x = rng.integers(0, 256, (12, 12, 1)).astype(src)
+            k = padded_kernel(np.full(7, 1 / 7), dtype)
+            fused_ssim(x, x, k, c1=1.0, c2=1.0, cov_norm=1.0, crop=3,
+                       masks=np.zeros((0, 12, 12), bool), want_map=False, dtype=dtype)  # fmt: skip
+
+
 def _kernel_fn() -> Any:
-    """The numba-compiled kernel (compiled, or loaded from numba's cache, on first use)."""
+    """The numba-compiled kernel (loaded from numba's cache; built first when it is cold).
+
+    numba's in-process build and the build it loads from its cache round float32 differently
+    (last digits: 0.92594255235 vs 0.92594256083 for one pair), so a process that built the
+    kernel itself would disagree with scoring workers that load it. A cold cache is therefore
+    filled by a child process (:func:`warm`) and every process, this one included, loads it."""
     global _COMPILED
     if _COMPILED is None:
+        if _cold_cache() and not os.environ.get(_WARMING):
+            import subprocess
+            import sys
+
+            subprocess.run(
+                [sys.executable, "-c", "from medibench.metrics._ssim_fused import warm; warm()"],
+                check=False,
+                stdout=subprocess.DEVNULL, env={**os.environ, _WARMING: "1"},
+            )  # fmt: skip
         import numba
 
         from medibench.metrics import _ssim_stencil as src
