@@ -56,9 +56,9 @@ def test_qwen_adapter_edits_a_batch_in_one_pipeline_call(monkeypatch):
         monkeypatch.setattr(type(pipe), "__call__", counted)
         rng = np.random.default_rng(0)
         images = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(2)]
-        batch = model.edit_batch(images, ["remove the lesion", "add a tumor"], seeds=[0, 1])
-        single = [model.edit(im, t, seed=s) for im, t, s in
-                  zip(images, ["remove the lesion", "add a tumor"], [0, 1], strict=True)]  # fmt: skip
+        texts = ["remove the lesion", "add a tumor"]
+        batch = model.edit_batch(images, texts, seeds=[0, 1])
+        single = [model.edit(im, t, seed=s) for im, t, s in zip(images, texts, [0, 1], strict=True)]
         module._WARM.clear()
     assert calls[0] == [" ", " "] and calls[1:] == [[" "], [" "]]  # one call for the batch
     for b, s in zip(batch, single, strict=True):
