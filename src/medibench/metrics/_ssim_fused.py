@@ -103,10 +103,10 @@ def _as_rows(im: np.ndarray, h: int, length: int, dtype: type[np.floating]) -> n
 
 
 def _canonical(a: np.ndarray) -> np.ndarray:
-    """``a`` C-contiguous and writeable (copied if it is not): numba compiles one version per
-    layout and read-only flag and then reuses any compatible one, and with fastmath's
-    reassociation two versions sum in different orders, so the values of a call would depend
-    on which arrays earlier calls in the process passed (last digits of float32 SSIM)."""
+    """``a`` C-contiguous and writeable (copied if it is not), so every call reaches one
+    compiled version per dtype: numba builds one per layout and read-only flag and reuses any
+    compatible one, and versions built apart need not round float32 alike (as the in-process
+    and cached builds do not, see :func:`_kernel_fn`)."""
     if a.flags.c_contiguous and a.flags.writeable:
         return a
     return np.array(a, order="C")
