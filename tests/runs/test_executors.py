@@ -99,6 +99,32 @@ def test_batches_group_same_size_items_and_a_failing_batch_fails_alone(tmp_path)
     assert {preds[("s002", j)][0] for j in range(3)} == {"error"}
 
 
+def test_batches_are_cut_from_size_buckets_across_the_stage(tmp_path):
+    """Sizes that alternate in the dataset still give full batches: the stage is bucketed by
+    the inputs' header sizes, and an unreadable input fails alone with its read error."""
+    from medibench.io import write_image
+    from medibench.runs._work import Task, batches
+
+    samples = _samples(tmp_path / "data", n=7)
+    for i in (1, 3, 5):  # 32x32 gray inputs with 40x24 ones between them
+        path = tmp_path / "data" / f"wide{i}.png"
+        write_image(path, np.full((24, 40), 9 * i, np.uint8))
+        samples[i] = samples[i].model_copy(update={"input": str(path)})
+    (tmp_path / "data" / "broken.png").write_bytes(b"not a png")
+    samples[6] = samples[6].model_copy(update={"input": str(tmp_path / "data" / "broken.png")})
+    tasks = [Task(s, 0, i) for i, s in enumerate(samples)]
+    ids = [[t.sample.sample_id for t in b] for b in batches(tasks, 2)]
+    assert ids == [["s000", "s002"], ["s004"], ["s001", "s003"], ["s005"], ["s006"]]
+    assert [len(b) for b in batches(tasks, 1)] == [1] * 7
+    model = SeededNoise(batch_size=2)
+    rep, preds = _run(tmp_path, "run", samples, model, k=1)
+    assert model.batches == [2, 2]  # in sample order the sizes alternate: no batch of 2
+    assert (rep.done, rep.failed) == (6, 1)
+    assert "broken.png" in preds[("s006", 0)][2]
+    _, one_by_one = _run(tmp_path, "single", samples, SeededNoise(batch_size=1), k=1)
+    assert preds == one_by_one  # batching changes no output
+
+
 def test_outputs_of_another_size_or_mode_are_stored_as_made_and_scored(tmp_path):
     samples = _samples(tmp_path / "data", n=2)
 

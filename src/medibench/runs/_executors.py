@@ -1,11 +1,12 @@
 """Executors: where the generate and score stages do their work.
 
 - :class:`LocalExecutor` (``--executor local``): in this process. One worker runs the items one
-  after another, in batches of same-size images when the model has ``edit_batch`` and a
-  ``batch_size`` above 1. More workers (``--workers N``) keep N items in flight through the call
-  layer's :func:`medibench.calls.run_bounded`, on one event loop: coroutines awaiting the
-  model's async ``aedit`` (the API adapters), or, for a model with only a blocking ``edit``, the
-  same coroutines handing each item to a pool of N threads.
+  after another, in batches of same-size images (sized from the input files' headers, across
+  the whole stage) when the model has ``edit_batch`` and a ``batch_size`` above 1. More workers
+  (``--workers N``) keep N items in flight through the call layer's
+  :func:`medibench.calls.run_bounded`, on one event loop: coroutines awaiting the model's async
+  ``aedit`` (the API adapters), or, for a model with only a blocking ``edit``, the same
+  coroutines handing each item to a pool of N threads.
 - :class:`RayExecutor` (``--executor ray``, in ``_ray``): one Ray actor per GPU (or ``workers``
   actors) builds the model once and pulls batches of work; scoring runs as Ray tasks over shards
   of samples.
@@ -36,6 +37,7 @@ from medibench.runs._work import (
     Outcome,
     Refusal,
     Task,
+    batches,
     check_output,
     describe,
     edit_one,
@@ -96,14 +98,13 @@ def _write_outcome(task, image, error, elapsed, out_dir: Path) -> Outcome:
 
 
 def _generate_in_turn(model, tasks: Sequence[Task], out_dir: Path) -> Iterator[Outcome]:
-    """One batch (``model.batch_size`` items) at a time; a writer thread encodes and writes each
-    batch's PNGs while the model works on the next one (a GPU is not left idle for the PNG
-    encoding), and the outcomes come back in task order."""
+    """One batch (``model.batch_size`` items of one input size, :func:`batches`) at a time; a
+    writer thread encodes and writes each batch's PNGs while the model works on the next one (a
+    GPU is not left idle for the PNG encoding), and the outcomes come back in batch order."""
     size = max(1, int(getattr(model, "batch_size", 1) or 1))
     with ThreadPoolExecutor(1, thread_name_prefix="medibench-write") as writer:
         pending: deque[Future[Outcome]] = deque()
-        for start in range(0, len(tasks), size):
-            chunk = list(tasks[start : start + size])
+        for chunk in batches(tasks, size if hasattr(model, "edit_batch") else 1):
             images = [read_input(t) for t in chunk]
             for task, (image, error, elapsed) in zip(
                 chunk, edit_tasks(model, chunk, images), strict=True

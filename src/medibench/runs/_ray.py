@@ -17,6 +17,7 @@ from medibench.io import atomic_write_bytes, encode_image
 from medibench.runs._work import (
     Outcome,
     Task,
+    batches,
     check_output,
     describe,
     edit_tasks,
@@ -100,14 +101,13 @@ class RayExecutor:
         """Keep two batches queued per actor; write each returned PNG, yield its outcome."""
         ray = _import_ray()
         self.start(model)
-        todo = iter(range(0, len(tasks), self._batch))
+        todo = iter(batches(tasks, self._batch))  # one input size per batch
         pending: dict[Any, tuple[Any, list[Task], float]] = {}
 
         def submit(actor) -> bool:
-            start = next(todo, None)
-            if start is None:
+            chunk = next(todo, None)
+            if chunk is None:
                 return False
-            chunk = list(tasks[start : start + self._batch])
             images = [read_input(t) for t in chunk]
             pending[actor.run.remote(chunk, images)] = (actor, chunk, time.perf_counter())
             return True

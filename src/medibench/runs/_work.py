@@ -29,6 +29,7 @@ __all__ = [
     "Decoded",
     "Refusal",
     "Task",
+    "batches",
     "check_output",
     "describe",
     "edit_one",
@@ -75,6 +76,34 @@ class Outcome:
     path: Path | None
     error: str | None
     elapsed_s: float
+
+
+def batches(tasks: Sequence[Task], size: int) -> list[list[Task]]:
+    """``tasks`` cut into batches of at most ``size`` whose inputs have the same size: a model's
+    ``edit_batch`` then always gets full batches of one shape, however the dataset mixes sizes.
+
+    Each input's size comes from its file's header (nothing is decoded); sizes appear in the
+    order the tasks first meet them, and tasks keep their order within a size. An input whose
+    header cannot be read (a DICOM, a missing file: its error is recorded when it is read) goes
+    with the others that cannot, and ``edit_tasks`` still groups them by decoded shape.
+    """
+    if size <= 1:
+        return [[t] for t in tasks]
+    buckets: dict[tuple[int, int] | None, list[Task]] = {}
+    for task in tasks:
+        buckets.setdefault(_header_size(task.sample.input), []).append(task)
+    return [b[i : i + size] for b in buckets.values() for i in range(0, len(b), size)]
+
+
+def _header_size(path: str) -> tuple[int, int] | None:
+    """``(width, height)`` from an image file's header, or None when Pillow cannot read it."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return im.size
+    except Exception:  # the read error, if any, is the sample's when its input is decoded
+        return None
 
 
 def edit_tasks(
