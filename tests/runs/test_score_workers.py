@@ -103,7 +103,9 @@ def test_two_workers_give_the_records_of_one_and_read_each_file_once(folder, tmp
         by_pid.setdefault(pid, set()).add(name.split("_")[0])
     forked = _folder._fork_is_safe()
     assert by_pid.pop(os.getpid(), set()) == ({"s0", "s1"} if forked else set())
-    assert len(by_pid) == 2
+    # At most the two workers; spans go to whichever is free, so on a loaded machine one worker
+    # can take every span before the other has started (seen in CI under load).
+    assert 1 <= len(by_pid) <= 2
     assert set.union(*by_pid.values()) == {f"s{i}" for i in range(2 if forked else 0, N)}
 
 
