@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from medibench.io import sha256_file
 from medibench.judges._config import JudgeConfig
@@ -89,12 +90,15 @@ class _Plan:
     cached: list[tuple[Judgement, list[tuple[str, str, int]]]]
 
 
-def _describes(judge: JudgeProtocol, spec: str, sample) -> bool:
+def _describes(judge: JudgeProtocol, spec: str, sample, protocols: dict[str, Any]) -> bool:
     """Whether the scoring protocol ``spec`` counts any metric this judge fills as describing
-    ``sample`` (its ``applicable_metrics``; protocols without one take every judged metric)."""
+    ``sample`` (its ``applicable_metrics``; protocols without one take every judged metric).
+    ``protocols`` keeps each spec's loaded protocol for the next row."""
     from medibench.protocols import load_protocol
 
-    applies = getattr(load_protocol(spec), "applicable_metrics", None)
+    if spec not in protocols:
+        protocols[spec] = load_protocol(spec)
+    applies = getattr(protocols[spec], "applicable_metrics", None)
     if applies is None:
         return True
     names = applies(sample)
@@ -124,11 +128,12 @@ class _Planner:
         preds = {(p.model, p.sample_id, p.k): p for p in store.predictions(status="ok")}
         targets: dict[tuple[str, str, int], list[tuple[str, str]]] = defaultdict(list)
         self.scores = store.scores()  # the filler starts from them too
+        protocols: dict[str, Any] = {}
         for s in self.scores:
             spec = f"{s.protocol}@{s.protocol_version}"
             if spec in judge.targets and s.status == "ok":
                 sample = samples.get(s.sample_id)
-                if sample is not None and not _describes(judge, spec, sample):
+                if sample is not None and not _describes(judge, spec, sample, protocols):
                     continue  # e.g. MieDB's rubric on a perception record: not its metric
                 targets[(s.model or "", s.sample_id, s.k)].append((s.protocol, s.protocol_version))
         self.targets = targets
