@@ -163,7 +163,9 @@ def compare(work: Path) -> tuple[int, int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--paintbench", type=Path, required=True, help="PaintBench clone")
-    parser.add_argument("--per-condition", type=int, default=12, help="problems per task/condition")
+    parser.add_argument(
+        "--per-condition", type=int, default=12, help="problems per task/condition (6, 12, ...)"
+    )
     parser.add_argument("--tasks", default="", help="comma-separated task names (default: all)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
@@ -172,6 +174,9 @@ def main() -> None:
     clone = args.paintbench.resolve()
     if not (clone / "src" / "eval.py").is_file():
         sys.exit(f"{clone} is not a PaintBench clone: no src/eval.py")
+    if args.per_condition < 1 or args.per_condition % 6:
+        # Its generator splits each task's problems evenly over the task's modes (2 or 3).
+        sys.exit(f"--per-condition must be a positive multiple of 6, got {args.per_condition}")
     work = args.work or Path(tempfile.mkdtemp(prefix="paintbench-bench-"))
     work = work.resolve()
     bench_root, outputs = work / "benchmarks", work / "model_outputs"
