@@ -52,7 +52,8 @@ def score_predictions(
     ``missing``); ``None`` scores what is there (a sample with none gets one ``missing`` record
     for k = 0). Records come sample by sample, so each sample's images are decoded once per
     protocol, by a reader thread that keeps ahead of the scoring. ``workers > 1`` scores spans
-    of samples in that many processes (one OpenCV thread each); the records and their order are
+    of samples in that many processes (one OpenCV thread each, and a reader thread each only
+    where there are at least twice as many cores as workers); the records and their order are
     the same as with one worker.
     """
     job = _Job(Path(dataset.root), list(dataset), index, tuple(protocols), k)
@@ -197,7 +198,10 @@ def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> lis
             workers,
             mp_context=multiprocessing.get_context("fork" if fork else "spawn"),
             initializer=_start_worker,
-            initargs=(job, fork),
+            # A reader thread per worker only where the workers leave cores for them: with as
+            # many workers as cores it took CPU from the scoring (miedb@paper, 2 workers on 2
+            # cores: 5.59-6.16 s without, 5.82-6.58 s with, bench/score_official.py's data).
+            initargs=(job, fork, 2 * workers <= (os.cpu_count() or 1)),
         )
         try:
             # Forked at the first submit, before the pool starts its own threads.
@@ -294,13 +298,14 @@ def _ready_to_fork() -> Iterator[None]:
 
 
 _JOB: _Job | None = None
+_AHEAD = True
 
 
-def _start_worker(job: _Job, forked: bool) -> None:
-    """A worker's setup: the job, one thread for OpenCV (and torch, when loaded), and the
-    allocator tuned for image-sized arrays."""
-    global _JOB
-    _JOB = job
+def _start_worker(job: _Job, forked: bool, ahead: bool = True) -> None:
+    """A worker's setup: the job, whether it decodes ahead on a reader thread, one thread for
+    OpenCV (and torch, when loaded), and the allocator tuned for image-sized arrays."""
+    global _JOB, _AHEAD
+    _JOB, _AHEAD = job, ahead
     _tune_malloc()
     if not forked or "cv2" not in sys.modules:
         import cv2
@@ -314,7 +319,7 @@ def _start_worker(job: _Job, forked: bool) -> None:
 def _score_in_worker(lo: int, hi: int) -> list[Score]:
     if _JOB is None:
         raise RuntimeError("a scoring worker got a span before its job (_start_worker)")
-    return _score_span(_JOB, lo, hi)
+    return _score_span(_JOB, lo, hi, ahead=_AHEAD)
 
 
 def _tune_malloc() -> bool:
