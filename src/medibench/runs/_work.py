@@ -89,9 +89,13 @@ def batches(tasks: Sequence[Task], size: int) -> list[list[Task]]:
     """
     if size <= 1:
         return [[t] for t in tasks]
+    sizes: dict[str, tuple[int, int] | None] = {}  # k draws of a sample share one input
     buckets: dict[tuple[int, int] | None, list[Task]] = {}
     for task in tasks:
-        buckets.setdefault(_header_size(task.sample.input), []).append(task)
+        path = task.sample.input
+        if path not in sizes:
+            sizes[path] = _header_size(path)
+        buckets.setdefault(sizes[path], []).append(task)
     return [b[i : i + size] for b in buckets.values() for i in range(0, len(b), size)]
 
 
