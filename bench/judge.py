@@ -17,8 +17,9 @@ rate is bounded by the CPU both get, not by the latency.
 
 Targets: >= 115 judged samples/s at 500 ms latency and concurrency 64 (90% of the ideal 128/s);
 0 calls on a re-run. At concurrency 64 two runs are made by default: 16 waves (1,024 samples,
-where the fixed start of a judge_run, about 0.4 s of imports and planning before the first
-request and a 0.5 s ramp to 64 connections, weighs 10%) and 50 waves (3,200 samples, the
+where the fixed start of a judge_run weighs 7-10%: 0.1-0.2 s of reading the store and planning
+before the first request, 0.3 s more of imports when it is the process's first judge_run, and a
+CPU-bound ramp of 0.4-0.6 s to 64 requests in flight) and 50 waves (3,200 samples, the
 throughput the target is checked on, as bench/runner.py checks API editing over 50 waves).
 """
 

@@ -124,7 +124,7 @@ def _strip(
             if want_mean:
                 s0, s1 = _sum_pair(ring, t, gt, consts, lo, hi)
             if not uniform:
-                _weights(weights, masks, i, pair, j0, bw, c)
+                _weights(weights, masks, i, pair, j0, bw, c, zero)
                 a, b = _weighted_pair(ring, t, gt, consts, weights, bw)
                 sums[1] += a
                 if n_masks > 1:
@@ -319,10 +319,10 @@ def _uniform(flags, state, n_masks, i, pair, strip):
     return uniform
 
 
-def _weights(weights, masks, i, pair, j0, bw, c):
+def _weights(weights, masks, i, pair, j0, bw, c, zero):
     """Per-element weights of rows ``i``, ``i + 1`` for :func:`_weighted_pair`: each region's
-    pixels repeated over the channels (zero for a missing row or region)."""
-    zero = weights[0, 0, 0] - weights[0, 0, 0]
+    pixels repeated over the channels (zero for a missing row or region). ``zero`` is 0 in the
+    kernel's float type (``weights`` is uninitialised: a zero made from it could be NaN)."""
     npx = bw // c
     for n in range(2):
         for q in range(2):
