@@ -22,6 +22,12 @@ import math
 
 import numpy as np
 
+# The ring's row stride in elements: the widest strip (``block`` <= ROW). A constant, so the
+# vertical loops address ring row ``slot`` of moment ``m`` as one hoisted offset per slot plus a
+# constant displacement per moment: 12 pointers for 11 taps, where runtime strides took 48 and
+# spilled them to the stack (5-6% of the kernel at 256 and 512 px).
+ROW = 384
+
 
 def ssim_rows(x, y, c, g, consts, crop, masks, out, want_map, want_mean, sums, block):
     """SSIM sums (and optionally the map) of ``(H, W*C)`` rows; see :func:`fused_ssim`."""
@@ -47,7 +53,10 @@ def _rows(x, y, c, g, gt, consts, crop, masks, out, want_map, want_mean, sums, b
     ft = g.dtype
     zero = consts[5]
     n_slots = taps + 1
-    ring = np.empty((4, n_slots, block), ft)
+    if block > ROW:
+        raise ValueError("the strip is wider than the ring's rows (ROW)")
+    flat = _line_aligned(4 * n_slots * ROW, ft)  # slot k of moment m: flat[(m n_slots + k) ROW:]
+    ring = flat.reshape((4, n_slots, ROW))
     pad = np.empty((4, block + 2 * rc), ft)
     weights = np.empty((2, 2, block), ft)
     acc = np.empty((4, block), ft)
@@ -69,7 +78,7 @@ def _rows(x, y, c, g, gt, consts, crop, masks, out, want_map, want_mean, sums, b
     first, last = (0, h) if every else (crop - crop % 2, h - crop)
     flags = np.empty((2, 2), np.int64)
     state = _region_states(masks, c, block)
-    buffers = (ring, pad, weights, flags, state, acc, vals, pixel_sum, t, tap_index)
+    buffers = (flat, ring, pad, weights, flags, state, acc, vals, pixel_sum, t, tap_index)
     for j0 in range(0, length, block):
         bw = min(block, length - j0)
         lo = min(max(crop * c - j0, 0), bw)  # the cropped columns of the strip: lo .. hi
@@ -86,12 +95,12 @@ def _strip(
     """Rows ``first .. last`` of the strip of columns ``j0 .. j0 + bw`` (``span``; cropped columns
     ``lo .. hi``), see :func:`ssim_rows`."""
     j0, bw, lo, hi, first, last = span
-    ring, pad, weights, flags, state, acc, vals, pixel_sum, t, tap_index = buffers
+    flat, ring, pad, weights, flags, state, acc, vals, pixel_sum, t, tap_index = buffers
     h = x.shape[0]
     taps = g.shape[0]
     r = taps // 2
     n_slots = taps + 1
-    block = ring.shape[2]
+    block = acc.shape[1]
     zero = consts[5]
     n_masks = masks.shape[0]
     done = max(0, first - r)  # next input row to filter horizontally
@@ -122,10 +131,10 @@ def _strip(
             uniform = n_masks == 0 or _uniform(flags, state, n_masks, i, pair, j0 // block)
             s0 = s1 = zero
             if want_mean:
-                s0, s1 = _sum_pair(ring, t, gt, consts, lo, hi)
+                s0, s1 = _sum_pair(flat, t, gt, consts, lo, hi)
             if not uniform:
                 _weights(weights, masks, i, pair, j0, bw, c, zero)
-                a, b = _weighted_pair(ring, t, gt, consts, weights, bw)
+                a, b = _weighted_pair(flat, t, gt, consts, weights, bw)
                 sums[1] += a
                 if n_masks > 1:
                     sums[2] += b
@@ -135,14 +144,14 @@ def _strip(
                 if want_mean and lo == 0 and hi == bw:
                     row0, row1 = s0, s1
                 else:
-                    row0, row1 = _sum_pair(ring, t, gt, consts, 0, bw)
+                    row0, row1 = _sum_pair(flat, t, gt, consts, 0, bw)
                 for n in range(n_masks):
                     sums[1 + n] += (row0 if flags[n, 0] else zero) + (row1 if flags[n, 1] else zero)
         else:
             s0 = s1 = zero
             for q in range(1 + pair):
                 for m in range(4):
-                    _fir_pairs(acc[m], ring[m].ravel(), t[q:], block, bw, g, True)
+                    _fir_pairs(acc[m], ring[m].ravel(), t[q:], ROW, bw, g, True)
                 _combine(acc, consts, vals, bw)
                 if want_map:
                     dst = out[i + q, j0 : j0 + bw]
@@ -206,6 +215,15 @@ def _horizontal(xr, yr, j0, bw, c, g, gt, consts, pad, ring, slot, tap_index):
             _fir_pairs(ring[m, slot], pad[m], tap_index, c, bw, g, False)
 
 
+def _line_aligned(n, ft):
+    """``n`` elements of ``ft`` starting on a 64-byte cache line. numba aligns arrays to 32 bytes:
+    a ring at 32 mod 64 makes every 512-bit load of the vertical loops straddle two lines (3%
+    slower at 256 px where the allocation fell so, and the process's luck decided which)."""
+    buf = np.empty(n + 16, ft)
+    skip = ((-buf.ctypes.data) % 64) // buf.itemsize
+    return buf[skip : skip + n]
+
+
 def _fir(dst, src, step, n, gt):
     """``dst[j] = sum_k g[k] src[j + k step]`` for the symmetric filter of half taps ``gt``
     (centre last), pairs added before the multiply. Unsigned offsets: no wraparound checks."""
@@ -247,44 +265,54 @@ def _ssim_value(mx, my, sq, xy, consts):
     return (a1 * a2) / (b1 * b2)
 
 
-def _vertical(ring, m, j, t, k, gt):
-    """Moment ``m`` at column ``j`` filtered along y over ring slots ``t[k] .. t[k + 2r]``."""
+def _vertical(flat, m, j, t, k, gt):
+    """Moment ``m`` at (unsigned) column ``j`` filtered along y over ring slots ``t[k] ..
+    t[k + 2r]`` of the flat ring (``2r + 2`` slots of ``ROW`` elements per moment)."""
     r = len(gt) - 1
-    s = gt[r] * ring[m, t[k + r], j]
+    row = np.uint64(ROW)
+    at = np.uint64(m * (2 * r + 2) * ROW) + j
+    s = gt[r] * flat[np.uint64(t[k + r]) * row + at]
     for p in range(r):
-        s += gt[p] * (ring[m, t[k + p], j] + ring[m, t[k + 2 * r - p], j])
+        left = flat[np.uint64(t[k + p]) * row + at]
+        s += gt[p] * (left + flat[np.uint64(t[k + 2 * r - p]) * row + at])
     return s
 
 
-def _value(ring, j, t, k, gt, consts):
-    """SSIM at column ``j`` of the output row whose window starts at ring slot ``t[k]``."""
-    return _ssim_value(
-        _vertical(ring, 0, j, t, k, gt),
-        _vertical(ring, 1, j, t, k, gt),
-        _vertical(ring, 2, j, t, k, gt),
-        _vertical(ring, 3, j, t, k, gt),
-        consts,
-    )
+def _value_pair(flat, j, t, gt, consts):
+    """SSIM at column ``j`` of the two output rows whose windows start at ring slots ``t[0]`` and
+    ``t[1]``, filtered moment by moment: each moment's ``taps + 1`` ring loads serve both rows and
+    are dead before the next moment's. (Row by row, LLVM merged the shared loads and kept all
+    ``4 (taps + 1)`` of them live: registers spilled to the stack, and the kernel ran 4-20%
+    slower, by process, at 256 and 512 px.)"""
+    mx0 = _vertical(flat, 0, j, t, 0, gt)
+    mx1 = _vertical(flat, 0, j, t, 1, gt)
+    my0 = _vertical(flat, 1, j, t, 0, gt)
+    my1 = _vertical(flat, 1, j, t, 1, gt)
+    sq0 = _vertical(flat, 2, j, t, 0, gt)
+    sq1 = _vertical(flat, 2, j, t, 1, gt)
+    xy0 = _vertical(flat, 3, j, t, 0, gt)
+    xy1 = _vertical(flat, 3, j, t, 1, gt)
+    return _ssim_value(mx0, my0, sq0, xy0, consts), _ssim_value(mx1, my1, sq1, xy1, consts)
 
 
-def _sum_pair(ring, t, gt, consts, lo, hi):
+def _sum_pair(flat, t, gt, consts, lo, hi):
     """Sums over columns ``lo .. hi`` of the SSIM of two output rows (windows from ring slots
     ``t[0]`` and ``t[1]``). The column is unsigned: a signed index from a runtime start is
     checked for wraparound, which turns the vector loads into gathers."""
     s0 = s1 = consts[5]
     for j in range(np.uint64(lo), np.uint64(hi)):
-        s0 += _value(ring, j, t, 0, gt, consts)
-        s1 += _value(ring, j, t, 1, gt, consts)
+        v0, v1 = _value_pair(flat, j, t, gt, consts)
+        s0 += v0
+        s1 += v1
     return s0, s1
 
 
-def _weighted_pair(ring, t, gt, consts, w, n):
+def _weighted_pair(flat, t, gt, consts, w, n):
     """Two regions' sums over two output rows (as :func:`_sum_pair`, columns ``0 .. n``):
     ``v0 w[r, 0] + v1 w[r, 1]``, ``w[r, q]`` region ``r``'s per-element weights for row ``q``."""
     a = b = consts[5]
-    for j in range(n):
-        v0 = _value(ring, j, t, 0, gt, consts)
-        v1 = _value(ring, j, t, 1, gt, consts)
+    for j in range(np.uint64(n)):
+        v0, v1 = _value_pair(flat, j, t, gt, consts)
         a += v0 * w[0, 0, j] + v1 * w[0, 1, j]
         b += v0 * w[1, 0, j] + v1 * w[1, 1, j]
     return a, b
@@ -377,7 +405,7 @@ def _dot(a, sel, n, zero):
 
 
 # Helpers inside vector loops, inlined at numba's level; the rest are compiled as functions.
-INLINED = ("_ssim_value", "_vertical", "_value", "_uniform")
-COMPILED = ("_fir", "_fir_pairs", "_horizontal", "_region_states", "_weights", "_combine",
-            "_pixel_sums", "_sum", "_dot", "_sum_pair", "_weighted_pair", "_strip",
+INLINED = ("_ssim_value", "_vertical", "_value_pair", "_uniform")
+COMPILED = ("_line_aligned", "_fir", "_fir_pairs", "_horizontal", "_region_states", "_weights",
+            "_combine", "_pixel_sums", "_sum", "_dot", "_sum_pair", "_weighted_pair", "_strip",
             "_rows")  # fmt: skip
