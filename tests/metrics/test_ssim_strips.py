@@ -168,3 +168,15 @@ def test_the_default_strips_match_skimage(monkeypatch, shape):
     by = ssim_by_region(a, b, roi, **kw)
     assert by["full"] == ssim(a, b, **kw)  # bit for bit, as at every strip width
     assert by["outside"] == masked_ssim(a, b, roi, region="outside", **kw)
+
+
+def test_a_strip_wider_than_the_rings_rows_is_refused(monkeypatch):
+    from medibench.metrics import _ssim_stencil
+
+    # The ring's rows are ROW elements (a compile-time constant of the vertical loops); 192-element
+    # strips (every other test here) fit them with room to spare, a wider strip would overrun.
+    monkeypatch.setattr(_ssim_fused, "_BLOCK", _ssim_stencil.ROW + 3)
+    monkeypatch.setenv("MEDIBENCH_SSIM_BACKEND", "numba")
+    a, b, _ = _pair((20, 400), seed=3)
+    with pytest.raises(ValueError, match=r"wider than the ring's rows \(ROW\)"):
+        ssim(a, b, data_range=255, channel_axis=None, dtype=np.float32)

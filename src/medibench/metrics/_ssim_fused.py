@@ -121,8 +121,10 @@ _UNROLLED = (7, 11)
 # (a sweep of 192, 288, 336, 384 and 480 with bench/metrics.py's inputs), 384
 # was fastest or within 2% at 256, 512 and 1024 px in float32 and float64: its float32 ring (12
 # rows x 4 moments x 384) is 74 KB, in the second-level cache, and fewer strips mean fewer
-# ring refills at the strip tops. (A constant shape inside the kernel, which would let LLVM use
-# immediate offsets, was measured to stop numba's cached build from vectorising.)
+# ring refills at the strip tops. (A constant strip width inside the kernel was measured to stop
+# numba's cached build from vectorising; the ring's constant row stride, the stencil's ``ROW``,
+# does not: the cached build runs as fast as an in-process one.) A strip may not be wider than
+# ``ROW`` (the kernel raises).
 _BLOCK = 384
 
 
