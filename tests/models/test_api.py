@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import io
-import time
 
 import numpy as np
 import pytest
@@ -182,7 +181,6 @@ def test_runner_keeps_requests_in_flight_and_records_refusals_per_sample(api, tm
     samples[5] = samples[5].model_copy(update={"instruction": "NOIMAGE please"})
     api.latency = 0.1
     model = _openai(api)
-    t0 = time.perf_counter()
     with RunStore(tmp_path / "run") as store:
         rep = generate(
             store,
@@ -194,7 +192,8 @@ def test_runner_keeps_requests_in_flight_and_records_refusals_per_sample(api, tm
             executor=LocalExecutor(workers=4),
         )
         preds = {(p.sample_id, p.k): p for p in store.predictions()}
-    assert time.perf_counter() - t0 < 16 * 0.1 / 2  # 16 requests of 0.1 s, 4 at a time
+    # 4 requests in flight at once (never more); how fast that makes the run is bench/runner.py's
+    # to measure: a wall-time bound here failed on a loaded CI machine (0.87 s against 0.8 s).
     assert api.max_in_flight == 4
     # refusals are their own count since the runner stores them (issue 10, item 6)
     assert (rep.done, rep.failed, rep.refused) == (12, 2, 2)
