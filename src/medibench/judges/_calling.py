@@ -6,9 +6,10 @@ take the calls from a queue the planner fills as it goes.
 ``max_cost`` is a budget for the run folder: a call starts only while the folder's spent cost
 (every earlier invocation's included, from ``judge_spend``) plus this run's, plus the estimates of
 the calls in flight, stays within it; past that the run stops cleanly and a later run resumes
-(what was judged stays judged). Each answer is parsed into a :class:`Judgement` and stored the
-moment it arrives (group commits on the filler's writer thread), so a killed run never pays
-twice for an answer it received, then handed to the score-row filler. A call that fails in any
+(what was judged stays judged). Each answer is parsed into a :class:`Judgement` and stored as it
+arrives (the filler's writer thread commits answers in groups, milliseconds after they come), so
+a killed run pays again only for an answer that came in those last milliseconds; then it is
+handed to the score-row filler. A call that fails in any
 way (HTTP status, a body that is not an answer, an exception while preparing or sending it) is
 that judgement's ``error``, never the run's: the run goes on and the report counts the failures
 by kind.
