@@ -180,3 +180,23 @@ def test_a_strip_wider_than_the_rings_rows_is_refused(monkeypatch):
     a, b, _ = _pair((20, 400), seed=3)
     with pytest.raises(ValueError, match=r"wider than the ring's rows \(ROW\)"):
         ssim(a, b, data_range=255, channel_axis=None, dtype=np.float32)
+
+
+def test_a_cache_older_than_the_stencil_counts_as_cold(monkeypatch, tmp_path):
+    # A stale build would be rebuilt in-process by the first caller, which would then round
+    # differently from the processes that load the rebuilt cache; a cold cache is filled by a
+    # child process instead.
+    import os
+
+    monkeypatch.setattr(_ssim_fused, "__file__", str(tmp_path / "_ssim_fused.py"))
+    (tmp_path / "_ssim_stencil.py").write_text("# source\n")
+    os.utime(tmp_path / "_ssim_stencil.py", (1_000_000, 1_000_000))
+    assert _ssim_fused._cold_cache()  # no __pycache__ yet (its parent is writable)
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    index = cache / "_ssim_stencil.ssim_rows-26.py311.nbi"
+    index.write_bytes(b"")
+    os.utime(index, (999_000, 999_000))
+    assert _ssim_fused._cold_cache()  # built before the source changed: stale
+    os.utime(index, (1_000_500, 1_000_500))
+    assert not _ssim_fused._cold_cache()  # built from this source

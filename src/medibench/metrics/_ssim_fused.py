@@ -133,10 +133,19 @@ _WARMING = "MEDIBENCH_SSIM_WARMING"  # set in the child that fills the cache
 
 def _cold_cache() -> bool:
     """Whether numba's cache (``__pycache__`` next to ``_ssim_stencil.py``) can hold the kernel
-    and holds no build of it yet. An unwritable one: every process builds its own (they agree)."""
+    and holds no build of the current source yet. An unwritable one: every process builds its
+    own (they agree).
+
+    A build older than the source (an upgrade or an edit; numba names the index by the function's
+    line, and it survives ``pip install``) is stale: numba would rebuild it in the first process
+    that calls the kernel, which would then round differently from every later process."""
     here = Path(__file__).with_name("__pycache__")
     writable = os.access(here if here.is_dir() else here.parent, os.W_OK)
-    return writable and not any(here.glob("_ssim_stencil.ssim_rows-*.nbi"))
+    if not writable:
+        return False
+    source = Path(__file__).with_name("_ssim_stencil.py").stat().st_mtime
+    built = here.glob("_ssim_stencil.ssim_rows-*.nbi")
+    return not any(index.stat().st_mtime >= source for index in built)
 
 
 def warm() -> None:
