@@ -177,7 +177,7 @@ def _stored(run) -> int:
         db.close()
 
 
-def test_a_killed_judge_run_never_pays_twice_for_an_answer_it_received(tmp_path, api_key):
+def test_a_killed_judge_run_never_pays_twice_for_a_stored_answer(tmp_path, api_key):
     run = build_run(tmp_path / "run", [f"t{i}" for i in range(5)])
 
     def hang_third(body, n):
