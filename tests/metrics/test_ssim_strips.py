@@ -182,21 +182,39 @@ def test_a_strip_wider_than_the_rings_rows_is_refused(monkeypatch):
         ssim(a, b, data_range=255, channel_axis=None, dtype=np.float32)
 
 
-def test_a_cache_older_than_the_stencil_counts_as_cold(monkeypatch, tmp_path):
+def test_a_cache_numba_would_not_load_counts_as_cold(monkeypatch, tmp_path):
     # A stale build would be rebuilt in-process by the first caller, which would then round
     # differently from the processes that load the rebuilt cache; a cold cache is filled by a
-    # child process instead.
+    # child process instead. The index is written as numba writes it: its version, then the
+    # source's sha256 and the overloads.
+    import hashlib
+    import importlib.metadata
     import os
+    import pickle
 
     monkeypatch.setattr(_ssim_fused, "__file__", str(tmp_path / "_ssim_fused.py"))
-    (tmp_path / "_ssim_stencil.py").write_text("# source\n")
-    os.utime(tmp_path / "_ssim_stencil.py", (1_000_000, 1_000_000))
+    source = tmp_path / "_ssim_stencil.py"
+    source.write_text("# the stencil\n")
     assert _ssim_fused._cold_cache()  # no __pycache__ yet (its parent is writable)
     cache = tmp_path / "__pycache__"
     cache.mkdir()
-    index = cache / "_ssim_stencil.ssim_rows-26.py311.nbi"
-    index.write_bytes(b"")
+    index = cache / "_ssim_stencil.ssim_rows-32.py311.nbi"
+
+    def write(version: str, content: bytes) -> None:
+        stamp = hashlib.sha256(content).digest()
+        index.write_bytes(pickle.dumps(version) + pickle.dumps((stamp, {})))
+
+    numba_version = importlib.metadata.version("numba")
+    write(numba_version, source.read_bytes())
+    assert not _ssim_fused._cold_cache()  # built from this source by this numba
+    write(numba_version, b"# an older stencil\n")
+    assert _ssim_fused._cold_cache()  # another source: numba would rebuild it
+    write("0.1.0", source.read_bytes())
+    assert _ssim_fused._cold_cache()  # another numba: likewise
+    # An index this does not read: current when it is newer than the source.
+    index.write_bytes(b"not a pickle")
+    os.utime(source, (1_000_000, 1_000_000))
     os.utime(index, (999_000, 999_000))
-    assert _ssim_fused._cold_cache()  # built before the source changed: stale
+    assert _ssim_fused._cold_cache()
     os.utime(index, (1_000_500, 1_000_500))
-    assert not _ssim_fused._cold_cache()  # built from this source
+    assert not _ssim_fused._cold_cache()

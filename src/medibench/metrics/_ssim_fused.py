@@ -136,16 +136,34 @@ def _cold_cache() -> bool:
     and holds no build of the current source yet. An unwritable one: every process builds its
     own (they agree).
 
-    A build older than the source (an upgrade or an edit; numba names the index by the function's
-    line, and it survives ``pip install``) is stale: numba would rebuild it in the first process
-    that calls the kernel, which would then round differently from every later process."""
+    An index numba would not use (another numba, or another source: an upgrade or an edit; numba
+    names the index by the function's line, and it survives ``pip install``) is stale: numba would
+    rebuild it in the first process that calls the kernel, which would then round differently
+    from every later process."""
     here = Path(__file__).with_name("__pycache__")
     writable = os.access(here if here.is_dir() else here.parent, os.W_OK)
     if not writable:
         return False
-    source = Path(__file__).with_name("_ssim_stencil.py").stat().st_mtime
-    built = here.glob("_ssim_stencil.ssim_rows-*.nbi")
-    return not any(index.stat().st_mtime >= source for index in built)
+    source = Path(__file__).with_name("_ssim_stencil.py")
+    return not any(_current(index, source) for index in here.glob("_ssim_stencil.ssim_rows-*.nbi"))
+
+
+def _current(index: Path, source: Path) -> bool:
+    """Whether numba would load this index: written by the installed numba for this source
+    (numba's test, ``numba.core.caching``: its version, then the source's sha256). An index in a
+    format this does not read counts as current when it is newer than the source."""
+    import hashlib
+    import importlib.metadata
+    import pickle
+
+    try:
+        with open(index, "rb") as fh:
+            if pickle.load(fh) != importlib.metadata.version("numba"):
+                return False
+            stamp = pickle.loads(fh.read())[0]
+    except Exception:  # not numba's layout (another numba): fall back to the files' times
+        return index.stat().st_mtime >= source.stat().st_mtime
+    return bool(stamp == hashlib.sha256(source.read_bytes()).digest())
 
 
 def warm() -> None:
