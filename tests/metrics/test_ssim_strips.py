@@ -188,9 +188,10 @@ def test_a_cache_numba_would_not_load_counts_as_cold(monkeypatch, tmp_path):
     # child process instead. The index is written as numba writes it: its version, then the
     # source's sha256 and the overloads.
     import hashlib
-    import importlib.metadata
     import os
     import pickle
+
+    import numba
 
     monkeypatch.setattr(_ssim_fused, "__file__", str(tmp_path / "_ssim_fused.py"))
     source = tmp_path / "_ssim_stencil.py"
@@ -204,7 +205,7 @@ def test_a_cache_numba_would_not_load_counts_as_cold(monkeypatch, tmp_path):
         stamp = hashlib.sha256(content).digest()
         index.write_bytes(pickle.dumps(version) + pickle.dumps((stamp, {})))
 
-    numba_version = importlib.metadata.version("numba")
+    numba_version = numba.__version__
     write(numba_version, source.read_bytes())
     assert not _ssim_fused._cold_cache()  # built from this source by this numba
     write(numba_version, b"# an older stencil\n")

@@ -153,12 +153,13 @@ def _current(index: Path, source: Path) -> bool:
     (numba's test, ``numba.core.caching``: its version, then the source's sha256). An index in a
     format this does not read counts as current when it is newer than the source."""
     import hashlib
-    import importlib.metadata
     import pickle
+
+    import numba  # imported next by the caller anyway
 
     try:
         with open(index, "rb") as fh:
-            if pickle.load(fh) != importlib.metadata.version("numba"):
+            if pickle.load(fh) != numba.__version__:
                 return False
             stamp = pickle.loads(fh.read())[0]
     except Exception:  # not numba's layout (another numba): fall back to the files' times
