@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from medibench.cli import app
 from medibench.judges import JudgeConfig, JudgementStore, judge_run
 from medibench.runs import RunStore
+from tests._sqlite import count_rows
 from tests.judges._server import FakeJudgeServer, Reply, first_text
 from tests.judges.conftest import build_run
 
@@ -164,19 +165,6 @@ judge_run(sys.argv[1], ["medebench-judge@paper-structure"], cfg)
 """
 
 
-def _stored(run) -> int:
-    """Judgements committed to the run's store, read beside the process writing it (WAL)."""
-    import sqlite3
-
-    db = sqlite3.connect(f"file:{run / 'run.sqlite'}?mode=ro", uri=True, timeout=5)
-    try:
-        return db.execute("SELECT COUNT(*) FROM judgements").fetchone()[0]
-    except sqlite3.OperationalError:  # the table is not there yet
-        return 0
-    finally:
-        db.close()
-
-
 def test_a_killed_judge_run_never_pays_twice_for_a_stored_answer(tmp_path, api_key):
     run = build_run(tmp_path / "run", [f"t{i}" for i in range(5)])
 
@@ -193,7 +181,8 @@ def test_a_killed_judge_run_never_pays_twice_for_a_stored_answer(tmp_path, api_k
             assert srv.count == 3  # two answered, the third in flight
             # The third call does not wait for the second answer's commit (the writer thread's
             # next group commit, milliseconds later): the kill comes once both are committed.
-            while _stored(run) < 2 and time.monotonic() < deadline and child.poll() is None:
+            stored = lambda: count_rows(run / "run.sqlite", "judgements")  # noqa: E731
+            while stored() < 2 and time.monotonic() < deadline and child.poll() is None:
                 time.sleep(0.01)
         finally:
             child.send_signal(signal.SIGKILL)

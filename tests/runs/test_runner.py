@@ -11,6 +11,7 @@ import numpy as np
 from medibench.datasets import load_dataset, load_images
 from medibench.protocols import load_protocol
 from medibench.runs import RunStore, generate, output_folder, score
+from tests._sqlite import count_rows
 
 
 class Flaky:
@@ -65,14 +66,6 @@ def test_failures_are_recorded_and_only_failed_reruns_them(tiny_dataset, tmp_pat
         assert all(abs(s.metrics["cp_psnr"] - 48.1308036086791) < 1e-9 for s in scores)
 
 
-def _count(db, table):
-    try:
-        con = sqlite3.connect(db, timeout=30)
-        return con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(tiny_dataset, tmp_path):
     from tests.runs.conftest import make_native
 
@@ -109,7 +102,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(tiny_d
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     db = run / "run.sqlite"
     deadline = time.time() + 120
-    while _count(db, "predictions") < 5:
+    while count_rows(db, "predictions") < 5:
         assert proc.poll() is None, proc.stderr.read().decode()
         assert time.time() < deadline, "the run never got going"
         time.sleep(0.05)

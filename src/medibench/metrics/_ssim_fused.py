@@ -18,6 +18,7 @@ values within float32 rounding; ``MEDIBENCH_SSIM_BACKEND`` chooses, see :func:`f
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 from pathlib import Path
@@ -144,15 +145,18 @@ def _cold_cache() -> bool:
     writable = os.access(here if here.is_dir() else here.parent, os.W_OK)
     if not writable:
         return False
+    indexes = list(here.glob("_ssim_stencil.ssim_rows-*.nbi"))
+    if not indexes:
+        return True
     source = Path(__file__).with_name("_ssim_stencil.py")
-    return not any(_current(index, source) for index in here.glob("_ssim_stencil.ssim_rows-*.nbi"))
+    stamp = hashlib.sha256(source.read_bytes()).digest()  # numba's stamp of the source
+    return not any(_current(index, source, stamp) for index in indexes)
 
 
-def _current(index: Path, source: Path) -> bool:
+def _current(index: Path, source: Path, stamp: bytes) -> bool:
     """Whether numba would load this index: written by the installed numba for this source
-    (numba's test, ``numba.core.caching``: its version, then the source's sha256). An index in a
-    format this does not read counts as current when it is newer than the source."""
-    import hashlib
+    (numba's test, ``numba.core.caching``: its version, then the source's sha256 ``stamp``). An
+    index in a format this does not read counts as current when it is newer than the source."""
     import pickle
 
     import numba  # imported next by the caller anyway
@@ -161,10 +165,9 @@ def _current(index: Path, source: Path) -> bool:
         with open(index, "rb") as fh:
             if pickle.load(fh) != numba.__version__:
                 return False
-            stamp = pickle.loads(fh.read())[0]
+            return bool(pickle.loads(fh.read())[0] == stamp)
     except Exception:  # not numba's layout (another numba): fall back to the files' times
         return index.stat().st_mtime >= source.stat().st_mtime
-    return bool(stamp == hashlib.sha256(source.read_bytes()).digest())
 
 
 def warm() -> None:
