@@ -1,34 +1,39 @@
 """GPU generation throughput of the diffusion editors: official-style loop, hand-tuned loop and
 ``medibench run`` with the adapter, on pipelines built at their real sizes with random weights.
 
-Run:  python bench/gpu_generate.py [--models ip2p,flux-kontext] [--images 8] [--steps 10]
-          [--batch 4] [--no-compile] [--smoke]
+Run:  python bench/gpu_generate.py [--models ip2p,flux-kontext] [--images N] [--steps 10]
+          [--batch 4] [--compile regional|full|none] [--json PATH] [--smoke]
+On the device machine: bench/gpu_device.sh (with the wheels of bench/gpu_wheels.sh).
 
 Each pipeline is built from configs written below (InstructPix2Pix: the SD 1.5 UNet, VAE and
 CLIP ViT-L/14 text encoder; FLUX.1 Kontext: the 12B FluxTransformer2DModel, the 16-channel VAE,
 CLIP-L and a T5-XXL encoder; Qwen-Image-Edit: the 20B QwenImageTransformer2DModel (60 blocks),
 the Qwen-Image VAE and the Qwen2.5-VL-7B text encoder with its vision tower), with random weights
-(throughput does not depend on them; nothing downloads). The tokenizers are word-level stand-ins
-of the real sequence lengths, and Qwen2.5-VL's processor is a stand-in too
-(:class:`QwenVLInputs`: transformers' Qwen2VLProcessor needs torchvision for its video half; the
-stand-in runs the real Qwen2VL image processor and expands each image to as many
+made in the mode's dtype (throughput does not depend on them; nothing downloads). The tokenizers
+are word-level stand-ins of the real sequence lengths, and Qwen2.5-VL's processor is a stand-in
+too (:class:`QwenVLInputs`: transformers' Qwen2VLProcessor needs torchvision for its video half;
+the stand-in runs the real Qwen2VL image processor and expands each image to as many
 ``<|image_pad|>`` tokens as the real one does). All three modes use the same resolution (512 for
-ip2p, 1024 for FLUX and Qwen-Image-Edit, whose pipeline works at about 1 megapixel whatever the
-input), the same steps and the same inputs:
+ip2p, 1024 for FLUX and Qwen-Image-Edit, whose pipelines work at about 1 megapixel whatever the
+input), the same steps and the same inputs (``--images``: 32 for ip2p, 8 for FLUX, 4 for Qwen):
 
 (a) official: the way the official scripts call the pipeline: batch 1, the official dtype
     (float16 for InstructPix2Pix, bfloat16 for FLUX and Qwen-Image-Edit; Qwen's model card calls
     it with ``true_cfg_scale=4.0`` and ``negative_prompt=" "``), PIL PNG save after each image.
 (b) tuned: bfloat16, ``--batch`` images per call, SDPA attention, channels-last UNet/VAE,
-    ``torch.compile`` of the denoiser (unless ``--no-compile``), PNG writes on a thread.
+    ``torch.compile`` of the denoiser (``--compile``: its repeated blocks by default, which
+    compiles in a fraction of the whole model's time), PNG writes on a thread.
 (c) medibench: ``medibench.runs.run`` (stage generate) with the medibench adapter
     (``InstructPix2PixModel`` / ``FluxKontextModel`` / ``QwenImageEditModel``) over the same
-    pipeline object (kept warm: a
-    ``module:callable`` factory hands it to the adapter), ``batch_size=--batch``, bfloat16.
+    pipeline object (kept warm: a ``module:callable`` factory hands it to the adapter),
+    ``batch_size=--batch``, bfloat16; timed after a warm-up run of one batch, and including the
+    run's own start (opening the store, recording the environment, making the adapter).
 
-Prints images/s of each, (c)/(b) and (c)/(a) (targets: >= 0.9 and >= 3), and the peak GPU memory.
-Without a CUDA GPU it says so and runs the smoke version: tiny pipelines of the same classes on
-the CPU, 64x64, 2 steps (what tests/bench/test_gpu_generate.py runs).
+Prints images/s of each, (c)/(b) and (c)/(a) (targets: >= 0.9 and >= 3), the peak GPU memory
+and the seconds of each phase; ``--json`` writes the same after each model. Without a CUDA GPU
+it says so and runs the smoke version: tiny pipelines of the same classes on the CPU, 64x64, 2
+steps (what tests/bench/test_gpu_generate.py runs), with the pipelines that pick their own
+working size held to 64x64 too, so that (c) works at the size (a) and (b) do.
 """
 
 from __future__ import annotations
@@ -226,7 +231,9 @@ def build(kind: str, *, tiny: bool, device: str, dtype) -> Any:
     import transformers
 
     torch.manual_seed(0)
-    with torch.device(device):
+    # Made in ``dtype`` on ``device`` at once: float32 first would hold 112 GB for Qwen-Image-Edit
+    # (20B + 8B parameters) before the cast, and take twice as long to fill with random values.
+    with torch.device(device), _default_dtype(torch, dtype):
         if kind == "ip2p":
             cfg = ip2p_configs(tiny)
             clip = transformers.CLIPTextModel(
@@ -273,6 +280,18 @@ def build(kind: str, *, tiny: bool, device: str, dtype) -> Any:
     pipe.to(dtype=dtype)
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+@contextlib.contextmanager
+def _default_dtype(torch, dtype):
+    """Parameters made inside are ``dtype`` (the schedulers give their tensors dtypes of their
+    own: float32 timesteps and sigmas, as when built in float32)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def _build_qwen(cfg: dict[str, dict[str, Any]]):
@@ -357,13 +376,18 @@ def tuned_loop(
     return time.perf_counter() - t0
 
 
-def medibench_run(kind: str, data: Path, steps: int, size: int, batch: int, out: Path) -> float:
+def medibench_run(
+    kind: str, data: Path, steps: int, size: int, batch: int, out: Path, dtype: str = "bfloat16"
+) -> float:
     """(c) medibench.runs.run, stage generate, over the warm pipeline; seconds."""
     from rich.console import Console
 
     from medibench.runs import RunConfig, run
 
-    options = [f"kind={kind}", f"steps={steps}", f"batch_size={batch}", "dtype=bfloat16"]
+    # ``dtype`` is the warm pipeline's (the factory hands it over as it is): the run records it.
+    options = [f"kind={kind}", f"steps={steps}", f"batch_size={batch}", f"dtype={dtype}"]
+    if kind == "ip2p":
+        options.append(f"resolution={size}")  # its default, 512, in the full version
     if kind == "flux-kontext":
         options.append(f"max_area={size * size}")
     config = RunConfig(
@@ -405,20 +429,26 @@ def warm_adapter(kind: str, **options: Any):
 
 
 @contextlib.contextmanager
-def _small_qwen(smoke: bool):
-    """The smoke version only: QwenImageEditPipeline works at ~1 megapixel whatever the input
-    size (``calculate_dimensions(1024 * 1024, ratio)``); on the CPU it works at 64x64 instead."""
+def _small_pipelines(smoke: bool):
+    """The smoke version only: the pipelines that pick their own working size work at 64x64.
+    QwenImageEditPipeline works at ~1 megapixel whatever the input size
+    (``calculate_dimensions(1024 * 1024, ratio)``), and FluxKontextPipeline (``_auto_resize``,
+    as the adapter calls it) resizes its input image to the nearest of
+    ``PREFERRED_KONTEXT_RESOLUTIONS`` (about 1 megapixel): (a) and (b) at 64x64 against (c) at
+    1024x1024 would say nothing about the adapter."""
     if not smoke:
         yield
         return
+    from diffusers.pipelines.flux import pipeline_flux_kontext as kontext
     from diffusers.pipelines.qwenimage import pipeline_qwenimage_edit as edit
 
-    real = edit.calculate_dimensions
+    real, preferred = edit.calculate_dimensions, kontext.PREFERRED_KONTEXT_RESOLUTIONS
     edit.calculate_dimensions = lambda area, ratio: real(64 * 64, ratio)
+    kontext.PREFERRED_KONTEXT_RESOLUTIONS = [(64, 64)]
     try:
         yield
     finally:
-        edit.calculate_dimensions = real
+        edit.calculate_dimensions, kontext.PREFERRED_KONTEXT_RESOLUTIONS = real, preferred
 
 
 def _sync() -> None:
@@ -431,38 +461,57 @@ def _sync() -> None:
 # --- driver ----------------------------------------------------------------------------------
 
 
-def measure(kind: str, args, device: str, out: Path) -> dict[str, float]:
-    """Images/s of (a), (b), (c) for one model, and the peak GPU memory of each (GiB)."""
+#: ``--images`` per model when not given: enough that (c)'s fixed start (opening the run
+#: store, recording the environment, making the adapter: 50-60 ms, measured on the CPU smoke
+#: version) stays under 2% of its time, in a few minutes of GPU time per model.
+IMAGES = {"ip2p": 32, "flux-kontext": 8, "qwen-image-edit": 4}
+
+
+def measure(kind: str, args, device: str, out: Path) -> dict[str, Any]:
+    """Images/s of (a), (b), (c) for one model, the peak GPU memory of each (GiB) and the
+    seconds each phase took (building, warm-ups and compiling included)."""
     import torch
     from PIL import Image
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from runner import make_samples  # the bench's native dataset of random inputs
 
+    n = args.images or (4 if args.smoke else IMAGES[kind])
     size = args.size or (64 if args.smoke else (512 if kind == "ip2p" else 1024))
-    data = out / f"{kind}-data"
-    samples = make_samples(data, args.images, size)
+    data, warm = out / f"{kind}-data", out / f"{kind}-warm-data"
+    samples = make_samples(data, n, size)
+    make_samples(warm, min(args.batch, n), size)  # (c)'s warm-up: one batch of the same shape
     images = [Image.open(s.input).convert("RGB") for s in samples]
     official = {"ip2p": torch.float16}.get(kind, torch.bfloat16)
     if device == "cpu":
         official = torch.float32  # CPU kernels for half types are slow or missing
     tuned = torch.bfloat16 if device != "cpu" else torch.float32
-    result: dict[str, float] = {"size": size}
+    result: dict[str, Any] = {"size": size, "images": n}
+    clock = [time.perf_counter()]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        result[f"{name}_s"] = round(now - clock[0], 2)
+        clock[0] = now
+        print(f"  {kind}: {name} {result[f'{name}_s']:.1f} s", flush=True)  # how far it got
 
     def peak_reset() -> None:
         if device == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
 
-    def peak() -> float:
-        return torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
+    def peak() -> float | None:
+        return torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
 
     pipe = build(kind, tiny=args.smoke, device=device, dtype=official)
     official_loop(pipe, kind, images[:1], args.steps, size, out)  # warm-up
+    phase("a_build")
     peak_reset()
-    result["a"] = len(images) / official_loop(pipe, kind, images, args.steps, size, out)
+    result["a"] = n / official_loop(pipe, kind, images, args.steps, size, out)
     result["a_mem"] = peak()
+    phase("a_run")
     del pipe
+    peak_reset()  # (a)'s pipeline is gone before (b)'s is made
     pipe = build(kind, tiny=args.smoke, device=device, dtype=tuned)
     denoiser = pipe.unet if kind == "ip2p" else pipe.transformer
     if kind == "qwen-image-edit" and device == "cuda":
@@ -472,49 +521,77 @@ def measure(kind: str, args, device: str, out: Path) -> dict[str, float]:
         for module in (getattr(pipe, "unet", None), vae):
             if module is not None:
                 module.to(memory_format=torch.channels_last)
-        if not args.no_compile:
-            denoiser.compile(mode="max-autotune-no-cudagraphs", fullgraph=False)
+    if args.compile == "regional":  # each repeated block once: minutes less than the whole model
+        denoiser.compile_repeated_blocks(fullgraph=True)
+    elif args.compile == "full":
+        denoiser.compile(mode="max-autotune-no-cudagraphs", fullgraph=False)
     tuned_loop(pipe, kind, images[: args.batch], args.steps, size, args.batch, out)  # compile
+    phase("b_build")
     peak_reset()
-    result["b"] = len(images) / tuned_loop(pipe, kind, images, args.steps, size, args.batch, out)
+    result["b"] = n / tuned_loop(pipe, kind, images, args.steps, size, args.batch, out)
     result["b_mem"] = peak()
+    phase("b_run")
     _WARM[kind] = pipe
-    medibench_run(kind, data, args.steps, size, args.batch, out / f"{kind}-warmup")
-    peak_reset()
-    result["c"] = len(images) / medibench_run(
-        kind, data, args.steps, size, args.batch, out / f"{kind}-run"
-    )
-    result["c_mem"] = peak()
-    del _WARM[kind], pipe
+    try:
+        name = str(tuned).removeprefix("torch.")
+        medibench_run(kind, warm, args.steps, size, args.batch, out / f"{kind}-warmup", name)
+        phase("c_warm")
+        peak_reset()
+        result["c"] = n / medibench_run(
+            kind, data, args.steps, size, args.batch, out / f"{kind}-run", name
+        )
+        result["c_mem"] = peak()
+        phase("c_run")
+    finally:
+        del _WARM[kind], pipe, denoiser
+        if device == "cuda":
+            torch.cuda.empty_cache()
     return result
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+def _gib(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="ip2p,flux-kontext,qwen-image-edit")
-    parser.add_argument("--images", type=int, default=8)
+    parser.add_argument(
+        "--images", type=int, default=None,
+        help="images per mode (default: " + ", ".join(f"{k} {v}" for k, v in IMAGES.items()) + ")",
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=10, help="denoising steps, all modes")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--size", type=int, default=None, help="default 512 ip2p, 1024 others")
-    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument(
+        "--compile", choices=("regional", "full", "none"), default="regional",
+        help="torch.compile of (b)'s denoiser (which (c) runs too): its repeated blocks "
+        "(default), the whole model (max-autotune, much longer to compile) or none",
+    )  # fmt: skip
+    parser.add_argument("--no-compile", action="store_true", help="the same as --compile none")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--smoke", action="store_true", help="tiny pipelines on the CPU")
     args = parser.parse_args(argv)
     import torch
 
+    if args.no_compile:
+        args.compile = "none"
     sys.modules.setdefault("gpu_generate", sys.modules[__name__])  # for the factory spec
     device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
     if device == "cpu":
         if not args.smoke:
             print("no CUDA GPU: running the CPU smoke version (tiny pipelines, 64x64, 2 steps)")
-        args.smoke, args.steps, args.no_compile = True, min(args.steps, 2), True
-        args.images, args.batch = min(args.images, 4), min(args.batch, 2)
+        args.smoke, args.steps, args.compile = True, min(args.steps, 2), "none"
+        args.images, args.batch = min(args.images or 4, 4), min(args.batch, 2)
         torch.set_num_threads(1)
+        where = "CPU smoke version"
     else:
         name = torch.cuda.get_device_name()
-        print(f"GPU: {name}, torch {torch.__version__}, bf16 {torch.cuda.is_bf16_supported()}")
-    print(f"{args.images} images, {args.steps} steps, batch {args.batch} for (b) and (c)")
-    results: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="gpu-generate-") as tmp, _small_qwen(args.smoke):
+        where = f"{name}, torch {torch.__version__}"
+        print(f"GPU: {where}, bf16 {torch.cuda.is_bf16_supported()}")
+    print(f"{args.steps} steps, batch {args.batch} for (b) and (c), compile {args.compile}")
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="gpu-generate-") as tmp, _small_pipelines(args.smoke):
         for kind in [m for m in args.models.split(",") if m]:
             if kind not in MODELS:
                 parser.error(f"unknown model {kind!r}; choose from {', '.join(MODELS)}")
@@ -523,11 +600,19 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             r = measure(kind, args, device, out)
             results[kind] = r
             print(
-                f"{kind} at {r['size']:.0f}px: (a) official {r['a']:.3f} img/s, (b) tuned "
-                f"{r['b']:.3f}, (c) medibench {r['c']:.3f}; (c)/(b) {r['c'] / r['b']:.2f} "
-                f"(target >= 0.9), (c)/(a) {r['c'] / r['a']:.2f} (target >= 3); peak GiB "
-                f"a {r['a_mem']:.1f} b {r['b_mem']:.1f} c {r['c_mem']:.1f}"
+                f"{kind} at {r['size']:.0f}px, {r['images']:.0f} images: (a) official "
+                f"{r['a']:.3f} img/s, (b) tuned {r['b']:.3f}, (c) medibench {r['c']:.3f}; "
+                f"(c)/(b) {r['c'] / r['b']:.2f} (target >= 0.9), (c)/(a) {r['c'] / r['a']:.2f} "
+                f"(target >= 3); peak GiB "
+                + " ".join(f"{m} {_gib(r[m + '_mem'])}" for m in "abc")
+                + "; seconds "
+                + " ".join(f"{k[:-2]} {v:.1f}" for k, v in r.items() if k.endswith("_s")),
+                flush=True,
             )
+            if args.json is not None:  # after each model: a later one may not finish in time
+                payload = {"device": where, "steps": args.steps, "batch": args.batch,
+                           "compile": args.compile, "results": results}  # fmt: skip
+                args.json.write_text(json.dumps(payload, indent=1) + "\n")
     return results
 
 
