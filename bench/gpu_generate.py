@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import sys
 import tempfile
@@ -398,10 +399,17 @@ def medibench_run(
         stage="generate",
     )
     t0 = time.perf_counter()
-    with run(config, progress=False, console=Console(stderr=True, quiet=True)):
-        pass
-    _sync()
-    return time.perf_counter() - t0
+    with run(config, progress=False, console=Console(stderr=True, quiet=True)) as store:
+        _sync()
+        seconds = time.perf_counter() - t0
+        wanted, preds = len(store.samples()), store.predictions()
+    failed = [p for p in preds if p.status != "ok"]
+    if failed or len(preds) != wanted:  # a fast failure must not read as a fast run
+        first = f"; the first: {failed[0].sample_id}: {failed[0].error}" if failed else ""
+        raise RuntimeError(
+            f"(c) made {len(preds) - len(failed)} of {wanted} outputs in {out}{first}"
+        )
+    return seconds
 
 
 def warm_adapter(kind: str, **options: Any):
@@ -496,6 +504,7 @@ def measure(kind: str, args, device: str, out: Path) -> dict[str, Any]:
         print(f"  {kind}: {name} {result[f'{name}_s']:.1f} s", flush=True)  # how far it got
 
     def peak_reset() -> None:
+        gc.collect()  # a pipeline let go of may sit in reference cycles: 57 GB for Qwen's
         if device == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
@@ -544,6 +553,7 @@ def measure(kind: str, args, device: str, out: Path) -> dict[str, Any]:
         phase("c_run")
     finally:
         del _WARM[kind], pipe, denoiser
+        gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
     return result

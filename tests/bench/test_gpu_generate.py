@@ -150,3 +150,27 @@ def test_the_device_script_stops_at_once_without_its_wheels(tmp_path):
     assert (out / "log.txt").read_text() == done.stdout
     for name in ("gpu_device.sh", "gpu_wheels.sh"):
         assert subprocess.run(["bash", "-n", str(BENCH.parent / name)]).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_run_whose_outputs_failed_is_not_timed_as_a_fast_one(monkeypatch, tmp_path):
+    import torch
+
+    module = _bench(monkeypatch)
+    sys.path.insert(0, str(BENCH.parent))
+    from runner import make_samples
+
+    data = tmp_path / "data"
+    make_samples(data, 2, 64)
+    pipe = module.build("ip2p", tiny=True, device="cpu", dtype=torch.float32)
+
+    def broken(self, *args, **kwargs):
+        raise ValueError("the GPU ran out of memory")
+
+    monkeypatch.setattr(type(pipe), "__call__", broken)
+    module._WARM["ip2p"] = pipe
+    try:
+        with pytest.raises(RuntimeError, match=r"made 0 of 2 outputs .*out of memory"):
+            module.medibench_run("ip2p", data, 1, 64, 2, tmp_path / "run", "float32")
+    finally:
+        module._WARM.clear()
