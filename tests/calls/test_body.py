@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from medibench.calls import json_body
+from medibench.calls import PlainText, data_url, json_body
 from medibench.calls._body import SPLICE_CHARS
 
 
@@ -62,3 +62,23 @@ def test_json_body_parses_back_to_the_data_url():
     url = _url(50000)
     body = json_body({"image_url": {"url": url}, "n": 2})
     assert json.loads(body) == {"image_url": {"url": url}, "n": 2}
+
+
+def test_data_urls_are_spliced_unscanned_and_still_byte_for_byte_json_dumps():
+    png = os.urandom(30000)
+    url = data_url("image/png", png)
+    assert isinstance(url, PlainText)
+    assert url == "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+    obj = {"content": [{"image_url": {"url": url}}, {"text": "x"}, {"url": data_url("a/b", b"")}]}
+    assert json_body(obj) == _dumps(obj)
+    # Unscanned: PlainText is trusted as made. One made by hand against its contract (a quote
+    # inside) goes in as it is, where a plain str of the same text is escaped.
+    forged = "q" * SPLICE_CHARS + '"'
+    assert json_body([PlainText(forged)]) == b'["' + forged.encode() + b'"]'
+    assert json_body([forged]) == _dumps([forged])
+
+
+@pytest.mark.parametrize("mime", ["", 'image/"png', "image/png;x", "image/png,", "imäge", "a\nb"])
+def test_a_data_url_refuses_a_mime_type_that_would_need_escaping(mime):
+    with pytest.raises(ValueError, match="not a MIME type for a data URL"):
+        data_url(mime, b"x")

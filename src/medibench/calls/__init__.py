@@ -11,7 +11,9 @@
   and a semaphore per event loop, workers over a shared queue) and a run folder's cost budget.
 * :class:`Ahead`: request bodies or inputs made on a thread ahead of need.
 * :func:`preload_http`: import the HTTP stack on a thread while the caller plans.
-* :func:`json_body`: a JSON request body with its data URLs spliced in, not escaped.
+* :func:`json_body`: a JSON request body with its data URLs spliced in, not escaped;
+  :func:`data_url` makes them (:class:`PlainText`, spliced without a scan) and
+  :func:`b64_text` their base64 (pybase64: SIMD, and it lets go of the GIL).
 
 Importing it installs :class:`RedactingFilter` on medibench's loggers and its HTTP stack's
 (:data:`LOGGERS`, :func:`install_redaction`), so no log line can carry a key. This package
@@ -19,7 +21,8 @@ imports no HTTP library until :func:`send` runs (or :func:`preload_http` is call
 """
 
 from medibench.calls._ahead import Ahead
-from medibench.calls._body import json_body
+from medibench.calls._base64 import b64_text
+from medibench.calls._body import PlainText, data_url, json_body
 from medibench.calls._keys import MissingAPIKeyError, key_from_env
 from medibench.calls._limits import CallSlots, CostBudget, preload_http, run_bounded
 from medibench.calls._redact import (
@@ -44,6 +47,9 @@ from medibench.calls._retry import (
 
 __all__ = [
     "Ahead",
+    "PlainText",
+    "b64_text",
+    "data_url",
     "LOGGERS",
     "REDACTED",
     "CallSlots",

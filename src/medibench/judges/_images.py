@@ -8,13 +8,14 @@ interpolation, aspect kept) with the resize returned as a note for the record, o
 
 from __future__ import annotations
 
-import base64
 import os
 import struct
 from collections.abc import Sequence
 
 import cv2
 import numpy as np
+
+from medibench.calls import data_url
 
 __all__ = ["ImageTooLargeError", "collage", "png_data_url", "file_data_url"]
 
@@ -37,7 +38,7 @@ def png_data_url(
 
     image, note = fit(image, max_side=max_side, oversize=oversize, what=what)
     png = encode_image(image, params=(cv2.IMWRITE_PNG_COMPRESSION, 1), where=what)
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii"), note
+    return data_url("image/png", png), note
 
 
 def file_data_url(
@@ -55,7 +56,7 @@ def file_data_url(
     if data[:8] == _PNG_SIGNATURE and data[12:16] == b"IHDR" and len(data) > 26:
         w, h, depth, colour = struct.unpack(">IIBB", data[16:26])
         if depth == 8 and colour in (0, 2) and max(w, h) <= max_side:
-            return "data:image/png;base64," + base64.b64encode(data).decode("ascii"), None
+            return data_url("image/png", data), None
     from medibench.io import read_image
 
     return png_data_url(

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 
-from medibench.calls import CallSlots, CostBudget, RetryPolicy, redact, send
+from medibench.calls import CallSlots, CostBudget, RetryPolicy, b64_text, redact, send
 from medibench.calls import key_from_env as _key_from_env
 from medibench.models._base import SharedOptions, as_rgb_uint8
 from medibench.models._errors import (
@@ -292,8 +292,8 @@ def multipart_body(
 
 
 def to_base64(data: bytes) -> str:
-    """``data`` as base64 text."""
-    return base64.b64encode(data).decode("ascii")
+    """``data`` as base64 text (:func:`medibench.calls.b64_text`)."""
+    return b64_text(data)
 
 
 # -- keys and answers -----------------------------------------------------------------------
