@@ -469,9 +469,10 @@ def _sync() -> None:
 # --- driver ----------------------------------------------------------------------------------
 
 
-#: ``--images`` per model when not given: enough that (c)'s fixed start (opening the run
-#: store, recording the environment, making the adapter: 50-60 ms, measured on the CPU smoke
-#: version) stays under 2% of its time, in a few minutes of GPU time per model.
+#: ``--images`` per model when not given. Besides its pipeline calls, a run of 8 images spent
+#: 35-58 ms on the CPU smoke version (opening the store, recording the environment, making the
+#: adapter, reading inputs, writing outputs; five runs): at an estimated 0.1 s per ip2p image on
+#: an H200 that is 1-2% of 32 images, in a few minutes of GPU time per model.
 IMAGES = {"ip2p": 32, "flux-kontext": 8, "qwen-image-edit": 4}
 
 
@@ -503,10 +504,14 @@ def measure(kind: str, args, device: str, out: Path) -> dict[str, Any]:
         clock[0] = now
         print(f"  {kind}: {name} {result[f'{name}_s']:.1f} s", flush=True)  # how far it got
 
-    def peak_reset() -> None:
+    def release() -> None:
         gc.collect()  # a pipeline let go of may sit in reference cycles: 57 GB for Qwen's
         if device == "cuda":
             torch.cuda.empty_cache()
+
+    def peak_reset() -> None:
+        release()
+        if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
 
     def peak() -> float | None:
@@ -553,9 +558,7 @@ def measure(kind: str, args, device: str, out: Path) -> dict[str, Any]:
         phase("c_run")
     finally:
         del _WARM[kind], pipe, denoiser
-        gc.collect()
-        if device == "cuda":
-            torch.cuda.empty_cache()
+        release()
     return result
 
 
