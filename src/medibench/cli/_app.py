@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from medibench._console import labelled, stderr_console, stdout_console
 
 __all__ = [
     "app",
@@ -33,13 +34,13 @@ app = typer.Typer(
     help="Evaluate text-guided medical image editing, by the papers' protocols and corrected ones.",
 )
 # Leaderboards are wide: keep them readable when stdout is a pipe or a CI log (80 columns).
-console = Console(width=None if Console().is_terminal else 120)
-err = Console(stderr=True, soft_wrap=True)  # error messages stay on one line (greppable)
+console = stdout_console()  # COLUMNS wide (else the terminal, else 120); too-wide tables long
+err = stderr_console()  # error messages stay on one line (greppable), printed verbatim
 
 
 def fail(message: str) -> NoReturn:
     """Print ``error: MESSAGE`` on stderr and exit 2."""
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(labelled("error", message))
     raise typer.Exit(code=2)
 
 
@@ -55,10 +56,10 @@ def load(fn: Callable[..., T], spec: Any, **kwargs: Any) -> T:
 def print_dataset_notes(ds: Any, *, most: int = 5) -> None:
     """On stderr: where the dataset came from (its notes), then up to ``most`` of its problems."""
     for note in getattr(ds, "notes", ()):
-        err.print(f"[dim]source:[/] {note}")
+        err.print(labelled("source", note, "dim"))
     problems = getattr(ds, "problems", ())
     for problem in problems[:most]:
-        err.print(f"[yellow]dataset:[/] {problem}")
+        err.print(labelled("dataset", problem, "yellow"))
     if len(problems) > most:
         err.print(f"[yellow]dataset:[/] ... and {len(problems) - most} more problems")
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from medibench._console import labelled
 from medibench.cli._app import console, err, fail
 from medibench.cli._options import RayAddressOption
 
@@ -124,7 +125,7 @@ def _build(
             exports=tuple(export) if export else ("miedb", "omnigen2"), **kwargs,
         )  # fmt: skip
     except RunFolderInUse as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        err.print(labelled("error", exc))
         raise typer.Exit(code=3) from None
     except (BuildError, ValueError, ImportError) as exc:
         fail(str(exc))
@@ -133,7 +134,7 @@ def _build(
         console.print(f"resumed: {len(result.skipped)} finished item(s) skipped")
     if result.failures:
         for error in result.failures.values():
-            err.print(f"[bold red]error:[/] {error}")
+            err.print(labelled("error", error))
         err.print(
             f"{len(result.failures)} item(s) failed, {len(result.built)} built; fix them and "
             "re-run the same command (finished items are kept)"
@@ -167,7 +168,7 @@ def _summary(report_dir: Path) -> None:
             + f", {a['attempts']} attempts, {a['retries']} retries"
         )
     if numbers["leaking_patients"]:
-        err.print(f"[bold red]leakage:[/] {numbers['leaking_patients']}")
+        err.print(labelled("leakage", numbers["leaking_patients"]))
     console.print(f"report: {report_dir / 'quality.md'}")
 
 

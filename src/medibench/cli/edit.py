@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from medibench.cli._app import console, fail
+from medibench._console import labelled
+from medibench.cli._app import console, err, fail
 
 edit_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Model editing of medical VLMs (M3Bench style).")  # fmt: skip
@@ -153,7 +154,7 @@ def run(
             path = store_edit_run(store, report, model=model, editor=ed.name,
                                   sequential=sequential, spec=spec)  # fmt: skip
     except RunFolderInUse as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        err.print(labelled("error", exc))
         raise typer.Exit(code=3) from None
     failed = [e for e in report.edits if e.error]
     unconverged = [e for e in report.edits if e.converged is False]
@@ -162,7 +163,7 @@ def run(
         f"{len(unconverged)} did not converge, {len(failed)} failed; results -> {path}"
     )
     for e in failed[:5]:
-        console.print(f"  {e.edit_id}: {e.error}")
+        console.print(f"  {e.edit_id}: {e.error}", markup=False)
     if report.lines:
         summary = summarize(report.lines)
         print_scores(summary)

@@ -13,22 +13,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from medibench._console import labelled, stderr_console, stdout_console
 from medibench.runs._cli import holds_run_folder  # one process per run folder (exit 3)
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress, TaskID
 
 __all__ = ["agreement", "judge"]
 
-console = Console(width=None if Console().is_terminal else 120)
-err = Console(stderr=True)
+console = stdout_console()
+err = stderr_console()
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(labelled("error", message))
     raise typer.Exit(code=2)
 
 

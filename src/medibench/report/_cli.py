@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from medibench._console import labelled, stderr_console, stdout_console
 from medibench.runs._cli import holds_run_folder
 
 __all__ = ["report"]
@@ -38,14 +39,12 @@ def report(
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
 ) -> None:
     """Write the HTML report of a run (tables with CIs, paired tests, plots, sample browser)."""
-    from rich.console import Console
-
     from medibench.report import build_report
     from medibench.runs import RunStoreError
 
-    err = Console(stderr=True)
+    err = stderr_console()
     if images not in ("copy", "link"):
-        err.print(f"[bold red]error:[/] --images must be copy or link, not {images!r}")
+        err.print(labelled("error", f"--images must be copy or link, not {images!r}"))
         raise typer.Exit(code=2)
     try:
         index = build_report(
@@ -62,6 +61,6 @@ def report(
             console=err,
         )
     except RunStoreError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        err.print(labelled("error", exc))
         raise typer.Exit(code=2) from None
-    Console().print(f"report -> {index}")
+    stdout_console().print(f"report -> {index}", markup=False)

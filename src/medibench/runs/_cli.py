@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from medibench._console import labelled, stderr_console, stdout_console
 from medibench.io._write import DiskFullError
 from medibench.runs._lock import RunFolderInUse, run_folder_lock
 
@@ -45,7 +45,7 @@ def run_folder_session(run_dir: str | Path, *, create: bool = True) -> Iterator[
 def run_folder_errors(run_dir: str | Path) -> Iterator[None]:
     """The exits of :func:`run_folder_session` for a block that takes the lock itself (as
     :func:`medibench.runs.run` does): 3 when the folder is in use, 1 on a full disk."""
-    err = Console(stderr=True, soft_wrap=True)
+    err = stderr_console()
     try:
         yield
     except RunFolderInUse as exc:
@@ -89,11 +89,11 @@ def merge(
     from medibench.runs._shard import merge as merge_runs
     from medibench.runs._store import RunStoreError
 
-    console, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
+    console, err = stdout_console(), stderr_console()
     try:
         rep = merge_runs(runs, out)
     except (RunStoreError, OSError) as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        err.print(labelled("error", exc))
         raise typer.Exit(code=2) from None
     console.print(
         f"merged {len(runs)} run(s) into {out}: {rep.samples} samples, {rep.predictions} "

@@ -28,6 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
+from medibench._console import labelled
 from medibench._progress import progress_bar
 from medibench.datasets import PredictionIndex, load_images
 from medibench.runs._work import Decoded, read_ahead, score_one
@@ -94,7 +95,7 @@ def _warn_empty_models(dataset, index: PredictionIndex, n_samples: int, console)
             "model folders, not one above or below it?)"
         )
         if console is not None:
-            console.print(f"[yellow]warning:[/] {text}")
+            console.print(labelled("warning", text, "yellow"))
         else:
             warnings.warn(text, stacklevel=3)
 

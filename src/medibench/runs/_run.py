@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
+from rich.text import Text
 
+from medibench._console import labelled
 from medibench.datasets import Dataset
 from medibench.runs._config import RunConfig, RunError
 from medibench.runs._executors import LocalExecutor, RayExecutor
@@ -116,7 +118,7 @@ def summarise(rep: StageReport, label: str, console: Console) -> None:
             "with a larger one makes them"
         )
     for item, msg in rep.failures[:5]:
-        err.print(f"  [yellow]failed[/] {item}: {msg}")
+        err.print(Text("  ").append(labelled("failed", f"{item}: {msg}", "yellow")))
     if len(rep.failures) > 5:
         err.print(f"  ... and {len(rep.failures) - 5} more (see the run store)")
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from medibench._console import labelled, stderr_console, stdout_console
 
 __all__ = ["suite_app"]
 
@@ -21,7 +22,8 @@ suite_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console(width=None if Console().is_terminal else 120)
+console = stdout_console()
+err = stderr_console()
 
 # Options that more than one command takes.
 Preset = Annotated[str, typer.Option(help="difficulty: easy, medium or hard")]
@@ -33,7 +35,7 @@ Modalities = Annotated[
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    err.print(labelled("error", message))
     raise typer.Exit(code=2)
 
 
