@@ -12,7 +12,7 @@ costs 6 multiply-adds per moment and direction.
 Borders are reflected like ``cv2.BORDER_REFLECT`` (``d c b a | a b c d``); the kernel needs the
 image to be at least as large as the filter (the caller falls back to OpenCV otherwise).
 
-Install with ``pip install "medibench[fast]"``; without numba the OpenCV path is used (same
+Install with ``pip install 'medibench[fast]'``; without numba the OpenCV path is used (same
 values within float32 rounding; ``MEDIBENCH_SSIM_BACKEND`` chooses, see :func:`fused_backend`).
 """
 
@@ -46,7 +46,7 @@ def fused_backend() -> bool:
     if choice == "numba" and not available:
         raise ImportError(
             "MEDIBENCH_SSIM_BACKEND=numba but numba is not installed: "
-            'pip install "medibench[fast]" (or unset the variable to use the OpenCV path)'
+            "pip install 'medibench[fast]' (or unset the variable to use the OpenCV path)"
         )
     return available
 
