@@ -130,6 +130,37 @@ def test_a_model_without_a_pipeline_is_refused(tmp_path):
     assert "not a diffusers pipeline model" in res.output
 
 
+def test_a_run_of_another_dataset_is_refused_before_anything_is_written(tmp_path):
+    first, other = make_native(tmp_path / "a", n=1), make_native(tmp_path / "b", n=1)
+    run = tmp_path / "run"
+    res = CliRunner().invoke(
+        app, ["run", "--dataset", f"native:{first}", "--model", "identity", "--out", str(run),
+              "--no-progress"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    args = ["analyze", "attention", "--dataset", f"native:{other}", "--model", "identity"]
+    res = CliRunner().invoke(app, [*args, "--out", str(run), "--no-progress"])
+    assert res.exit_code == 2
+    assert f"{run} was made with dataset='native:{first}', not 'native:{other}'" in res.output
+    con = sqlite3.connect(run / "run.sqlite")
+    assert "attention" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    con.close()
+
+
+def test_an_attention_run_records_its_dataset_for_the_stages_after_it(tmp_path):
+    first, other = make_native(tmp_path / "a", n=1), make_native(tmp_path / "b", n=1)
+    run = tmp_path / "run"
+    args = ["analyze", "attention", "--dataset", f"native:{first}", "--model", "identity"]
+    res = CliRunner().invoke(app, [*args, "--out", str(run), "--no-progress"])
+    assert res.exit_code == 2 and "not a diffusers pipeline model" in res.output
+    res = CliRunner().invoke(
+        app, ["run", "--dataset", f"native:{other}", "--model", "identity", "--out", str(run),
+              "--no-progress"],
+    )  # fmt: skip
+    assert res.exit_code != 0
+    assert f"was made with dataset='native:{first}'" in res.output
+
+
 def test_overlay_marks_the_roi_and_the_binarised_map():
     from medibench.analysis._run import overlay
 

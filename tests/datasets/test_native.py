@@ -250,3 +250,16 @@ def test_load_dataset_unknown_kind_suggests() -> None:
         load_dataset("nativ:/tmp")
     with pytest.raises(ValueError, match="has no kind"):
         load_dataset(":x")
+
+
+def test_a_relative_dataset_folder_resolves_its_files(tmp_path: Path, monkeypatch) -> None:
+    # A plug-in that passes the folder as typed (docs/benchmarks.md's toybench: `toybench:DIR`)
+    from medibench.datasets import resolve_inside
+
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "a.png").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    found = resolve_inside(Path("ds"), "a.png", what="toy.csv a")
+    assert found == tmp_path.resolve() / "ds" / "a.png"
+    with pytest.raises(DatasetError, match=r"toy.csv a: path '../x.png' escapes .* \(via '..'\)"):
+        resolve_inside(Path("ds"), "../x.png", what="toy.csv a")

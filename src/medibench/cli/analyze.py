@@ -55,8 +55,9 @@ def attention(
     from medibench.analysis.attention import AttentionOptions
     from medibench.datasets import load_dataset
     from medibench.models._spec import parse_model_spec
-    from medibench.runs import RunStore
+    from medibench.runs import RunStore, RunStoreError
     from medibench.runs._cli import run_folder_session
+    from medibench.runs._runner import check_same_run
 
     try:
         options = AttentionOptions.preset(preset)
@@ -67,6 +68,11 @@ def attention(
     check_not_empty(ds, dataset)
     samples = list(ds)[:limit]
     with run_folder_session(out):
+        with RunStore(out) as store:  # a run of another dataset or seed is refused, as by `run`
+            try:
+                check_same_run(store, {"dataset": dataset, "seed": seed})
+            except RunStoreError as exc:
+                fail(str(exc))
         try:
             loaded = spec.load()
         except (KeyError, ValueError, FileNotFoundError, ImportError, TypeError) as exc:

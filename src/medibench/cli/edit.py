@@ -112,7 +112,8 @@ def run(
         summarize,
     )
     from medibench.knowledge_edit._store import setting_name, store_edit_run
-    from medibench.runs import RunFolderInUse, RunStore, run_folder_lock
+    from medibench.runs import RunFolderInUse, RunStore, RunStoreError, run_folder_lock
+    from medibench.runs._runner import check_same_run
 
     try:
         ts = read_taskset(tasks)
@@ -135,6 +136,10 @@ def run(
         names.append("judge")
     try:
         with run_folder_lock(run), RunStore(run) as store:
+            try:  # a run of a dataset, or of another task set, is refused (its rows would mix)
+                check_same_run(store, {"dataset": f"edit-tasks:{tasks}"})
+            except RunStoreError as exc:
+                fail(str(exc))
             judge_matcher = None
             if judge is not None or "judge" in names:
                 from medibench.judges import load_judge_config

@@ -192,7 +192,7 @@ def resolve_inside(root: Path, relative: str, *, what: str) -> Path:
             f"{what}: path '{relative}' escapes the dataset folder {root} (via '..')"
         )
     resolved = (root / rel).resolve()
-    if not _is_within(resolved, _link_bound(root)):
+    if not _is_within(resolved, _link_bound(Path(root).resolve())):  # root may be relative
         raise DatasetError(
             f"{what}: path '{relative}' escapes the dataset folder {root} through a symbolic "
             f"link (it resolves to {resolved})"

@@ -29,7 +29,15 @@ from medibench.runs._store import RunStore, RunStoreError
 from medibench.runs._work import NotStarted, Refusal, Task, score_one
 from medibench.samples import Prediction, Sample
 
-__all__ = ["StageReport", "generate", "record_environment", "score", "score_one", "seed_for"]
+__all__ = [
+    "StageReport",
+    "check_same_run",
+    "generate",
+    "record_environment",
+    "score",
+    "score_one",
+    "seed_for",
+]
 
 _PACKAGES = (
     "medibench",
@@ -83,16 +91,31 @@ def seed_for(run_seed: int, sample_id: str, k: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def check_same_run(store: RunStore, identity: dict[str, Any]) -> None:
+    """Refuse (``RunStoreError``) to add to a run made with another ``identity`` (its dataset
+    spec and seed, as recorded in its config); a run with none recorded takes ``identity``.
+
+    Every stage that writes into an existing run folder calls it before writing."""
+    previous = store.get_meta("config")
+    if previous is None:
+        store.set_meta("config", dict(identity))
+        return
+    for key, value in identity.items():
+        if key in previous and previous[key] != value:
+            raise RunStoreError(
+                f"{store.run_dir} was made with {key}={previous[key]!r}, not {value!r}; use "
+                "another --out folder for a different run"
+            )
+    missing = {k: v for k, v in identity.items() if k not in previous}
+    if missing:
+        store.set_meta("config", {**previous, **missing})
+
+
 def record_environment(store: RunStore, config: dict[str, Any]) -> None:
     """Store the run config (checking it matches an existing run) and the environment."""
     previous = store.get_meta("config")
     if previous is not None:
-        for key in ("dataset", "seed"):
-            if previous.get(key) != config.get(key):
-                raise RunStoreError(
-                    f"{store.run_dir} was made with {key}={previous.get(key)!r}, not "
-                    f"{config.get(key)!r}; use another --out folder for a different run"
-                )
+        check_same_run(store, {key: config.get(key) for key in ("dataset", "seed")})
         config = {
             **previous,
             **config,
