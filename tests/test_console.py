@@ -56,3 +56,22 @@ def test_messages_keep_brackets_and_stay_on_one_line(monkeypatch):
     hint = "no module named 'datasets': pip install 'medibench[hf]' and run this command again"
     text = _render(stderr_console(), labelled("error", hint))
     assert text == f"error: {hint}\n"
+
+
+def test_a_wide_table_is_split_by_columns_repeating_its_keys(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")
+    table = Table(title="medgen@code by task", caption="n = samples")
+    table.add_column("model", justify="left", no_wrap=True)
+    table.add_column("task", justify="left", no_wrap=True)
+    metrics = [f"metric_{i}" for i in range(6)]
+    for m in metrics:
+        table.add_column(m, justify="right", no_wrap=True)
+    table.add_row("gpt-image-1", "vqa", *(f"0.{i}234" for i in range(6)))
+    text = _render(stdout_console(), table)
+    assert "…" not in text
+    titles = [line for line in text.splitlines() if line.startswith("medgen@code")]
+    assert titles == ["medgen@code by task (1/2)", "medgen@code by task (2/2)"]
+    assert text.count("gpt-image-1") == 2 and text.count("n = samples") == 1
+    assert all(len(line) <= 60 for line in text.splitlines())
+    for i, m in enumerate(metrics):
+        assert text.count(m) == 1 and f"0.{i}234" in text

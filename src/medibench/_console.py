@@ -3,8 +3,10 @@
 Output never depends on the terminal in a way users or tests trip on:
 
 - stdout is as wide as ``COLUMNS`` when it is set, else the terminal, else 120 columns (a pipe
-  or a CI log); a table that cannot fit that width without cutting a number or a name is
-  printed in a long format instead (one block per row, one ``column: value`` line per cell);
+  or a CI log); a table that cannot fit that width without cutting a number or a name is split
+  into tables of fewer columns, each repeating its leading left-aligned (key) columns, or, when
+  even that does not fit, printed in a long format (one block per row, one ``column: value``
+  line per cell);
 - plain messages are never wrapped (a path or an error stays one greppable line);
 - message text is printed as it is: ``[hf]`` in ``pip install 'medibench[hf]'`` is not read as
   rich markup (:func:`labelled` styles only the label).
@@ -34,13 +36,50 @@ PIPE_WIDTH = 120
 
 
 class CliConsole(Console):
-    """A rich ``Console`` whose ``print`` shows a table too wide to fit in :func:`long_format`."""
+    """A rich ``Console`` whose ``print`` shows a table too wide to fit as :func:`fitted`."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        fitted = [
-            long_format(o) if isinstance(o, Table) and not fits(self, o) else o for o in objects
-        ]
-        super().print(*fitted, **kwargs)
+        shown: list[Any] = []
+        for o in objects:
+            shown += fitted(self, o) if isinstance(o, Table) else [o]
+        super().print(*shown, **kwargs)
+
+
+def fitted(console: Console, table: Table) -> list[Any]:
+    """``[table]`` when it fits; else the table split by columns, the leading left-aligned
+    (key) columns repeated in each part; else its :func:`long_format`."""
+    if fits(console, table):
+        return [table]
+    keys = 0
+    while keys < len(table.columns) - 1 and table.columns[keys].justify == "left":
+        keys += 1
+    parts: list[list[int]] = []
+    for i in range(max(keys, 1), len(table.columns)):
+        if parts and fits(console, _columns(table, [*range(keys), *parts[-1], i])):
+            parts[-1].append(i)
+        elif fits(console, _columns(table, [*range(keys), i])):
+            parts.append([i])
+        else:
+            return [long_format(table)]
+    if len(parts) < 2:
+        return [long_format(table)]
+    tables = [_columns(table, [*range(keys), *part]) for part in parts]
+    for n, (part, t) in enumerate(zip(parts, tables, strict=True), start=1):
+        t.title = f"{_plain(table.title or '')} ({n}/{len(parts)})".lstrip()
+        t.caption = table.caption if n == len(parts) else None
+    return tables
+
+
+def _columns(table: Table, indices: list[int]) -> Table:
+    """A copy of ``table`` with the columns at ``indices`` only (no title or caption)."""
+    out = Table(box=table.box, show_header=table.show_header)
+    for i in indices:
+        c = table.columns[i]
+        out.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, overflow=c.overflow)
+    cells = [list(table.columns[i].cells) for i in indices]
+    for r in range(table.row_count):
+        out.add_row(*(col[r] if r < len(col) else "" for col in cells))
+    return out
 
 
 def stdout_console() -> CliConsole:
