@@ -171,7 +171,7 @@ def test_score_several_models_in_sub_folders_and_unknown_ids(tmp_path):
     out = tmp_path / "s.jsonl"
     summary = tmp_path / "summary.csv"
     args = ["score", "--predictions", str(preds), "--out", str(out), "--no-progress"]
-    res = runner.invoke(app, [*args, "--dataset", str(data), "--summary", str(summary)])
+    res = runner.invoke(app, [*args, "--dataset", str(data), "--csv", str(summary)])
     assert res.exit_code == 0, res.output
     assert "ignored 1 output(s) for ids not in the benchmark: zzz_0.png" in res.output
     recs = [Score.from_json(x) for x in out.read_text().splitlines()]

@@ -64,7 +64,7 @@ def fitted(console: Console, table: Table) -> list[Any]:
     if len(parts) < 2:
         return [long_format(table)]
     tables = [_columns(table, [*range(keys), *part]) for part in parts]
-    for n, (part, t) in enumerate(zip(parts, tables, strict=True), start=1):
+    for n, t in enumerate(tables, start=1):
         t.title = f"{_plain(table.title or '')} ({n}/{len(parts)})".lstrip()
         t.caption = table.caption if n == len(parts) else None
     return tables

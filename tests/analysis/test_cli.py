@@ -36,7 +36,7 @@ def analysed(tiny_ip2p, tmp_path_factory):
     data = make_native(root / "data", n=3)
     run = root / "run"
     runner = CliRunner()
-    base = ["--dataset", f"native:{data}", "--model", f"ip2p:{tiny_ip2p}", "--samples", "2"]
+    base = ["--dataset", f"native:{data}", "--model", f"ip2p:{tiny_ip2p}", "--k", "2"]
     res = runner.invoke(app, ["run", *base, "--out", str(run), "--no-progress", *OPTS])
     assert res.exit_code == 0, res.output
     res = runner.invoke(

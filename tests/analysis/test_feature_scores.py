@@ -99,7 +99,7 @@ def test_cli_prints_and_writes_the_feature_summary(lpips_dir, tmp_path):
         str(tmp_path / "preds"),
     ]
     args += ["--features", HIST, "--features", f"lpips-alex:{lpips_dir}", "--by", "task"]
-    args += ["--summary", str(tmp_path / "f.csv"), "--ci-resamples", "50"]
+    args += ["--csv", str(tmp_path / "f.csv"), "--resamples", "50"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "feature metrics: m" in res.output and "lpips-alex-v0.1" in res.output
@@ -145,7 +145,7 @@ def test_cli_puts_fid_into_a_protocols_summary(tmp_path):
         "native@1",
         "--by",
         "task",
-        "--summary",
+        "--csv",
         str(tmp_path / "s.csv"),
     ]
     res = CliRunner().invoke(app, args)
@@ -163,7 +163,7 @@ def test_score_features_puts_fid_into_the_summary(tmp_path):
     data = _inverted_outputs(tmp_path)
     args = ["score", "--dataset", f"native:{data}", "--predictions", str(tmp_path / "preds")]
     args += ["--out", str(tmp_path / "r.jsonl"), "--features", HIST, "--by", "task"]
-    res = CliRunner().invoke(app, [*args, "--summary", str(tmp_path / "s.csv"), "--no-progress"])
+    res = CliRunner().invoke(app, [*args, "--csv", str(tmp_path / "s.csv"), "--no-progress"])
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(open(tmp_path / "s.csv")))
     micro = next(r for r in rows if r["by"] == "all" and r["group"] == "micro")

@@ -24,7 +24,7 @@ def test_medebench_paper_summary_gets_its_fid_column(tmp_path):
     root = build_medebench(tmp_path / "MedEBench")
     args = ["analyze", "features", "--dataset", f"medebench:{root}"]
     args += ["--predictions", str(root / "generated_images"), "--features", HIST]
-    args += ["--protocol", "medebench@paper", "--summary", str(tmp_path / "s.csv")]
+    args += ["--protocol", "medebench@paper", "--csv", str(tmp_path / "s.csv")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "medebench@paper by region" in res.output
@@ -93,7 +93,7 @@ def test_medgen_code_summary_shows_lpips_similarity_and_their_pass_rates(
     args = ["analyze", "features", "--dataset", f"medgen:{tree['data']}"]
     args += ["--predictions", str(tree["pngs"]), "--protocol", "medgen@code", "--by", "task"]
     args += ["--features", f"lpips-alex:{lpips_dir}", "--features", f"rad-dino:{dinov2_dir}"]
-    args += ["--summary", str(tmp_path / "s.csv")]
+    args += ["--csv", str(tmp_path / "s.csv")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(open(tmp_path / "s.csv")))

@@ -53,7 +53,7 @@ def test_score_each_official_layout(kind, tmp_path):
             str(predictions),
             "--out",
             str(out),
-            "--summary",
+            "--csv",
             str(summary),
             "--no-progress",
         ],

@@ -49,7 +49,7 @@ def test_score_json_has_the_issue_keys_and_groups(tmp_path, files):
             str(out),
             "--resamples",
             "20",
-            "--run",
+            "--out",
             str(tmp_path / "run"),
         ],
     )

@@ -24,7 +24,7 @@ def run(tmp_path):
     pred = save_predictions(as_predictions(y, logits=z, groups=groups), tmp_path / "test.npz")
     folder = tmp_path / "run"
     args = ["calibration", "score", str(pred), "--by", "domain", "--resamples", "0"]
-    res = runner.invoke(app, [*args, "--run", str(folder)])
+    res = runner.invoke(app, [*args, "--out", str(folder)])
     assert res.exit_code == 0, res.output
     assert "3 reliability diagrams" in " ".join(res.output.split())
     return folder, pred

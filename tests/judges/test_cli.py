@@ -115,9 +115,9 @@ def test_agreement_between_two_judges_and_a_human_csv(tmp_path, api_key):
             "agreement",
             f"{run}#judge-a",
             f"{run}#judge-b",
-            "--n-resamples",
+            "--resamples",
             "100",
-            "--out",
+            "--csv",
             str(tmp_path / "agr.csv"),
         ],
     )
@@ -138,7 +138,7 @@ def test_agreement_between_two_judges_and_a_human_csv(tmp_path, api_key):
             "medebench@paper",
             "--metric",
             "ea",
-            "--n-resamples",
+            "--resamples",
             "100",
         ],
     )

@@ -128,7 +128,7 @@ def test_cli_tasks_run_score(tmp_path, cli, tiny_path):
                 str(tiny_path),
                 "--editor",
                 "ft",
-                "--run",
+                "--out",
                 str(run),
                 "--max-new-tokens",
                 "4",

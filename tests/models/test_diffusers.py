@@ -217,7 +217,7 @@ def test_cli_run_with_samples_records_seeds_and_reruns_reproduce_bytes(tiny_ip2p
 
     def run(dest, seed=0):
         args = ["run", "--dataset", f"native:{data}", "--model", f"ip2p:{tiny_ip2p}"]
-        args += ["--samples", "3", "--run", str(dest), "--seed", str(seed), "--no-progress"]
+        args += ["--k", "3", "--out", str(dest), "--seed", str(seed), "--no-progress"]
         args += ["--model-option", "steps=3", "--model-option", "resolution=null"]
         res = runner.invoke(app, args)
         assert res.exit_code == 0, res.output

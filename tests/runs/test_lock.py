@@ -69,7 +69,7 @@ def test_a_second_process_exits_3_at_once_and_a_killed_holder_leaves_no_lock(tmp
 def test_every_writing_command_refuses_a_folder_in_use(tmp_path):
     data = make_native(tmp_path / "data", n=2)
     run = tmp_path / "run"
-    args = ["run", "--dataset", f"native:{data}", "--model", "identity", "--run", str(run)]
+    args = ["run", "--dataset", f"native:{data}", "--model", "identity", "--out", str(run)]
     assert runner.invoke(app, [*args, "--no-progress"]).exit_code == 0
     holder = _hold(run)
     try:

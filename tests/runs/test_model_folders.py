@@ -87,7 +87,7 @@ def test_planned_names_and_resolved_specs():
 
 
 def _run(data, out, *models, options=()):
-    argv = ["run", "--dataset", f"native:{data}", "--run", str(out), "--no-progress"]
+    argv = ["run", "--dataset", f"native:{data}", "--out", str(out), "--no-progress"]
     for m in models:
         argv += ["--model", m]
     for o in options:

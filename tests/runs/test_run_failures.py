@@ -22,7 +22,7 @@ runner = CliRunner()
 
 
 def _run(data, out, *extra, model="identity"):
-    argv = ["run", "--dataset", f"native:{data}", "--model", model, "--run", str(out)]
+    argv = ["run", "--dataset", f"native:{data}", "--model", model, "--out", str(out)]
     return runner.invoke(app, [*argv, "--no-progress", *extra])
 
 

@@ -35,8 +35,8 @@ def test_shard_flag_and_launcher_variables():
 
 
 def _cli_run(data, out, *extra, env=None):
-    args = ["run", "--dataset", f"native:{data}", "--model", "classical", "--run", str(out)]
-    res = runner.invoke(app, [*args, "--samples", "2", "--no-progress", *extra], env=env)
+    args = ["run", "--dataset", f"native:{data}", "--model", "classical", "--out", str(out)]
+    res = runner.invoke(app, [*args, "--k", "2", "--no-progress", *extra], env=env)
     assert res.exit_code == 0, res.output
     return res
 

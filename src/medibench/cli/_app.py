@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.table import Table
 
 from medibench._console import labelled, stderr_console, stdout_console
+from medibench.cli._aliases import AliasGroup
 
 __all__ = [
     "app",
@@ -24,11 +25,13 @@ __all__ = [
     "print_dataset_notes",
     "print_leaderboards",
     "print_summary",
+    "write_summary",
 ]
 
 T = TypeVar("T")
 
 app = typer.Typer(
+    cls=AliasGroup,  # old option spellings still work, with a note (cli/_aliases.py)
     no_args_is_help=True,
     add_completion=False,
     help="Evaluate text-guided medical image editing, by the papers' protocols and corrected ones.",
@@ -36,6 +39,26 @@ app = typer.Typer(
 # Leaderboards are wide: keep them readable when stdout is a pipe or a CI log (80 columns).
 console = stdout_console()  # COLUMNS wide (else the terminal, else 120); too-wide tables long
 err = stderr_console()  # error messages stay on one line (greppable), printed verbatim
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        console.print(f"medibench {version('medibench')}", markup=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Evaluate text-guided medical image editing, by the papers' protocols and corrected ones."""
 
 
 def fail(message: str) -> NoReturn:
@@ -102,6 +125,27 @@ def print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None 
     if csv_path is not None:
         write_rows_csv(rows, csv_path)
         console.print(f"leaderboard -> {csv_path}")
+
+
+def write_summary(rows: list[dict], csv_path: Path | None, json_path: Path | None) -> None:
+    """Write a summary command's rows as CSV and/or JSON (``--csv``, ``--json``) and say where;
+    NaN and infinities are written as JSON ``null`` (CSV: as Python prints them)."""
+    import json
+    import math
+
+    from medibench.io import atomic_write_text
+    from medibench.report import write_rows_csv
+
+    if csv_path is not None:
+        write_rows_csv(rows, csv_path)
+        console.print(f"summary -> {csv_path}", markup=False)
+    if json_path is not None:
+        clean = [
+            {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
+            for r in rows
+        ]
+        atomic_write_text(json_path, json.dumps(clean, indent=1, default=str) + "\n")
+        console.print(f"summary -> {json_path}", markup=False)
 
 
 def print_summary(

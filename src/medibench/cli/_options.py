@@ -7,12 +7,15 @@ declaration; options that only look alike but mean something else per command (`
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 __all__ = [
+    "CsvOption",
     "DatasetOptionsOption",
+    "JsonOption",
     "DownloadOption",
     "ModelOptionsOption",
     "ProgressOption",
@@ -52,6 +55,16 @@ def dataset_options(texts: list[str] | None) -> dict:
         out[key] = value
     return out
 
+
+#: ``--csv FILE``: a summary command's printed rows, also as CSV (one row per table row).
+CsvOption = Annotated[
+    Path | None, typer.Option("--csv", help="also write the summary rows as CSV")
+]
+
+#: ``--json FILE``: a summary command's printed rows, also as a JSON list of objects.
+JsonOption = Annotated[
+    Path | None, typer.Option("--json", help="also write the summary rows as JSON")
+]
 
 #: ``--progress / --no-progress``: progress bars on stderr.
 ProgressOption = Annotated[bool, typer.Option(help="show progress bars")]

@@ -15,8 +15,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from medibench.cli._app import check_not_empty, console, err, fail
-from medibench.cli._options import ModelOptionsOption, ProgressOption
+from medibench._console import labelled
+from medibench.cli._app import check_not_empty, console, err, fail, write_summary
+from medibench.cli._options import CsvOption, JsonOption, ModelOptionsOption, ProgressOption
 
 analyze_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -25,7 +26,7 @@ analyze_app = typer.Typer(no_args_is_help=True, add_completion=False)
 def attention(
     dataset: Annotated[str, typer.Option(help="dataset spec, e.g. native:DIR or medebench:DIR")],
     model: Annotated[str, typer.Option(help="a diffusers model spec, e.g. ip2p:WEIGHTS")],
-    out: Annotated[Path, typer.Option("--out", "--run", help="run folder (created if missing)")],
+    out: Annotated[Path, typer.Option("--out", help="run folder (created if missing)")],
     word: Annotated[
         str | None,
         typer.Option(
@@ -35,7 +36,7 @@ def attention(
     ] = None,
     k: Annotated[
         int,
-        typer.Option("--samples", "--k", min=1, help="outputs per sample, seeded as `run` does"),
+        typer.Option("--k", min=1, help="outputs per sample, seeded as `run` does"),
     ] = 1,
     limit: Annotated[int | None, typer.Option(min=1, help="only the first N samples")] = None,
     seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
@@ -144,11 +145,15 @@ def features(
     ],
     model: Annotated[list[str] | None, typer.Option(help="only these models")] = None,
     by: Annotated[str, typer.Option(help="group by this sample field")] = "region",
-    ci_resamples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: none)")] = 1000,
+    resamples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: none)")] = 1000,
+    fid_ci: Annotated[
+        bool, typer.Option(help="also bootstrap FID, --resamples times (one FID each: slow)")
+    ] = False,
     fid_ci_resamples: Annotated[
-        int, typer.Option(min=0, help="bootstrap resamples of FID (one FID each)")
-    ] = 0,
-    summary: Annotated[Path | None, typer.Option(help="also write the rows as CSV")] = None,
+        int | None, typer.Option(min=0, hidden=True, help="deprecated: --fid-ci --resamples N")
+    ] = None,
+    csv_out: CsvOption = None,
+    json_out: JsonOption = None,
     protocol: Annotated[
         str | None,
         typer.Option(
@@ -182,8 +187,8 @@ def features(
             first,
             roles,
             by=by,
-            ci_resamples=ci_resamples,
-            fid_ci_resamples=fid_ci_resamples,
+            ci_resamples=resamples,
+            fid_ci_resamples=_fid_resamples(fid_ci, resamples, fid_ci_resamples),
         )
     except (ExtractorWeightsError, ImportError) as exc:
         fail(str(exc))
@@ -212,11 +217,17 @@ def features(
                 console.print(f"notes: {shown['set_notes']}", markup=False)
     if protocol is not None:
         rows = _protocol_summary(ds, index, protocol, feature, rows, by)
-    if summary is not None:
-        from medibench.report import write_rows_csv
+    write_summary(rows, csv_out, json_out)
 
-        write_rows_csv(rows, summary)
-        console.print(f"summary -> {summary}")
+
+def _fid_resamples(fid_ci: bool, resamples: int, deprecated: int | None) -> int:
+    """FID's bootstrap resamples: --resamples with --fid-ci, else 0; the old
+    --fid-ci-resamples N still gives N (with a note)."""
+    if deprecated is None:
+        return resamples if fid_ci else 0
+    note = "--fid-ci-resamples N is deprecated: use --fid-ci --resamples N"
+    err.print(labelled("note", note, "yellow"))
+    return deprecated
 
 
 def _protocol_summary(ds, index, spec: str, specs: list[str], rows: list[dict], by: str):

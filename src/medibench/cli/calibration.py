@@ -46,7 +46,8 @@ def score(
         typer.Option(min=0, help="bootstrap resamples (default: the protocol's; 0: none)"),
     ] = None,
     run: Annotated[
-        Path | None, typer.Option(help="also store the results in this run folder's run.sqlite")
+        Path | None,
+        typer.Option("--out", help="run folder to store the results in (its run.sqlite)"),
     ] = None,
     kind: Kind = "auto",
 ) -> None:

@@ -85,7 +85,7 @@ def run(
     model: Annotated[
         str, typer.Option(help="A local model folder, openai:MODEL or module:callable.")
     ],
-    run: Annotated[Path, typer.Option("--run", help="The run folder (run store).")],
+    run: Annotated[Path, typer.Option("--out", help="The run folder (run store).")],
     config: Annotated[Path | None, typer.Option(help="Editor settings (YAML/JSON).")] = None,
     editor: Annotated[str, typer.Option(help="ft, lora, grace, in-context or easyedit.")] = "lora",
     sequential: Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")] = 0,

@@ -32,10 +32,12 @@ def datasets() -> None:
 
 
 def protocols() -> None:
-    """List the scoring protocols (name@version), then the calibration protocols
-    (``medibench calibration score --protocol``)."""
+    """List the scoring protocols (name@version), the judge protocols (``medibench judge
+    --protocol``) and the calibration protocols (``medibench calibration score --protocol``)."""
     from medibench.calibration.protocols import CALIBRATION_PROTOCOLS
+    from medibench.judges._protocols import JUDGES
     from medibench.protocols import PROTOCOLS
 
     list_registry(PROTOCOLS)
+    list_registry(JUDGES)
     list_registry(CALIBRATION_PROTOCOLS)

@@ -18,7 +18,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from medibench.cli._app import check_not_empty, console, err, fail, load
+from medibench.cli._app import check_not_empty, console, err, fail, load, write_summary
+from medibench.cli._options import CsvOption, JsonOption
 
 medgen_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -96,6 +97,8 @@ def delta(
 def summary(
     run: Annotated[Path, typer.Argument(metavar="RUN", help="run folder")],
     by: Annotated[list[str] | None, typer.Option(help="sample fields (default: all four)")] = None,
+    csv_out: CsvOption = None,
+    json_out: JsonOption = None,
 ) -> None:
     """``medgen@code`` by format, task, subtask and modality, with the code's pass rates."""
     from medibench.cli._app import print_summary
@@ -108,4 +111,5 @@ def summary(
             records = [s for s in store.scores("medgen") if s.protocol_version == "code"]
     except RunStoreError as exc:
         fail(str(exc))
-    print_summary(records, samples, load_protocol("medgen@code"), by=list(by or _BY))
+    rows = print_summary(records, samples, load_protocol("medgen@code"), by=list(by or _BY))
+    write_summary(rows, csv_out, json_out)

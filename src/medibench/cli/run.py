@@ -71,14 +71,13 @@ def run(
         Path,
         typer.Option(
             "--out",
-            "--run",
             help="run folder (created if missing, resumed if not); {shard} in it becomes i-of-n",
         ),
     ],
     protocol: ProtocolsOption = None,
     k: Annotated[
         int,
-        typer.Option("--samples", "--k", min=1, help="outputs per sample, each with its own seed"),
+        typer.Option("--k", min=1, help="outputs per sample, each with its own seed"),
     ] = 1,
     seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
     stage: Annotated[str, typer.Option(help="generate, score or all")] = "all",

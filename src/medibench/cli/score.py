@@ -7,10 +7,20 @@ from typing import Annotated
 
 import typer
 
-from medibench.cli._app import console, err, fail, load, open_dataset, print_summary
+from medibench.cli._app import (
+    console,
+    err,
+    fail,
+    load,
+    open_dataset,
+    print_summary,
+    write_summary,
+)
 from medibench.cli._options import (
+    CsvOption,
     DatasetOptionsOption,
     DownloadOption,
+    JsonOption,
     ProgressOption,
     ProtocolsOption,
 )
@@ -37,7 +47,8 @@ def score(
         int | None,
         typer.Option(min=1, help="outputs expected per sample (default: the benchmark's)"),
     ] = None,
-    summary: Annotated[Path | None, typer.Option(help="also write the summary as CSV")] = None,
+    csv_out: CsvOption = None,
+    json_out: JsonOption = None,
     by: Annotated[
         list[str] | None,
         typer.Option(
@@ -113,11 +124,7 @@ def score(
             set_rows[group] = _set_rows(ds, index, roles, group)
         sets = set_rows.get(group)
         rows += print_summary(mine, samples, proto, by=by, set_rows=sets, set_by=group)
-    if summary is not None:
-        from medibench.report import write_rows_csv
-
-        write_rows_csv(rows, summary)
-        console.print(f"summary -> {summary}")
+    write_summary(rows, csv_out, json_out)
 
 
 def _feature_roles(specs: list[str]) -> dict[str, str]:

@@ -142,10 +142,12 @@ def agreement(
     protocol: Annotated[
         str | None, typer.Option(help="take a run's values from this protocol (name[@version])")
     ] = None,
-    n_resamples: Annotated[int, typer.Option(min=1, help="bootstrap resamples")] = 1000,
+    n_resamples: Annotated[
+        int, typer.Option("--resamples", min=1, help="bootstrap resamples")
+    ] = 1000,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 42,
     level: Annotated[float, typer.Option(help="confidence level")] = 0.95,
-    out: Annotated[Path | None, typer.Option(help="also write the table as CSV")] = None,
+    out: Annotated[Path | None, typer.Option("--csv", help="also write the table as CSV")] = None,
 ) -> None:
     """Agreement between two raters (judges or clinicians): Pearson, Spearman, Kendall,
     ICC(2,1) and per-sample rank Spearman across models, with bootstrap CIs."""

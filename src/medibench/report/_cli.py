@@ -19,7 +19,11 @@ def report(
     out: Annotated[Path | None, typer.Option(help="report folder (default: RUN/report)")] = None,
     n_resamples: Annotated[
         int | None,
-        typer.Option(min=1, help="bootstrap resamples (default: each protocol's; 1000 for most)"),
+        typer.Option(
+            "--resamples",
+            min=1,
+            help="bootstrap resamples (default: each protocol's; 1000 for most)",
+        ),
     ] = None,
     seed: Annotated[
         int | None,
