@@ -4,9 +4,9 @@ missing, and reaches the user whole: ``pip install 'medibench[hf]'``, not ``'med
 import ast
 import re
 import sys
-import tomllib
 from pathlib import Path
 
+import tomllib
 from typer.testing import CliRunner
 
 from medibench.cli import app

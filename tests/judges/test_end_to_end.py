@@ -2,6 +2,9 @@
 layouts, judge the run against a local OpenAI-compatible server, and see the judged columns in
 the leaderboards and the export, with missing judgements counted (never 0)."""
 
+import json
+
+import pytest
 from typer.testing import CliRunner
 
 from medibench.cli import app
@@ -82,13 +85,15 @@ def test_medebench_paper_judged_columns_with_missing_counted(tmp_path, api_key):
     assert {s.metrics["ea"] for s in judged} == {0.7} and {s.metrics["vq"] for s in judged} == {0.6}
     assert all("ea: refused" in s.error for s in missing)
 
-    shown = runner.invoke(app, args)  # re-running skips all work and prints the leaderboards
+    # re-running skips all work and prints the leaderboards; --json writes what they show
+    shown = runner.invoke(app, [*args, "--json", str(tmp_path / "summary.json")])
     assert shown.exit_code == 0, shown.output
-    row = next(line for line in shown.output.splitlines() if "│ ea " in line and "micro" in line)
-    cells = [c.strip() for c in row.split("│") if c.strip()]
-    # model, average, missing outputs, metric, n with a value, no value, mean, CI
-    assert cells[3] == "ea" and int(cells[4]) == len(judged) and int(cells[5]) == len(missing)
-    assert cells[6] == "0.7000"
+    rows = json.loads((tmp_path / "summary.json").read_text())
+    (row,) = [
+        r for r in rows if (r["protocol_version"], r["by"], r["group"]) == ("paper", "all", "micro")
+    ]
+    assert row["ea_n"] == len(judged) and row["n"] - row["ea_n"] == len(missing)
+    assert row["ea"] == pytest.approx(0.7) and "0.7000" in shown.output
 
 
 def test_miedb_rubric_fills_modification_samples(tmp_path, api_key):

@@ -111,8 +111,10 @@ def check_not_empty(ds, spec: str) -> None:
         fail(f"dataset {spec!r} has no samples{where}: nothing to run or score")
 
 
-def print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None = None) -> None:
-    """Print a run's summary tables for one protocol; also write them as CSV when asked."""
+def print_leaderboards(
+    run_dir: Path, protocol_spec: str, csv_path: Path | None = None
+) -> list[dict]:
+    """Print a run's summary tables for one protocol (also as CSV when asked); return the rows."""
     from medibench.protocols import load_protocol
     from medibench.report import write_rows_csv
     from medibench.runs import RunStore
@@ -125,6 +127,7 @@ def print_leaderboards(run_dir: Path, protocol_spec: str, csv_path: Path | None 
     if csv_path is not None:
         write_rows_csv(rows, csv_path)
         console.print(f"leaderboard -> {csv_path}")
+    return rows
 
 
 def write_summary(rows: list[dict], csv_path: Path | None, json_path: Path | None) -> None:

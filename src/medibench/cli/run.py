@@ -9,10 +9,19 @@ from typing import Annotated, Any
 
 import typer
 
-from medibench.cli._app import console, err, fail, print_dataset_notes, print_leaderboards
+from medibench.cli._app import (
+    console,
+    err,
+    fail,
+    print_dataset_notes,
+    print_leaderboards,
+    write_summary,
+)
 from medibench.cli._options import (
+    CsvOption,
     DatasetOptionsOption,
     DownloadOption,
+    JsonOption,
     ModelOptionsOption,
     ProgressOption,
     ProtocolsOption,
@@ -114,6 +123,8 @@ def run(
             "spend counts; each model needs --model-option price_per_image=USD)",
         ),
     ] = None,
+    csv_out: CsvOption = None,
+    json_out: JsonOption = None,
     progress: ProgressOption = True,
     download: DownloadOption = False,
     dataset_option: DatasetOptionsOption = None,
@@ -157,8 +168,8 @@ def run(
     print_dataset_notes(plan.dataset)
     with run_folder_errors(plan.folder):
         _execute(plan, progress)
-    for p in plan.protocols:
-        print_leaderboards(plan.folder, p)
+    rows = [row for p in plan.protocols for row in print_leaderboards(plan.folder, p)]
+    write_summary(rows, csv_out, json_out)
 
 
 def _dataset_options(texts: list[str] | None) -> dict:
