@@ -1,0 +1,125 @@
+"""Docs that run: every shell block of README.md and docs/*.md is either executed here, in a
+temporary folder against local stand-ins, or listed in tests/docs/blocks.md with the reason it
+is not yet (downloads, weights, paid APIs, a cluster). A block that is added, removed or edited
+without its row fails, so the table stays the exact list of what runs and what does not.
+
+The blocks of one file run in order in one folder (later blocks use what earlier ones made),
+with ``medibench`` and ``python`` on PATH meaning this checkout, ``COLUMNS=80``, and the
+substitutions of :data:`SUBSTITUTIONS` applied (each one marked and explained).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.docs._blocks import ROOT, TABLE, Block, shell_blocks, table_rows
+
+#: (file, text in the block) -> (replacement, why). A marked substitution: the block names a
+#: download, weights, a paid API or a size too slow for a test; "" drops the line.
+SUBSTITUTIONS: dict[tuple[str, str], tuple[str, str]] = {
+    ("README.md", "--dataset suite --model identity --model classical --out runs/a"): (
+        "--dataset suite --dataset-option name=medibench-suite@1-mini --model identity "
+        "--model classical --out runs/a",
+        "the 66-sample frozen suite instead of the 396-sample one (same code, less time)",
+    ),
+    ("README.md", "--dataset miedb:MieDB-100k"): ("", "needs MieDB-100k and ip2p weights"),
+    ("README.md", "medibench run --dataset suite --model openai-image"): ("", "a paid API"),
+    ("README.md", "--model configs/flux.yaml"): ("", "FLUX weights, Ray"),
+    ("README.md", "medibench run ... --shard 0/4"): ("", "`...` stands for the options above"),
+    ("README.md", "--preset medium --n-per-task 12 --seed 7"): (
+        "--preset medium --n-per-task 2 --seed 7",
+        "2 items per task instead of 12 (same code, less time)",
+    ),
+    ("docs/suite.md", "medibench score --dataset native:suite ..."): ("", "`...`: a placeholder"),
+    ("docs/suite.md", "--preset medium --n-per-task 4"): (
+        "--preset medium --n-per-task 1",
+        "1 item per task instead of 4",
+    ),
+    ("docs/suite.md", "--out suite1 --suite medibench-suite@1 "): (
+        "--out suite1 --suite medibench-suite@1-mini ",
+        "the 66-sample frozen suite instead of the 396-sample one",
+    ),
+}
+
+
+def _runnable(block: Block) -> str:
+    """The block's text with its substitutions applied (lines whose replacement is "" dropped)."""
+    lines = []
+    for line in block.text.splitlines():
+        for (file, old), (new, _why) in SUBSTITUTIONS.items():
+            if file == block.file and old in line:
+                line = line.replace(old, new) if new else ""
+        if line.strip():
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _env(bin_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "GEMINI", "HF_"))}
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
+        PYTHONPATH=path.rstrip(os.pathsep),
+        COLUMNS="80",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+    )
+    return env
+
+
+def _shims(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, argv in (("medibench", f"{sys.executable} -m medibench"), ("python", sys.executable)):
+        shim = folder / name
+        shim.write_text(f'#!/bin/sh\nexec {argv} "$@"\n', encoding="utf-8")
+        shim.chmod(0o755)
+    return folder
+
+
+def test_every_block_has_a_current_row():
+    blocks = {(b.file, b.ordinal): b for b in shell_blocks()}
+    rows = {(r.file, r.ordinal): r for r in table_rows()}
+    missing = sorted(set(blocks) - set(rows))
+    stale = sorted(set(rows) - set(blocks))
+    assert not missing, f"blocks without a row in {TABLE.name}: {missing}"
+    assert not stale, f"rows of {TABLE.name} with no block: {stale}"
+    for key, row in rows.items():
+        assert row.first == blocks[key].first, f"{key}: the block now starts {blocks[key].first!r}"
+        assert row.status in {"runs", "partly", "not yet"} and (row.status == "runs" or row.why)
+    assert len(blocks) == 28  # the count docs and this table state
+
+
+def test_every_substitution_applies_to_a_block():
+    texts = defaultdict(str)
+    for b in shell_blocks():
+        texts[b.file] += b.text
+    for (file, old), (_new, why) in SUBSTITUTIONS.items():
+        assert old in texts[file] and why, (file, old)
+
+
+_RUN = [r for r in table_rows() if r.status in {"runs", "partly"}]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("file", sorted({r.file for r in _RUN}))
+def test_the_blocks_that_run_run(file, tmp_path):
+    ordinals = {r.ordinal for r in _RUN if r.file == file}
+    env = _env(_shims(tmp_path / "bin"))
+    work = tmp_path / "work"
+    work.mkdir()
+    for block in (b for b in shell_blocks() if b.file == file and b.ordinal in ordinals):
+        script = "set -euo pipefail\n" + _runnable(block)
+        res = subprocess.run(
+            ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, check=False
+        )
+        assert res.returncode == 0, (
+            f"{block.file} block {block.ordinal} (line {block.line}) failed:\n{script}\n"
+            f"--- stdout\n{res.stdout[-3000:]}\n--- stderr\n{res.stderr[-3000:]}"
+        )
