@@ -119,10 +119,19 @@ def test_agreement_between_two_judges_and_a_human_csv(tmp_path, api_key):
             "100",
             "--csv",
             str(tmp_path / "agr.csv"),
+            "--json",
+            str(tmp_path / "agr.json"),
         ],
     )
     assert res.exit_code == 0, res.output
     assert "ICC(2,1)" in res.output and "ea" in res.output and (tmp_path / "agr.csv").exists()
+    import csv
+
+    by_csv = list(csv.DictReader((tmp_path / "agr.csv").open()))
+    by_json = json.loads((tmp_path / "agr.json").read_text())
+    assert [r["metric"] for r in by_json] == [r["metric"] for r in by_csv] and by_json
+    assert all(f"{j['pearson']:.3f}" in res.output for j in by_json if j["pearson"] is not None)
+    assert [float(r["pearson"]) for r in by_csv] == [j["pearson"] for j in by_json]
     human = tmp_path / "human.csv"
     rows = ["sample_id,model,ea"] + [
         f"s{i:02d},m{j},{(i * 3 + j) % 10 / 10}" for i in range(8) for j in (1, 2, 3)

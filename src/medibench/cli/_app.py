@@ -133,22 +133,12 @@ def print_leaderboards(
 def write_summary(rows: list[dict], csv_path: Path | None, json_path: Path | None) -> None:
     """Write a summary command's rows as CSV and/or JSON (``--csv``, ``--json``) and say where;
     NaN and infinities are written as JSON ``null`` (CSV: as Python prints them)."""
-    import json
-    import math
+    from medibench.report import write_rows_csv, write_rows_json
 
-    from medibench.io import atomic_write_text
-    from medibench.report import write_rows_csv
-
-    if csv_path is not None:
-        write_rows_csv(rows, csv_path)
-        console.print(f"summary -> {csv_path}", markup=False)
-    if json_path is not None:
-        clean = [
-            {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
-            for r in rows
-        ]
-        atomic_write_text(json_path, json.dumps(clean, indent=1, default=str) + "\n")
-        console.print(f"summary -> {json_path}", markup=False)
+    for path, write in ((csv_path, write_rows_csv), (json_path, write_rows_json)):
+        if path is not None:
+            write(rows, path)
+            console.print(f"summary -> {path}", markup=False)
 
 
 def print_summary(

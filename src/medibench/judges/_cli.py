@@ -148,6 +148,9 @@ def agreement(
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 42,
     level: Annotated[float, typer.Option(help="confidence level")] = 0.95,
     out: Annotated[Path | None, typer.Option("--csv", help="also write the table as CSV")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="also write the table as JSON")
+    ] = None,
 ) -> None:
     """Agreement between two raters (judges or clinicians): Pearson, Spearman, Kendall,
     ICC(2,1) and per-sample rank Spearman across models, with bootstrap CIs."""
@@ -185,11 +188,12 @@ def agreement(
             value = "-" if math.isnan(est.value) else f"{est.value:.3f}"
             table.add_row(r.metric if label == "Pearson r" else "", label, value, ci, str(n))
     console.print(table)
-    if out is not None:
-        from medibench.report import write_rows_csv
+    from medibench.report import write_rows_csv, write_rows_json
 
-        write_rows_csv([_flat(r) for r in rows], out)
-        console.print(f"agreement -> {out}")
+    for path, write in ((out, write_rows_csv), (json_out, write_rows_json)):
+        if path is not None:
+            write([_flat(r) for r in rows], path)
+            console.print(f"agreement -> {path}", markup=False)
 
 
 class _Progress:

@@ -1,15 +1,17 @@
-"""Summary rows to CSV."""
+"""Summary rows to CSV or JSON."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from medibench.io import atomic_write_text
 
-__all__ = ["write_rows_csv"]
+__all__ = ["write_rows_csv", "write_rows_json"]
 
 
 def write_rows_csv(rows: Sequence[dict], path: str | Path) -> Path:
@@ -25,3 +27,12 @@ def write_rows_csv(rows: Sequence[dict], path: str | Path) -> Path:
     for r in rows:
         w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
     return atomic_write_text(path, buf.getvalue())
+
+
+def write_rows_json(rows: Sequence[dict], path: str | Path) -> Path:
+    """Write dict rows as a JSON list (atomically); NaN and infinities become ``null``."""
+    clean = [
+        {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
+        for r in rows
+    ]
+    return atomic_write_text(path, json.dumps(clean, indent=1, default=str) + "\n")
