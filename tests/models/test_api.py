@@ -98,7 +98,7 @@ def test_retry_after_is_honoured(api):
 def test_retries_run_out_with_a_clear_error(api):
     api.script.extend([500, 500, 500])
     with pytest.raises(APIError, match="HTTP 500.*after 3 attempts") as info:
-        _openai(api, retries=2).edit(_image(), "x", seed=0)
+        _openai(api, max_attempts=3).edit(_image(), "x", seed=0)
     assert info.value.status == 500 and "sk-test" not in str(info.value)
 
 
@@ -109,7 +109,7 @@ def test_timeouts_are_retried_then_reported(api):
     assert np.array_equal(out, 255 - image) and len(api.requests) == 2
     api.script.extend(["slow", "slow"])
     with pytest.raises(APIError, match="timed out .* after 2 attempts"):
-        _openai(api, timeout=0.2, retries=1).edit(image, "x", seed=0)
+        _openai(api, timeout=0.2, max_attempts=2).edit(image, "x", seed=0)
 
 
 def test_refusal_is_its_own_error_and_not_retried(api):
@@ -273,7 +273,7 @@ def test_a_cost_budget_stops_further_paid_calls(api):
 def test_an_answer_without_an_image_is_charged_and_a_failed_call_is_not(api):
     from medibench.calls import CostBudget
 
-    model = _openai(api, price_per_image=0.5, retries=0)
+    model = _openai(api, price_per_image=0.5, max_attempts=1)
     model.cost_budget = budget = CostBudget(10.0)
     with pytest.raises(NoImageError):
         model.edit(_image(), "NOIMAGE please", seed=0)
@@ -285,3 +285,19 @@ def test_an_answer_without_an_image_is_charged_and_a_failed_call_is_not(api):
 def test_a_negative_price_is_refused(api):
     with pytest.raises(ValueError, match="price_per_image must be >= 0"):
         _openai(api, price_per_image=-1)
+
+
+def test_old_option_names_are_read_with_a_warning_and_named_alike_across_adapters():
+    from medibench.models._spec import model_options, parse_model_spec
+    from medibench.models.vlm import OpenAIChatVLM
+
+    with pytest.warns(FutureWarning, match="'retries' of 'openai-image' is now 'max_attempts'"):
+        spec = parse_model_spec("openai-image:gpt-image-1", ["retries=2"])
+    assert dict(spec.options) == {"model": "gpt-image-1", "max_attempts": 3}
+    with pytest.warns(FutureWarning, match="'timeout_s' of 'openai-chat' is now 'timeout'"):
+        spec = parse_model_spec("openai-chat:gpt-4o", ["timeout_s=30"])
+    assert dict(spec.options) == {"model": "gpt-4o", "timeout": 30}
+    image = {o.name for o in model_options(OpenAIImageModel)}
+    chat = {o.name for o in model_options(OpenAIChatVLM)}
+    assert {"timeout", "max_attempts"} <= image & chat
+    assert not {"retries", "timeout_s"} & (image | chat)

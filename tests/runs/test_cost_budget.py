@@ -96,11 +96,12 @@ def test_a_run_recorded_before_price_per_image_existed_still_resumes(tmp_path):
     old = {"model": "openai-image", "options": {"model": "gpt-image-1", "retries": 5}}
     with RunStore(tmp_path / "run") as store:
         record_model_specs(store, {"gpt-image-1": old})
-        now = {**old, "options": {**old["options"], "price_per_image": None}}
-        check_model_specs(store, {"gpt-image-1": now})  # an added option at None: the same
-        priced = {**old, "options": {**old["options"], "price_per_image": 0.04}}
+        now = {**old, "options": {"model": "gpt-image-1", "max_attempts": 6}}
+        now["options"]["price_per_image"] = None  # an added option at None: the same
+        check_model_specs(store, {"gpt-image-1": now})  # and retries=5 is max_attempts=6
+        priced = {**now, "options": {**now["options"], "price_per_image": 0.04}}
         with pytest.raises(RunStoreError, match="holds model 'gpt-image-1' made with spec"):
             check_model_specs(store, {"gpt-image-1": priced})
-        changed = {**old, "options": {**old["options"], "retries": 2, "price_per_image": None}}
+        changed = {**now, "options": {**now["options"], "max_attempts": 3}}
         with pytest.raises(RunStoreError):
             check_model_specs(store, {"gpt-image-1": changed})

@@ -116,7 +116,7 @@ def test_a_refused_edit_is_stored_and_asked_again_only_on_request(tmp_path, monk
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     run = tmp_path / "run"
     with FakeImageAPI() as api:
-        model = ["--model-option", f"base_url={api.url}/v1", "--model-option", "retries=0"]
+        model = ["--model-option", f"base_url={api.url}/v1", "--model-option", "max_attempts=1"]
 
         def go(*flags):
             n = len(api.requests)

@@ -57,7 +57,8 @@ EXCERPT_CHARS = 300
 class TransportOptions(TypedDict, total=False):
     """The options every web-API model takes besides its own (defaults: ``__init__`` below).
 
-    ``timeout``: seconds per request; ``retries``: retries after the first attempt;
+    ``timeout``: seconds per request; ``max_attempts``: attempts per request, the first
+    included (the old ``retries=N`` is read as ``max_attempts=N+1``);
     ``backoff``, ``max_backoff``: first and largest retry delay in seconds; ``concurrency``:
     requests in flight (the runner's default worker count for the model); ``image_format``: how
     the input is sent: ``png`` (lossless), ``jpeg`` or ``webp``; ``price_per_image``: USD per
@@ -66,7 +67,7 @@ class TransportOptions(TypedDict, total=False):
     """
 
     timeout: float
-    retries: int
+    max_attempts: int
     backoff: float
     max_backoff: float
     concurrency: int
@@ -95,7 +96,7 @@ class APIImageModel(SharedOptions):
         name: str,
         base_url: str,
         timeout: float = 300.0,
-        retries: int = 5,
+        max_attempts: int = 6,
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         concurrency: int = 8,
@@ -104,15 +105,15 @@ class APIImageModel(SharedOptions):
     ) -> None:
         if image_format not in _MIME:
             raise ValueError(f"image_format must be one of {sorted(_MIME)}, not {image_format!r}")
-        if concurrency < 1 or retries < 0 or timeout <= 0:
-            raise ValueError("concurrency >= 1, retries >= 0 and timeout > 0 are required")
+        if concurrency < 1 or max_attempts < 1 or timeout <= 0:
+            raise ValueError("concurrency >= 1, max_attempts >= 1 and timeout > 0 are required")
         if price_per_image is not None and not price_per_image >= 0:
             raise ValueError(f"price_per_image must be >= 0 (USD), got {price_per_image}")
         self.price_per_image = None if price_per_image is None else float(price_per_image)
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.timeout = float(timeout)
-        self.retries = int(retries)
+        self.max_attempts = int(max_attempts)
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self._slots = CallSlots(int(concurrency), timeout=self.timeout)
@@ -192,7 +193,7 @@ class APIImageModel(SharedOptions):
         """Send with retries on 429/5xx/timeouts (:func:`medibench.calls.send`); return the
         successful ``httpx.Response``. Every error message is redacted."""
         client, sem = self._client()
-        policy = RetryPolicy(self.retries + 1, self.backoff, self.max_backoff)
+        policy = RetryPolicy(self.max_attempts, self.backoff, self.max_backoff)
         reply = await send(
             client, method, url, policy=policy, rng=self._jitter, slots=sem, **kwargs
         )
@@ -220,7 +221,7 @@ class APIImageModel(SharedOptions):
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         """The wait before retry ``attempt`` (see :class:`medibench.calls.RetryPolicy`)."""
-        policy = RetryPolicy(self.retries + 1, self.backoff, self.max_backoff)
+        policy = RetryPolicy(self.max_attempts, self.backoff, self.max_backoff)
         return policy.delay(attempt, retry_after, self._jitter)
 
     def _client(self):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,40 @@ class ModelSpec:
         return {"model": self.model, "options": dict(self.options)}
 
 
+#: Option names the registered models no longer take, still read: old -> (new, value map).
+RENAMED_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "timeout_s": ("timeout", lambda v: v),  # openai-chat, named as the image APIs
+    "retries": ("max_attempts", lambda v: int(v) + 1),  # image APIs, named as openai-chat
+}
+
+
+def migrate_options(model: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` of the registered ``model`` with its old option names (:data:`RENAMED_OPTIONS`)
+    renamed, each with a ``FutureWarning``; other models' options are left as they are."""
+    out = dict(options)
+    for old, (new, convert) in RENAMED_OPTIONS.items():
+        if old in out and new not in out and _renamed_in(model, old, new):
+            out[new] = convert(out.pop(old))
+            warnings.warn(
+                f"model option {old!r} of '{model}' is now {new!r}: read as {new}={out[new]!r}",
+                FutureWarning,
+                stacklevel=2,
+            )
+    return out
+
+
+def _renamed_in(model: str, old: str, new: str) -> bool:
+    from medibench.models import MODELS
+
+    if model not in MODELS:
+        return False
+    try:
+        accepted = _accepted(MODELS.get(model))
+    except Exception:  # a plug-in that cannot be imported: its own options stand
+        return False
+    return accepted is not None and new in accepted and old not in accepted
+
+
 def parse_model_spec(text: str, options: Iterable[str] | Mapping[str, Any] = ()) -> ModelSpec:
     """Parse a model spec (see the module docstring) with extra ``key=value`` options.
 
@@ -140,7 +175,7 @@ def parse_model_spec(text: str, options: Iterable[str] | Mapping[str, Any] = ())
     extra = dict(options) if isinstance(options, Mapping) else dict(map(parse_option, options))
     if text.endswith(_SPEC_SUFFIXES):
         model, opts = _read_spec_file(Path(text))
-        return ModelSpec(model, {**opts, **extra})
+        return ModelSpec(model, migrate_options(model, {**opts, **extra}))
     from medibench.models import MODELS
 
     if "+" in text:  # "VLM + EDITOR": a compositional system (medibench.models.compose)
@@ -150,8 +185,8 @@ def parse_model_spec(text: str, options: Iterable[str] | Mapping[str, Any] = ())
         key = _main_argument(MODELS.get(head))
         if key is None:
             raise ModelOptionError(f"model '{head}' takes no '{head}:ARG' argument; use '{head}'")
-        return ModelSpec(head, {key: arg, **extra})
-    return ModelSpec(text, extra)
+        return ModelSpec(head, migrate_options(head, {key: arg, **extra}))
+    return ModelSpec(text, migrate_options(text, extra))
 
 
 def parse_option(text: str) -> tuple[str, Any]:

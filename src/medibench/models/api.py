@@ -66,7 +66,7 @@ class OpenAIImageModel(APIImageModel):
         base_url: the API root (``https://api.openai.com/v1``); any compatible server works.
         size, quality, input_fidelity, background, output_format: passed when set (see the
             OpenAI images API); ``None`` leaves the API's default.
-        transport: ``timeout``, ``retries``, ``backoff``, ``max_backoff``, ``concurrency``,
+        transport: ``timeout``, ``max_attempts``, ``backoff``, ``max_backoff``, ``concurrency``,
             ``image_format`` (see :class:`~medibench.models._http.TransportOptions`).
     """
 

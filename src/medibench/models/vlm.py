@@ -173,8 +173,9 @@ class OpenAIChatVLM:
         name: the name recorded in runs (default: the model id).
         base_url: the API root; ``None``: the OpenAI API.
         api_key_env: the variable holding the key; ``api_key_required=False`` for local servers.
-        max_tokens, temperature, max_image_side, concurrency, max_attempts, timeout_s: as
-            :class:`medibench.judges.JudgeConfig`.
+        max_tokens, temperature, max_image_side, concurrency, max_attempts: as
+            :class:`medibench.judges.JudgeConfig`; ``timeout``: its ``timeout_s`` (seconds per
+            request; the old option name ``timeout_s`` is still read).
         max_images: the most images one request may carry (``None``: any).
     """
 
@@ -193,7 +194,7 @@ class OpenAIChatVLM:
         max_image_side: int = 2048,
         concurrency: int = 8,
         max_attempts: int = 5,
-        timeout_s: float = 120.0,
+        timeout: float = 120.0,
         max_images: int | None = None,
     ) -> None:
         from medibench.judges import JudgeConfig
@@ -210,7 +211,7 @@ class OpenAIChatVLM:
             max_image_side=max_image_side,
             concurrency=concurrency,
             max_attempts=max_attempts,
-            timeout_s=timeout_s,
+            timeout_s=timeout,
         )
         self.config.api_key()  # a missing key fails now, naming the variable
         self.concurrency = concurrency
@@ -266,7 +267,7 @@ class TransformersVLM:
         path: the ``save_pretrained`` folder (``config.json``, weights, processor).
         name: the name recorded in runs (default: the folder name).
         max_new_tokens: the answer's length limit.
-        device: torch device.
+        device: torch device; ``auto``: CUDA, then MPS, then CPU (as the diffusers models).
         max_images: the most images the model takes at once (``None``: any).
 
     Raises:
@@ -282,19 +283,21 @@ class TransformersVLM:
         *,
         name: str | None = None,
         max_new_tokens: int = 512,
-        device: str = "cpu",
+        device: str = "auto",
         max_images: int | None = None,
     ) -> None:
+        from medibench.models._pipeline import _pick_device
+
         folder = transformers_folder(path, "transformers VLM")
         self._torch, transformers = import_transformers("a transformers VLM")
         self.name = name or folder.name
         self.path = folder
         self.max_images = max_images
         self.max_new_tokens = int(max_new_tokens)
-        self.device = device
+        self.device = _pick_device(self._torch, device)
         self.processor = transformers.AutoProcessor.from_pretrained(folder)
         model = transformers.AutoModelForImageTextToText.from_pretrained(folder)
-        self.model = model.to(device).eval()
+        self.model = model.to(self.device).eval()
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
         from PIL import Image

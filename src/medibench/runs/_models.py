@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -123,7 +124,12 @@ def _same_spec(before: dict[str, Any], now: dict[str, Any]) -> bool:
     are left at a ``None`` default (``price_per_image``, say): those change no output."""
     if before == now:
         return True
-    old, new = before.get("options", {}), now.get("options", {})
+    from medibench.models._spec import migrate_options
+
+    with warnings.catch_warnings():  # a run recorded before an option was renamed
+        warnings.simplefilter("ignore", FutureWarning)
+        old = migrate_options(str(before.get("model")), before.get("options", {}))
+    new = now.get("options", {})
     added = set(new) - set(old)
     return (
         before.get("model") == now.get("model")
