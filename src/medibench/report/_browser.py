@@ -79,7 +79,12 @@ def image_jobs(
                 outputs.append((i, None, f"prediction failed: {p.error or 'no file'}"))
             else:
                 path = Path(p.path)
-                outputs.append((i, str(path if path.is_absolute() else run_dir / path), None))
+                path = path if path.is_absolute() else run_dir / path
+                if path.suffix.lower() == ".txt":  # a text answer: its image beside it, if any
+                    image = path.with_suffix(".png")
+                    outputs.append((i, str(image) if image.is_file() else None, None))
+                else:
+                    outputs.append((i, str(path), None))
         jobs.append(
             {
                 "sid": s.sample_id,
@@ -228,10 +233,13 @@ def text_answer(prediction: Prediction, run_dir: Path | None) -> str | None:
 
 
 def reference_text(sample: Sample) -> str | None:
-    """The reference answer a text answer is compared with (``metadata.answer``): a string, or
-    a report's sections one per line, with the multiple-choice options when there are any."""
-    answer = sample.metadata.get("answer")
-    if answer is None:
+    """The reference answer a text answer is compared with (``metadata.answer``, or MedGEN's
+    ``metadata.expected``): a string, or a report's sections one per line, with the
+    multiple-choice options when there are any."""
+    md = sample.metadata
+    expected = md.get("expected") if isinstance(md.get("expected"), dict) else {}
+    answer = md.get("answer") or expected.get("text") or expected.get("sections")
+    if not answer:
         return None
     if isinstance(answer, dict):
         text = "\n".join(f"{k}: {v}" for k, v in answer.items())
@@ -239,7 +247,7 @@ def reference_text(sample: Sample) -> str | None:
         text = answer
     else:
         text = json.dumps(answer, ensure_ascii=False)
-    choice = sample.metadata.get("choice")
+    choice = md.get("choice") or md.get("choices")
     if choice:
         text += f"\n(choices: {choice if isinstance(choice, str) else json.dumps(choice)})"
     return text[:TEXT_LIMIT]
