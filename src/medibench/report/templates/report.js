@@ -247,8 +247,13 @@
     row.appendChild(picture(s.pics.roi, "ROI outline", false, "no ROI mask"));
     row.appendChild(picture(s.pics.target, "target", false, "no target"));
     shownModels().forEach(function (i) {
-      row.appendChild(picture(s.runs[i].output, models[i] + " output", false, null, s.runs[i].error_short));
-      row.appendChild(picture(s.runs[i].diff, models[i] + " |output - input|", false, "no difference map"));
+      var r = s.runs[i];
+      if (r.text && !r.output) {  // an answering model: its text is shown below
+        row.appendChild(picture(null, models[i] + " output", false, "text answer (below)"));
+        return;
+      }
+      row.appendChild(picture(r.output, models[i] + " output", false, null, r.error_short));
+      row.appendChild(picture(r.diff, models[i] + " |output - input|", false, "no difference map"));
     });
     box.appendChild(row);
     // Attention heat maps (medibench analyze attention): one per model and k.
