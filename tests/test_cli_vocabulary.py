@@ -120,3 +120,10 @@ def test_version_and_the_three_kinds_of_protocols():
     assert res.exit_code == 0
     for name in ("medebench@paper", "medebench-judge@paper-structure", "calibration@1"):
         assert name in res.output
+
+
+def test_a_sub_apps_old_spelling_is_renamed_too(tmp_path):
+    args = ["edit", "run", "--tasks", str(tmp_path / "none"), "--model", "x"]
+    res = CliRunner().invoke(app, [*args, "--run", str(tmp_path / "r")])
+    assert "note: --run is deprecated in `medibench edit run`: use --out" in res.output
+    assert res.exit_code == 2 and "not an edit task set" in res.output  # --run was accepted

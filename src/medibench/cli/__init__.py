@@ -8,7 +8,6 @@ protocols; ``download``: download); the commands that drive one library part liv
 from __future__ import annotations
 
 from medibench.cli import analyze, build, download, export_dataset, listing, run, score
-from medibench.cli._aliases import AliasGroup
 from medibench.cli._app import app
 from medibench.cli._help import rewrap_app_help
 
@@ -37,43 +36,22 @@ def _mount_commands() -> None:
     app.command("judge")(judge)
     app.command("agreement")(agreement)
     app.command("report")(report)
-    app.add_typer(
-        suite_app,
-        cls=AliasGroup,
-        name="suite",
-        help="The built-in procedural medical editing suite.",
-    )
+    app.add_typer(suite_app, name="suite", help="The built-in procedural medical editing suite.")
     from medibench.cli.calibration import calibration_app
 
-    app.add_typer(
-        calibration_app,
-        cls=AliasGroup,
-        name="calibration",
-        help="Calibration from saved predictions.",
-    )
+    app.add_typer(calibration_app, name="calibration", help="Calibration from saved predictions.")
     from medibench.cli.edit import edit_app
 
-    app.add_typer(
-        edit_app, cls=AliasGroup, name="edit", help="Model editing of medical VLMs (M3Bench style)."
-    )
-    app.add_typer(
-        analyze.analyze_app, cls=AliasGroup, name="analyze", help="Look inside models: attention."
-    )
-    app.add_typer(
-        build.build_app,
-        cls=AliasGroup,
-        name="build",
-        help="Build MieDB-style triplets from labels.",
-    )
+    app.add_typer(edit_app, name="edit", help="Model editing of medical VLMs (M3Bench style).")
+    app.add_typer(analyze.analyze_app, name="analyze", help="Look inside models: attention.")
+    app.add_typer(build.build_app, name="build", help="Build MieDB-style triplets from labels.")
     from medibench.cli.medgen import medgen_app
 
-    app.add_typer(
-        medgen_app, cls=AliasGroup, name="medgen", help="MedGEN-Bench: controls, Delta, summaries."
-    )
+    app.add_typer(medgen_app, name="medgen", help="MedGEN-Bench: controls, Delta, summaries.")
 
 
 _mount_commands()
-rewrap_app_help(app)
+rewrap_app_help(app)  # every command's help, however mounted
 
 
 def main() -> None:  # python -m medibench

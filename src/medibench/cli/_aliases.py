@@ -1,9 +1,10 @@
 """Old option spellings, kept working: one CLI vocabulary (docs/cli.md) without breaking scripts.
 
-:class:`AliasGroup` is the command group of ``medibench`` and its sub-apps: before a command
-parses its arguments, an old spelling in :data:`RENAMED` is replaced by the new one and a
-deprecation note goes to stderr. The old names are in no command's signature, so ``--help``
-shows the vocabulary alone and the vocabulary test (tests/test_cli_vocabulary.py) reads only it.
+:class:`AliasGroup` is the top command group of ``medibench``: before a command (``run``) or
+a sub-app's command (``edit run``) parses its arguments, an old spelling in :data:`RENAMED` is
+replaced by the new one and a deprecation note goes to stderr. The old names are in no
+command's signature, so ``--help`` shows the vocabulary alone and the vocabulary test
+(tests/test_cli_vocabulary.py) reads only it.
 """
 
 from __future__ import annotations
@@ -51,12 +52,11 @@ def renamed_args(command: str, args: list[str]) -> list[str]:
 
 
 class AliasGroup(TyperGroup):
-    """A Typer group that renames deprecated options (:data:`RENAMED`) of its commands."""
+    """The top Typer group: renames deprecated options (:data:`RENAMED`) of its commands and
+    of its sub-apps' commands (one level down: ``edit run``)."""
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Any, Any, list[str]]:
         name, cmd, rest = super().resolve_command(ctx, args)
-        path = [name or ""]
-        while ctx is not None and ctx.parent is not None:
-            path.insert(0, ctx.info_name or "")
-            ctx = ctx.parent
-        return name, cmd, renamed_args(" ".join(path), rest)
+        if rest and f"{name} {rest[0]}" in RENAMED:  # a sub-app's command
+            return name, cmd, [rest[0], *renamed_args(f"{name} {rest[0]}", rest[1:])]
+        return name, cmd, renamed_args(name or "", rest)
