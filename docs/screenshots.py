@@ -96,7 +96,7 @@ def _calibration_run(root: Path) -> Path:
     z, y = make_logits(600, 3, seed=4, temper=0.5)
     groups = {"domain": ["in-domain", "shifted"] * 300}
     pred = save_predictions(as_predictions(y, logits=z, groups=groups), root / "test.npz")
-    args = ["calibration", "score", str(pred), "--by", "domain", "--run", str(root / "cal")]
+    args = ["calibration", "score", str(pred), "--by", "domain", "--out", str(root / "cal")]
     res = CliRunner().invoke(app, args)
     if res.exit_code:
         raise SystemExit(res.output)
@@ -118,7 +118,7 @@ def _edit_run(root: Path) -> Path:
     model = build_tiny_llava(root / "tiny-llava", vocabulary([*texts, *TEXT_TEMPLATES]))
     for editor in ("ft", "lora"):
         args = ["edit", "run", "--tasks", str(tasks), "--model", str(model), "--editor", editor,
-                "--run", str(root / "edit"), "--max-new-tokens", "4"]  # fmt: skip
+                "--out", str(root / "edit"), "--max-new-tokens", "4"]  # fmt: skip
         res = cli.invoke(app, args)
         if res.exit_code:
             raise SystemExit(res.output)

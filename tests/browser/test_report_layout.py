@@ -93,7 +93,7 @@ def calibration_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("calibration")
     z, y = make_logits(300, 3, seed=4, temper=0.5)
     pred = save_predictions(as_predictions(y, logits=z), root / "test.npz")
-    args = ["calibration", "score", str(pred), "--resamples", "0", "--run", str(root / "run")]
+    args = ["calibration", "score", str(pred), "--resamples", "0", "--out", str(root / "run")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     return build_report(root / "run", root / "report", plots=False)
