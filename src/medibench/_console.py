@@ -38,7 +38,7 @@ PIPE_WIDTH = 120
 class CliConsole(Console):
     """A rich ``Console`` whose ``print`` shows a table too wide to fit as :func:`fitted`."""
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def print(self, *objects: Any, **kwargs: Any) -> None:
         shown: list[Any] = []
         for o in objects:
             shown += fitted(self, o) if isinstance(o, Table) else [o]
