@@ -12,8 +12,7 @@ training side). Needs the ``torch`` extra.
 """
 
 from medibench.prompt_tuning._data import LabelledImages, few_shot_indices, read_labelled
-from medibench.prompt_tuning._losses import LOSSES, parse_losses
-from medibench.prompt_tuning._methods import DEFAULTS, METHODS
+from medibench.prompt_tuning._defaults import DEFAULTS, LOSSES, METHODS
 
 __all__ = [
     "DEFAULTS",
@@ -34,6 +33,10 @@ def __getattr__(name: str):
         from medibench.prompt_tuning import _train
 
         return getattr(_train, name)
+    if name == "parse_losses":
+        from medibench.prompt_tuning._losses import parse_losses
+
+        return parse_losses
     if name == "load_backbone":
         from medibench.prompt_tuning._backbone import load_backbone
 

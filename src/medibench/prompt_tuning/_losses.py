@@ -16,9 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from medibench.prompt_tuning._defaults import LOSSES
+
 __all__ = ["LOSSES", "LossTerm", "parse_losses"]
 
-LOSSES = ("ce", "mcm", "focal", "ls", "mbls")
 
 
 @dataclass

@@ -22,33 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from medibench.prompt_tuning._defaults import DEFAULTS, METHODS
 from medibench.prompt_tuning._prompts import ClassPrompts, template_features
 
 __all__ = ["DEFAULTS", "METHODS", "Method", "Output", "build_method"]
 
-_TRAIN = {"optimizer": "sgd", "momentum": 0.9, "weight_decay": 5e-4, "schedule": "cosine",
-          "warmup_epochs": 1, "warmup_lr": 1e-5}  # fmt: skip
-
-#: Per method: training settings and the method's options (overridable with ``--set``).
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "zero-shot": {"epochs": 0, "lr": 0.0, "batch_size": 32},
-    "linear-probe": {"epochs": 50, "lr": 0.002, "batch_size": 32},
-    "coop": {"epochs": 50, "lr": 0.002, "batch_size": 32, "n_ctx": 16, "init": "random",
-             "position": "middle"},
-    "cocoop": {"epochs": 10, "lr": 0.002, "batch_size": 1, "n_ctx": 4, "init": "template",
-               "position": "end"},
-    "kgcoop": {"epochs": 100, "lr": 0.002, "batch_size": 128, "n_ctx": None,
-               "init": "template", "position": "end", "w": 8.0},
-    "prograd": {"epochs": 100, "lr": 0.002, "batch_size": 32, "n_ctx": None,
-                "init": "template", "position": "end", "lambda": 1.0, "T": 1.0},
-    "maple": {"epochs": 5, "lr": 0.0035, "batch_size": 4, "n_ctx": 2, "init": "template",
-              "depth": 9},
-    "promptsrc": {"epochs": 20, "lr": 0.0025, "batch_size": 4, "n_ctx": 4, "n_ctx_vision": 4,
-                  "init": "template", "text_depth": 9, "vision_depth": 9, "text_weight": 25.0,
-                  "image_weight": 10.0, "gpa_mean": 15.0, "gpa_std": 1.0},
-}  # fmt: skip
-for _d in DEFAULTS.values():
-    _d.update(_TRAIN)
 
 
 @dataclass
@@ -204,8 +182,6 @@ def build_method(name: str, backbone: Any, class_names: Sequence[str], template:
         raise ValueError(f"unknown method {name!r} (one of {', '.join(METHODS)})")
     return table[name](backbone, class_names, template, options, generator)
 
-
-METHODS = tuple(DEFAULTS)
 
 
 class _Frozen:

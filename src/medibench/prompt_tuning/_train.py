@@ -179,8 +179,8 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
                 loss.backward()
             opt.step()
             step += 1
-            lines.append({"step": step, "epoch": epoch + 1, "lr": lr, "loss": float(loss),
-                          **{k: float(v) for k, v in values.items()}})  # fmt: skip
+            lines.append({"step": step, "epoch": epoch + 1, "lr": lr, "loss": float(loss.detach()),
+                          **{k: float(v.detach()) for k, v in values.items()}})  # fmt: skip
         method.end_epoch(epoch, epochs)
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.writelines(json.dumps(line) + "\n" for line in lines)
