@@ -33,6 +33,7 @@ TRAINS = {
 
 
 def make(name, backbone, **options):
+    torch.manual_seed(0)  # nn.Linear's initialisation (the trainer seeds it the same way)
     return build_method(name, backbone, NAMES, TEMPLATE, {**DEFAULTS[name], **options},
                         torch.Generator().manual_seed(0))
 
@@ -52,7 +53,11 @@ def test_shapes_trainable_parameters_and_frozen_backbone(name, backbone):
         loss = F.cross_entropy(out.logits, torch.tensor([0, 1, 2, 0])) + sum(out.terms.values())
         loss.backward()
         params = [p for p in method.parameters() if p.requires_grad]
-        assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in params)
+        assert all(p.grad is not None for p in params)
+        # every parameter gets a gradient (CoCoOp's 1-unit meta-net hidden layer may sit in
+        # ReLU's flat part for a batch, so its first layer is not required to be non-zero)
+        moved = {n for n, p in method.named_parameters() if p.requires_grad and p.grad.abs().sum() > 0}
+        assert moved >= TRAINS[name] - {"meta_net.0.weight", "meta_net.0.bias"}
         torch.optim.SGD(params, lr=10.0).step()
     assert fingerprint(backbone) == before
 

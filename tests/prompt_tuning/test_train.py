@@ -87,7 +87,7 @@ def test_same_seed_same_predictions_other_seed_other_shots(folder_dataset, tiny_
 def test_resume_after_a_kill_gives_the_same_run(folder_dataset, tiny_clip, shifted, tmp_path, monkeypatch):
     full = tmp_path / "full"
     train(settings(folder_dataset, tiny_clip, shifted, full, method="promptsrc"))
-    from medibench.prompt_tuning import _deep
+    from medibench.prompt_tuning import _deep, _train
 
     killed = tmp_path / "killed"
     original = _deep.PromptSRC.end_epoch
@@ -98,6 +98,7 @@ def test_resume_after_a_kill_gives_the_same_run(folder_dataset, tiny_clip, shift
         original(self, epoch, epochs)
 
     monkeypatch.setattr(_deep.PromptSRC, "end_epoch", die_in_second_epoch)
+    monkeypatch.setattr(_train, "CHECKPOINT_SECONDS", 0.0)  # a checkpoint after every epoch
     with pytest.raises(KeyboardInterrupt):
         train(settings(folder_dataset, tiny_clip, shifted, killed, method="promptsrc"))
     assert not (killed / "done.json").exists()

@@ -103,6 +103,7 @@ class ClassPrompts(nn.Module):
         with torch.no_grad():
             self.register_buffer("base", text_tower.embed(ids).detach().clone(), persistent=False)
         self.n_ctx, self.ctx_start, self.width = n_ctx, len(lead), text_tower.width
+        self.contiguous = all(row == list(range(len(lead), len(lead) + n_ctx)) for row in slots)
         self.tower = [text_tower]  # a list, so the frozen tower is not a sub-module
         if n_ctx:
             if init == "template":
@@ -124,6 +125,10 @@ class ClassPrompts(nn.Module):
             return self.base
         ctx = self.ctx if ctx is None else ctx
         c, _, d = self.base.shape
+        if ctx.dim() == 2 and self.contiguous:  # the "end" layout: one slice for every class
+            start, stop = self.ctx_start, self.ctx_start + self.n_ctx
+            src = ctx.unsqueeze(0).expand(c, -1, -1)
+            return torch.cat([self.base[:, :start], src, self.base[:, stop:]], dim=1)
         if ctx.dim() == 2:
             src = ctx.unsqueeze(0).expand(c, -1, -1)
             return self.base.scatter(1, self.slots.unsqueeze(-1).expand(-1, -1, d), src)

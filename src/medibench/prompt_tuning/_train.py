@@ -7,8 +7,10 @@ The output folder ``DIR``:
   losses, template, epochs, learning rate, batch size, schedule, augmentation, backbone and the
   SHA-256 of its weights, class names, versions) and notes (a lowered prompt depth);
 * ``shots.json``: the few-shot ids per class (the same seed gives the same ids everywhere);
-* ``train.jsonl``: one line per step: ``step``, ``epoch``, ``lr``, ``loss`` and each term;
-* ``checkpoint.pt`` (after every epoch; a killed run resumes from it, bit-identically) and
+* ``train.jsonl``: one line per step: ``step``, ``epoch``, ``lr``, ``loss`` and each term
+  (written with each checkpoint, so it always matches it);
+* ``checkpoint.pt`` (at the end of an epoch, at most every :data:`CHECKPOINT_SECONDS`, and
+  after the last; a killed run resumes from it, bit-identically) and
   ``prompt.pt`` (the learned parameters, ``torch.save`` of the method's ``state_dict``);
 * ``predictions/NAME.npz`` per evaluation set (``logits``, ``probs``, ``labels``, ``ids``,
   ``domain`` = NAME) and ``predictions.npz`` with every set stacked (plus ``method``, ``seed``,
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,9 @@ from medibench.prompt_tuning._predict import predict_logits, preprocess_all, wri
 __all__ = ["TrainSettings", "train"]
 
 DEFAULT_TEMPLATE = "a photo of a {}."
+#: A checkpoint (and the ``train.jsonl`` lines since the last one) is written at the end of an
+#: epoch when this many seconds passed since the last, and after the last epoch.
+CHECKPOINT_SECONDS = 30.0
 
 
 @dataclass
@@ -156,6 +162,8 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
     elif log_path.exists():
         log_path.unlink()
     method.train()
+    pending: list[dict[str, Any]] = []
+    saved = time.monotonic()
     for epoch in range(start, epochs):
         lr = _lr(options, epoch)
         for group in opt.param_groups:
@@ -182,15 +190,20 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
             lines.append({"step": step, "epoch": epoch + 1, "lr": lr, "loss": float(loss.detach()),
                           **{k: float(v.detach()) for k, v in values.items()}})  # fmt: skip
         method.end_epoch(epoch, epochs)
-        with open(log_path, "a", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(line) + "\n" for line in lines)
-        state = {"epoch": epoch + 1, "step": step, "method": method.state_dict(),
-                 "optim": opt.state_dict(), "gen": gen.get_state(),
-                 "torch_rng": torch.get_rng_state(),
-                 "gpa": method.gpa_state() if hasattr(method, "gpa_state") else None}  # fmt: skip
-        tmp = ckpt.with_suffix(".tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, ckpt)
+        pending += lines
+        last = epoch + 1 == epochs
+        if last or time.monotonic() - saved >= CHECKPOINT_SECONDS:
+            with open(log_path, "a", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(line) + "\n" for line in pending)
+            pending = []
+            state = {"epoch": epoch + 1, "step": step, "method": method.state_dict(),
+                     "optim": opt.state_dict(), "gen": gen.get_state(),
+                     "torch_rng": torch.get_rng_state(),
+                     "gpa": method.gpa_state() if hasattr(method, "gpa_state") else None}  # fmt: skip
+            tmp = ckpt.with_suffix(".tmp")
+            torch.save(state, tmp)
+            os.replace(tmp, ckpt)
+            saved = time.monotonic()
         if lines:
             say(f"epoch {epoch + 1}/{epochs}: loss {lines[-1]['loss']:.4f}, lr {lr:.6g}")
     method.eval()
