@@ -10,7 +10,8 @@ Three classes by imaging modality, ``abdominal ct``, ``brain mri`` and ``chest x
   chest radiograph, ``mri-real``: nilearn's MNI152 brain, ``ct-real``: pydicom's CT slice),
   as Parquet with ``image``, ``label`` and ``id`` columns: the shifted domain;
 * ``OUT/tiny-clip/``: a random-weight ``CLIPModel`` from its real config class
-  (:func:`medibench.prompt_tuning._tiny.save_tiny_backbone`).
+  (:func:`medibench.prompt_tuning._tiny.save_tiny_backbone`);
+* ``OUT/grid.yaml``: a grid over it (:data:`GRID`) for ``medibench calibration grid``.
 
 Run ``python -m medibench.prompt_tuning.example OUT [--per-class N]``.
 """
@@ -63,7 +64,27 @@ def build_example(out: str | Path, *, per_class: int = 24, shifted_per_class: in
     _write_parquet(out / "shifted.parquet", rows)
     (out / "classnames.txt").write_text("\n".join(c[1] for c in CLASSES) + "\n", encoding="utf-8")
     save_tiny_backbone(out / "tiny-clip", "clip")
+    (out / "grid.yaml").write_text(GRID, encoding="utf-8")
     return out
+
+
+#: The example's grid (paths relative to the YAML's folder).
+GRID = """\
+out: grid
+dataset: source@train
+shots: 8
+evals: {in-domain: source@test, shifted: shifted.parquet}
+reference: in-domain
+methods: [zero-shot, linear-probe, coop]
+losses: [ce, "mcm:alpha=0.1,beta=0.01"]
+seeds: [1, 2]
+templates: ["a photo of a {}.", "an image of {}."]
+backbones: ["clip:tiny-clip"]
+epochs: 5
+batch_size: 8
+options: {coop: {n_ctx: 4}}
+bins: 10
+"""
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -88,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-class", type=int, default=24)
     args = parser.parse_args(argv)
     build_example(args.out, per_class=args.per_class)
-    print(f"example -> {args.out} (source/, shifted.parquet, tiny-clip/)")
+    print(f"example -> {args.out} (source/, shifted.parquet, tiny-clip/, grid.yaml)")
 
 
 if __name__ == "__main__":
