@@ -108,8 +108,9 @@ def main() -> None:
     import transformers
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = save_tiny_backbone(Path(tmp) / "clip", "clip", width=args.width,
-                                    layers=args.layers, image_size=64)  # fmt: skip
+        folder = save_tiny_backbone(
+            Path(tmp) / "clip", "clip", width=args.width, layers=args.layers, image_size=64
+        )
         backbone = load_backbone(f"clip:{folder}")
         rng = np.random.default_rng(0)
         images = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(48)]
@@ -120,8 +121,10 @@ def main() -> None:
         ours = medibench_coop(backbone, pixels, labels, args.steps, args.batch, Path(tmp))
         model = transformers.CLIPModel.from_pretrained(folder).eval().requires_grad_(False)
         plain = plain_coop(model, backbone.tokenizer, pixels, labels, args.steps, args.batch)
-    print(f"tiny CLIP width {args.width}, {args.layers} layers, 64 px; batch {args.batch}; "
-          f"{args.steps} steps; 1 thread")  # fmt: skip
+    print(
+        f"tiny CLIP width {args.width}, {args.layers} layers, 64 px; batch {args.batch}; "
+        f"{args.steps} steps; 1 thread"
+    )
     print(f"medibench CoOp: {ours:.1f} steps/s")
     print(f"plain CoOp loop: {plain:.1f} steps/s")
     print(f"ratio medibench / plain: {ours / plain:.2f} (target >= 0.9)")

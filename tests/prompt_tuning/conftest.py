@@ -9,7 +9,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-CLASSES = (("benign", "benign lesion"), ("malignant", "malignant lesion"), ("normal", "normal skin"))
+CLASSES = (
+    ("benign", "benign lesion"),
+    ("malignant", "malignant lesion"),
+    ("normal", "normal skin"),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -63,4 +67,6 @@ def backbone(tiny_clip):
 
 def pixels(backbone, n=4, seed=0):
     rng = np.random.default_rng(seed)
-    return backbone.image.preprocess([rng.integers(0, 256, (40, 36, 3), dtype=np.uint8) for _ in range(n)])
+    return backbone.image.preprocess(
+        [rng.integers(0, 256, (40, 36, 3), dtype=np.uint8) for _ in range(n)]
+    )

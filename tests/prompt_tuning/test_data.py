@@ -16,16 +16,24 @@ def test_mvcbench_folders_labels_follow_sorted_folders(folder_dataset):
     data = read_labelled(str(folder_dataset))
     assert data.class_names == ["benign lesion", "malignant lesion", "normal skin"]
     assert len(data) == 18
-    assert data.ids[0] == "benign/benign_00.png" and data.labels.tolist() == [0] * 6 + [1] * 6 + [2] * 6
+    assert (
+        data.ids[0] == "benign/benign_00.png"
+        and data.labels.tolist() == [0] * 6 + [1] * 6 + [2] * 6
+    )
     img = data.image(7)
     assert img.shape == (40, 36, 3) and img.dtype == np.uint8
 
 
 def test_split_file_selects_a_split(tmp_path):
     root = write_folder_dataset(tmp_path / "d", per_class=2)
-    split = {"train": [["benign/benign_00.png", 0, "benign lesion"],
-                       ["normal/normal_01.png", 2, "normal skin"]],
-             "val": [], "test": [["malignant/malignant_00.png", 1, "malignant lesion"]]}
+    split = {
+        "train": [
+            ["benign/benign_00.png", 0, "benign lesion"],
+            ["normal/normal_01.png", 2, "normal skin"],
+        ],
+        "val": [],
+        "test": [["malignant/malignant_00.png", 1, "malignant lesion"]],
+    }
     (root / "split_zhou_skin.json").write_text(json.dumps(split))
     train = read_labelled(f"{root}@train")
     assert train.ids == ["benign/benign_00.png", "normal/normal_01.png"]
@@ -47,10 +55,17 @@ def test_native_with_label_field(tmp_path, folder_dataset):
     from medibench.datasets.native import write_native
     from medibench.samples import Sample
 
-    samples = [Sample(sample_id=f"s{i}", input=str(folder_dataset / "benign" / f"benign_0{i}.png"),
-                      instruction="classify", benchmark="skin", perspective="perception",
-                      metadata={"label": lab, "split": sp})
-               for i, (lab, sp) in enumerate([("cyst", "train"), ("mass", "train"), ("cyst", "test")])]
+    samples = [
+        Sample(
+            sample_id=f"s{i}",
+            input=str(folder_dataset / "benign" / f"benign_0{i}.png"),
+            instruction="classify",
+            benchmark="skin",
+            perspective="perception",
+            metadata={"label": lab, "split": sp},
+        )
+        for i, (lab, sp) in enumerate([("cyst", "train"), ("mass", "train"), ("cyst", "test")])
+    ]
     write_native(tmp_path / "n", samples)
     data = read_labelled(str(tmp_path / "n"))
     assert data.class_names == ["cyst", "mass"] and data.labels.tolist() == [0, 1, 0]
@@ -66,14 +81,17 @@ def test_parquet_with_image_and_label_columns(tmp_path, folder_dataset):
     png = (folder_dataset / "normal" / "normal_00.png").read_bytes()
     table = pa.table({"image": [{"bytes": png, "path": "a.png"}] * 3, "label": [0, 1, 1]})
     pq.write_table(table, tmp_path / "x.parquet")
-    with pytest.raises(DatasetError, match="integer labels need class names: write .*classnames.txt"):
+    with pytest.raises(
+        DatasetError, match="integer labels need class names: write .*classnames.txt"
+    ):
         read_labelled(str(tmp_path / "x.parquet"))
     (tmp_path / "classnames.txt").write_text("normal\nabnormal\n")
     data = read_labelled(str(tmp_path / "x.parquet"))
     assert data.ids == ["x.parquet:0", "x.parquet:1", "x.parquet:2"]
     assert data.class_names == ["normal", "abnormal"] and data.image(2).shape == (40, 36, 3)
-    pq.write_table(pa.table({"image": [{"bytes": png, "path": "a.png"}], "label": [5]}),
-                   tmp_path / "x.parquet")
+    pq.write_table(
+        pa.table({"image": [{"bytes": png, "path": "a.png"}], "label": [5]}), tmp_path / "x.parquet"
+    )
     with pytest.raises(DatasetError, match="sample 'x.parquet:0': label 5 is out of range"):
         read_labelled(str(tmp_path / "x.parquet"))
 
@@ -105,5 +123,8 @@ def test_few_shot_is_class_balanced_seeded_and_independent_of_order(folder_datas
 
 def test_too_many_shots_is_a_clear_error(folder_dataset):
     data = read_labelled(str(folder_dataset))
-    with pytest.raises(ValueError, match="class 'benign lesion' \\(label 0\\) has 6 image\\(s\\), fewer than --shots 7"):
+    with pytest.raises(
+        ValueError,
+        match="class 'benign lesion' \\(label 0\\) has 6 image\\(s\\), fewer than --shots 7",
+    ):
         few_shot_indices(data, 7, seed=1)

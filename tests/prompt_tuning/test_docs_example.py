@@ -19,15 +19,17 @@ SECTION = "## Few-shot prompt tuning"
 
 def doc_commands() -> list[str]:
     text = DOC.read_text()
-    section = text[text.index(SECTION):]
+    section = text[text.index(SECTION) :]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
 def doc_table() -> dict[str, tuple[float, float]]:
     text = DOC.read_text()
-    part = text[text.index("### The example"):]
-    rows = re.findall(r"^\| (in-domain|shifted)[^|]*\| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", part, re.M)
+    part = text[text.index("### The example") :]
+    rows = re.findall(
+        r"^\| (in-domain|shifted)[^|]*\| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", part, re.M
+    )
     return {name: (float(acc), float(ece)) for name, _, acc, ece in rows}
 
 

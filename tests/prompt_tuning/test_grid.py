@@ -40,14 +40,23 @@ def write_config(tmp_path, folder_dataset, tiny_clip, **extra):
 
 def test_grid_trains_once_and_writes_the_tables(tmp_path, folder_dataset, tiny_clip):
     config = write_config(tmp_path, folder_dataset, tiny_clip)
-    result = runner.invoke(app, ["calibration", "grid", str(config), "--run", str(tmp_path / "run")])
+    result = runner.invoke(
+        app, ["calibration", "grid", str(config), "--run", str(tmp_path / "run")]
+    )
     assert result.exit_code == 0, result.output
     assert "24 cells (24 trained, 0 done before)" in " ".join(result.output.split())
     tables = tmp_path / "out" / "tables"
     cells = list(csv.DictReader((tables / "cells.csv").open()))
     assert len(cells) == 48  # 3 methods x 2 losses x 2 seeds x 2 templates, 2 sets
-    one = next(c for c in cells if c["method"] == "coop" and c["seed"] == "2" and c["set"] == "shifted"
-               and c["loss"] == "ce" and c["template"] == "a photo of a {}.")
+    one = next(
+        c
+        for c in cells
+        if c["method"] == "coop"
+        and c["seed"] == "2"
+        and c["set"] == "shifted"
+        and c["loss"] == "ce"
+        and c["template"] == "a photo of a {}."
+    )
     cell_dir = next((tmp_path / "out" / "cells").rglob("coop/ce/a_photo_of_a_.-*/seed2"))
     done = json.loads((cell_dir / "done.json").read_text())
     assert float(one["accuracy"]) == pytest.approx(done["accuracy"]["shifted"])
@@ -58,17 +67,27 @@ def test_grid_trains_once_and_writes_the_tables(tmp_path, folder_dataset, tiny_c
     shf = {key(c): float(c["ece"]) for c in rows if c["set"] == "shifted"}
     want = kendalltau([ref[k] for k in sorted(ref)], [shf[k] for k in sorted(ref)])
     kendall = list(csv.DictReader((tables / "kendall.csv").open()))
-    got = next(k for k in kendall if k["seed"] == "1" and k["template"] == "an image of {}."
-               and k["metric"] == "ece")
+    got = next(
+        k
+        for k in kendall
+        if k["seed"] == "1" and k["template"] == "an image of {}." and k["metric"] == "ece"
+    )
     assert float(got["tau"]) == pytest.approx(want.statistic)
     assert float(got["pvalue"]) == pytest.approx(want.pvalue)
     mean = next(k for k in kendall if k["seed"] == "mean" and k["metric"] == "ece")
     taus = [float(k["tau"]) for k in kendall if k["seed"] != "mean" and k["metric"] == "ece"]
     assert float(mean["tau"]) == pytest.approx(sum(taus) / len(taus))
     spread = list(csv.DictReader((tables / "spread.csv").open()))
-    zs = next(s for s in spread if s["method"] == "zero-shot" and s["loss"] == "ce" and s["set"] == "shifted")
-    values = [float(c["ece"]) for c in cells if c["method"] == "zero-shot" and c["loss"] == "ce"
-              and c["set"] == "shifted"]
+    zs = next(
+        s
+        for s in spread
+        if s["method"] == "zero-shot" and s["loss"] == "ce" and s["set"] == "shifted"
+    )
+    values = [
+        float(c["ece"])
+        for c in cells
+        if c["method"] == "zero-shot" and c["loss"] == "ce" and c["set"] == "shifted"
+    ]
     assert int(zs["runs"]) == 4 and float(zs["ece_mean"]) == pytest.approx(sum(values) / 4)
     # zero-shot does not depend on the seed: no spread over seeds
     assert float(zs["ece_std_over_seeds"]) == pytest.approx(0.0, abs=1e-12)
@@ -87,10 +106,15 @@ def test_bad_grid_files(tmp_path, folder_dataset, tiny_clip):
     with pytest.raises(ValueError, match="unknown key\\(s\\) method"):
         load_grid(write_config(tmp_path, folder_dataset, tiny_clip, method="coop"))
     path = tmp_path / "g.yaml"
-    path.write_text("dataset: x\nevals: {a: b}\nmethods: [coop, tip-adapter]\nseeds: [1]\nbackbones: [clip:m]\n")
+    path.write_text(
+        "dataset: x\nevals: {a: b}\nmethods: [coop, tip-adapter]\nseeds: [1]\nbackbones: [clip:m]\n"
+    )
     with pytest.raises(ValueError, match="unknown method\\(s\\) tip-adapter"):
         load_grid(path)
-    path.write_text("dataset: x\nevals: {a: b}\nreference: c\nmethods: [coop]\nseeds: [1]\nbackbones: [clip:m]\n")
+    path.write_text(
+        "dataset: x\nevals: {a: b}\nreference: c\nmethods: [coop]\nseeds: [1]\n"
+        "backbones: [clip:m]\n"
+    )
     with pytest.raises(ValueError, match="reference 'c' is not an eval set"):
         load_grid(path)
     path.write_text("dataset: x\nmethods: [coop]\nseeds: [1]\nbackbones: [clip:m]\n")
@@ -104,7 +128,9 @@ def test_grid_as_ray_tasks(tmp_path, folder_dataset, tiny_clip):
     import ray
 
     config = write_config(tmp_path, folder_dataset, tiny_clip)
-    text = config.read_text().replace("methods: [zero-shot, linear-probe, coop]", "methods: [zero-shot, coop]")
+    text = config.read_text().replace(
+        "methods: [zero-shot, linear-probe, coop]", "methods: [zero-shot, coop]"
+    )
     config.write_text(text.replace("seeds: [1, 2]", "seeds: [1]"))
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

@@ -8,8 +8,15 @@ import torch.nn.functional as F
 
 from medibench.prompt_tuning import parse_losses
 
-SPECS = ["ce", "mcm:alpha=0.1,beta=0.01", "mcm:variance_mode=per_sample", "focal:gamma=3",
-         "ls:alpha=0.2,convention=mvcbench", "ls:alpha=0.1", "mbls:margin=1,alpha=0.5"]
+SPECS = [
+    "ce",
+    "mcm:alpha=0.1,beta=0.01",
+    "mcm:variance_mode=per_sample",
+    "focal:gamma=3",
+    "ls:alpha=0.2,convention=mvcbench",
+    "ls:alpha=0.1",
+    "mbls:margin=1,alpha=0.5",
+]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -25,7 +32,9 @@ def test_mcm_with_zero_alpha_and_beta_is_cross_entropy():
     (term,) = parse_losses(["mcm:alpha=0,beta=0"])
     logits = torch.randn(7, 3, generator=torch.Generator().manual_seed(1))
     labels = torch.tensor([0, 1, 2, 0, 1, 2, 0])
-    assert float(term(logits, labels)) == pytest.approx(float(F.cross_entropy(logits, labels)), abs=1e-7)
+    assert float(term(logits, labels)) == pytest.approx(
+        float(F.cross_entropy(logits, labels)), abs=1e-7
+    )
 
 
 def test_weights_labels_and_options():
@@ -35,15 +44,20 @@ def test_weights_labels_and_options():
     assert terms[1].options == {"weight": 0.5, "alpha": 0.2, "beta": 0.05}
     logits = torch.tensor([[2.0, 0.0], [0.0, 1.0]])
     labels = torch.tensor([0, 0])
-    assert float(terms[2](logits, labels)) == pytest.approx(2 * float(F.cross_entropy(logits, labels)))
+    assert float(terms[2](logits, labels)) == pytest.approx(
+        2 * float(F.cross_entropy(logits, labels))
+    )
     assert [t.label for t in parse_losses([])] == ["ce"]
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("hinge", "unknown loss 'hinge' \\(one of ce, mcm, focal, ls, mbls\\)"),
-    ("mcm:alpha", "'alpha' is not key=value"),
-    ("focal:alpha=1", "--loss 'focal:alpha=1': .*unexpected keyword argument 'alpha'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("hinge", "unknown loss 'hinge' \\(one of ce, mcm, focal, ls, mbls\\)"),
+        ("mcm:alpha", "'alpha' is not key=value"),
+        ("focal:alpha=1", "--loss 'focal:alpha=1': .*unexpected keyword argument 'alpha'"),
+    ],
+)
 def test_bad_specs(spec, message):
     with pytest.raises(ValueError, match=message):
         parse_losses([spec])

@@ -24,18 +24,35 @@ TRAINS = {
     "coop": {"prompts.ctx"},
     "kgcoop": {"prompts.ctx"},
     "prograd": {"prompts.ctx"},
-    "cocoop": {"prompts.ctx", "meta_net.0.weight", "meta_net.0.bias", "meta_net.2.weight",
-               "meta_net.2.bias"},
-    "maple": {"prompts.ctx", "deep_text.0", "proj.weight", "proj.bias", "deep_proj.0.weight",
-              "deep_proj.0.bias"},
+    "cocoop": {
+        "prompts.ctx",
+        "meta_net.0.weight",
+        "meta_net.0.bias",
+        "meta_net.2.weight",
+        "meta_net.2.bias",
+    },
+    "maple": {
+        "prompts.ctx",
+        "deep_text.0",
+        "proj.weight",
+        "proj.bias",
+        "deep_proj.0.weight",
+        "deep_proj.0.bias",
+    },
     "promptsrc": {"prompts.ctx", "deep_text.0", "vision", "deep_vision.0"},
 }
 
 
 def make(name, backbone, **options):
     torch.manual_seed(0)  # nn.Linear's initialisation (the trainer seeds it the same way)
-    return build_method(name, backbone, NAMES, TEMPLATE, {**DEFAULTS[name], **options},
-                        torch.Generator().manual_seed(0))
+    return build_method(
+        name,
+        backbone,
+        NAMES,
+        TEMPLATE,
+        {**DEFAULTS[name], **options},
+        torch.Generator().manual_seed(0),
+    )
 
 
 @pytest.mark.parametrize("name", list(TRAINS))
@@ -56,7 +73,9 @@ def test_shapes_trainable_parameters_and_frozen_backbone(name, backbone):
         assert all(p.grad is not None for p in params)
         # every parameter gets a gradient (CoCoOp's 1-unit meta-net hidden layer may sit in
         # ReLU's flat part for a batch, so its first layer is not required to be non-zero)
-        moved = {n for n, p in method.named_parameters() if p.requires_grad and p.grad.abs().sum() > 0}
+        moved = {
+            n for n, p in method.named_parameters() if p.requires_grad and p.grad.abs().sum() > 0
+        }
         assert moved >= TRAINS[name] - {"meta_net.0.weight", "meta_net.0.bias"}
         torch.optim.SGD(params, lr=10.0).step()
     assert fingerprint(backbone) == before
@@ -80,7 +99,9 @@ def test_kgcoop_term_is_w_times_one_minus_mean_cosine(backbone):
     method = make("kgcoop", backbone, w=8.0)
     with torch.no_grad():
         assert float(method(pixels(backbone, 2)).terms["kgcoop"]) == pytest.approx(0.0, abs=1e-6)
-        method.prompts.ctx.add_(torch.randn(method.prompts.ctx.shape, generator=torch.Generator().manual_seed(1)))
+        method.prompts.ctx.add_(
+            torch.randn(method.prompts.ctx.shape, generator=torch.Generator().manual_seed(1))
+        )
         text = F.normalize(method.prompts(), dim=-1)
         want = 8.0 * (1 - (text * method.zs_text).sum(-1).mean())
         got = method(pixels(backbone, 2)).terms["kgcoop"]
@@ -108,8 +129,9 @@ def test_maple_couples_vision_prompts_to_text_prompts(backbone):
     with torch.no_grad():
         deep = [method.deep_text[0]]
         text = method.prompts(deep=deep)
-        image = backbone.image(px, prompts=method.proj(method.prompts.ctx),
-                               deep=[method.deep_proj[0](deep[0])])
+        image = backbone.image(
+            px, prompts=method.proj(method.prompts.ctx), deep=[method.deep_proj[0](deep[0])]
+        )
         want = backbone.scale * F.normalize(image, dim=-1) @ F.normalize(text, dim=-1).T
         assert torch.allclose(method(px).logits, want, atol=1e-5)
         # the vision prompts come from the projection
@@ -123,13 +145,19 @@ def test_promptsrc_terms_and_gaussian_prompt_average(backbone):
     out = method(px)
     with torch.no_grad():
         text = F.normalize(method.prompts(deep=list(method.deep_text)), dim=-1)
-        image = F.normalize(backbone.image(px, prompts=method.vision, deep=list(method.deep_vision)), dim=-1)
+        image = F.normalize(
+            backbone.image(px, prompts=method.vision, deep=list(method.deep_vision)), dim=-1
+        )
         zs_image = F.normalize(backbone.image(px), dim=-1)
         zs = backbone.scale * zs_image @ method.zs_text.T
         p, q = F.softmax(zs, -1), F.log_softmax(out.logits, -1)
         kl = (p * (p.log() - q)).sum() / out.logits.numel()
-    assert float(out.terms["scl_text"]) == pytest.approx(25 * float((text - method.zs_text).abs().mean()), rel=1e-5)
-    assert float(out.terms["scl_image"]) == pytest.approx(10 * float((image - zs_image).abs().mean()), rel=1e-5)
+    assert float(out.terms["scl_text"]) == pytest.approx(
+        25 * float((text - method.zs_text).abs().mean()), rel=1e-5
+    )
+    assert float(out.terms["scl_image"]) == pytest.approx(
+        10 * float((image - zs_image).abs().mean()), rel=1e-5
+    )
     assert float(out.terms["scl_logits"]) == pytest.approx(float(kl), rel=1e-4, abs=1e-7)
     weights = [method.gpa_weight(e, 20) for e in range(20)]
     dens = [math.exp(-0.5 * (e + 1 - 15) ** 2) for e in range(20)]

@@ -21,8 +21,12 @@ def test_towers_equal_the_model_features(family, tiny_clip, tiny_siglip):
     model = getattr(transformers, {"clip": "CLIPModel", "siglip": "SiglipModel"}[family])
     model = model.from_pretrained(folder).eval()
     texts = [f"a photo of a {n}." for n in NAMES]
-    enc = bb.tokenizer(texts, padding="max_length" if family == "siglip" else True,
-                       max_length=64, return_tensors="pt")
+    enc = bb.tokenizer(
+        texts,
+        padding="max_length" if family == "siglip" else True,
+        max_length=64,
+        return_tensors="pt",
+    )
     px = pixels(bb, 2)
     with torch.no_grad():
         ref_t = model.get_text_features(input_ids=enc.input_ids)
@@ -41,14 +45,26 @@ def test_class_token_positions(backbone):
     cls = tok("cat", add_special_tokens=False)["input_ids"]
     dot = tok(".", add_special_tokens=False)["input_ids"]
     bos, eos = tok.bos_token_id, tok.eos_token_id
-    for position, body in (("end", [None] * 4 + cls), ("front", cls + [None] * 4),
-                           ("middle", [None] * 2 + cls + [None] * 2)):
-        p = ClassPrompts(backbone.text, tok, ["cat"], "a photo of a {}.", n_ctx=4, init="random",
-                         position=position, generator=torch.Generator().manual_seed(0))
+    for position, body in (
+        ("end", [None] * 4 + cls),
+        ("front", cls + [None] * 4),
+        ("middle", [None] * 2 + cls + [None] * 2),
+    ):
+        p = ClassPrompts(
+            backbone.text,
+            tok,
+            ["cat"],
+            "a photo of a {}.",
+            n_ctx=4,
+            init="random",
+            position=position,
+            generator=torch.Generator().manual_seed(0),
+        )
         seq = [bos] + body + dot + [eos]
         assert p.slots.tolist() == [[i for i, t in enumerate(seq) if t is None]]
         assert [t for t, s in zip(p.ids[0].tolist(), seq, strict=True) if s is not None] == [
-            s for s in seq if s is not None]
+            s for s in seq if s is not None
+        ]
         assert int(p.pool[0]) == len(seq) - 1
         assert p.ctx.shape == (4, backbone.text.width)
 
@@ -56,16 +72,18 @@ def test_class_token_positions(backbone):
 def test_template_context_starts_as_the_hard_prompt(backbone):
     """Context initialised from the template's words: at init the class features are exactly
     the hard prompt's (the slots hold the words' own embeddings)."""
-    p = ClassPrompts(backbone.text, backbone.tokenizer, NAMES, "a photo of a {}.", n_ctx=None,
-                     init="template")
+    p = ClassPrompts(
+        backbone.text, backbone.tokenizer, NAMES, "a photo of a {}.", n_ctx=None, init="template"
+    )
     with torch.no_grad():
         got = torch.nn.functional.normalize(p(), dim=-1)
     want = template_features(backbone.text, backbone.tokenizer, NAMES, "a photo of a {}.")
     assert p.n_ctx == len(backbone.tokenizer("a photo of a", add_special_tokens=False)["input_ids"])
     assert torch.allclose(got, want, atol=1e-6)
     with pytest.raises(ValueError, match="context of 99 tokens initialised from the template"):
-        ClassPrompts(backbone.text, backbone.tokenizer, NAMES, "a photo of a {}.", n_ctx=99,
-                     init="template")
+        ClassPrompts(
+            backbone.text, backbone.tokenizer, NAMES, "a photo of a {}.", n_ctx=99, init="template"
+        )
     with pytest.raises(ValueError, match="exactly one"):
         ClassPrompts(backbone.text, backbone.tokenizer, NAMES, "a photo", n_ctx=2, init="random")
 

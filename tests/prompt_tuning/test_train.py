@@ -23,28 +23,42 @@ def shifted(tmp_path_factory):
 
 
 def settings(folder_dataset, tiny_clip, shifted, out, **kw):
-    base = dict(dataset=str(folder_dataset), backbone=f"clip:{tiny_clip}", method="coop",
-                out=str(out), shots=2, seed=1, epochs=3, batch_size=2,
-                options={"n_ctx": 4}, evals={"in": str(folder_dataset), "shifted": str(shifted)})
+    base = dict(
+        dataset=str(folder_dataset),
+        backbone=f"clip:{tiny_clip}",
+        method="coop",
+        out=str(out),
+        shots=2,
+        seed=1,
+        epochs=3,
+        batch_size=2,
+        options={"n_ctx": 4},
+        evals={"in": str(folder_dataset), "shifted": str(shifted)},
+    )
     return TrainSettings(**{**base, **kw})
+
+
+def cli(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_train_command_writes_what_score_reads(folder_dataset, tiny_clip, shifted, tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, [
-        "calibration", "train", "--dataset", str(folder_dataset), "--backbone", f"clip:{tiny_clip}",
-        "--method", "kgcoop", "--shots", "2", "--seed", "1", "--loss", "ce",
+    base = ["calibration", "train", "--dataset", folder_dataset, "--backbone", f"clip:{tiny_clip}"]
+    result = cli(
+        *base, "--method", "kgcoop", "--shots", 2, "--seed", 1, "--loss", "ce",
         "--loss", "mcm:alpha=0.1,beta=0.01,include_ce=false", "--template", "a photo of a {}.",
-        "--epochs", "2", "--lr", "0.01", "--batch-size", "3", "--out", str(out),
+        "--epochs", 2, "--lr", 0.01, "--batch-size", 3, "--out", out,
         "--eval", f"in={folder_dataset}", "--eval", f"shifted={shifted}", "--set", "w=4",
-    ])
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     config = json.loads((out / "config.json").read_text())
     assert config["options"]["w"] == 4 and config["options"]["lr"] == 0.01
     assert config["options"]["batch_size"] == 3 and config["options"]["momentum"] == 0.9
-    assert config["losses"] == [{"name": "ce", "weight": 1.0},
-                                {"name": "mcm", "weight": 1.0, "alpha": 0.1, "beta": 0.01,
-                                 "include_ce": False}]
+    assert config["losses"] == [
+        {"name": "ce", "weight": 1.0},
+        {"name": "mcm", "weight": 1.0, "alpha": 0.1, "beta": 0.01, "include_ce": False},
+    ]
     assert len(config["backbone"]["sha256"]) == 64
     shots = json.loads((out / "shots.json").read_text())
     assert [len(v) for v in shots["ids"].values()] == [2, 2, 2]
@@ -57,22 +71,24 @@ def test_train_command_writes_what_score_reads(folder_dataset, tiny_clip, shifte
     pred = load_predictions(out / "predictions" / "shifted.npz")
     assert pred.n == 9 and pred.logits.shape == (9, 3)
     assert list(pred.groups["ids"][:2]) == ["benign/benign_00.png", "benign/benign_01.png"]
-    scored = runner.invoke(app, ["calibration", "score", str(out / "predictions.npz"),
-                                 "--by", "domain", "--bins", "3", "--resamples", "0", "--json", str(tmp_path / "s.json")])
+    scored = cli("calibration", "score", out / "predictions.npz", "--by", "domain", "--bins", 3,
+                 "--resamples", 0, "--json", tmp_path / "s.json")  # fmt: skip
     assert scored.exit_code == 0, scored.output
     scores = json.loads((tmp_path / "s.json").read_text())
     assert set(scores["groups"]) == {"in", "shifted"}
     assert scores["groups"]["shifted"]["accuracy"] == pytest.approx(
-        float((pred.logits.argmax(1) == pred.labels).mean()))
-    paper = runner.invoke(app, ["calibration", "score", str(out / "predictions" / "in.npz"),
-                                "--protocol", "mvcbench@paper", "--bins", "5", "--resamples", "0"])
+        float((pred.logits.argmax(1) == pred.labels).mean())
+    )
+    paper = cli("calibration", "score", out / "predictions" / "in.npz", "--protocol",
+                "mvcbench@paper", "--bins", 5, "--resamples", 0)  # fmt: skip
     assert paper.exit_code == 0, paper.output
-    again = runner.invoke(app, ["calibration", "train", "--dataset", str(folder_dataset),
-        "--backbone", f"clip:{tiny_clip}", "--method", "kgcoop", "--shots", "2", "--out", str(out)])
+    again = cli(*base, "--method", "kgcoop", "--shots", 2, "--out", out)
     assert again.exit_code == 2 and "holds a finished run with other settings" in again.output
 
 
-def test_same_seed_same_predictions_other_seed_other_shots(folder_dataset, tiny_clip, shifted, tmp_path):
+def test_same_seed_same_predictions_other_seed_other_shots(
+    folder_dataset, tiny_clip, shifted, tmp_path
+):
     a = train(settings(folder_dataset, tiny_clip, shifted, tmp_path / "a"))
     b = train(settings(folder_dataset, tiny_clip, shifted, tmp_path / "b"))
     c = train(settings(folder_dataset, tiny_clip, shifted, tmp_path / "c", seed=2))
@@ -84,7 +100,9 @@ def test_same_seed_same_predictions_other_seed_other_shots(folder_dataset, tiny_
     assert c["accuracy"].keys() == {"in", "shifted"}
 
 
-def test_resume_after_a_kill_gives_the_same_run(folder_dataset, tiny_clip, shifted, tmp_path, monkeypatch):
+def test_resume_after_a_kill_gives_the_same_run(
+    folder_dataset, tiny_clip, shifted, tmp_path, monkeypatch
+):
     full = tmp_path / "full"
     train(settings(folder_dataset, tiny_clip, shifted, full, method="promptsrc"))
     from medibench.prompt_tuning import _deep, _train
@@ -106,8 +124,9 @@ def test_resume_after_a_kill_gives_the_same_run(folder_dataset, tiny_clip, shift
     monkeypatch.setattr(_deep.PromptSRC, "end_epoch", original)
     train(settings(folder_dataset, tiny_clip, shifted, killed, method="promptsrc"))
     assert (killed / "train.jsonl").read_text() == (full / "train.jsonl").read_text()
-    assert np.array_equal(np.load(killed / "predictions.npz")["logits"],
-                          np.load(full / "predictions.npz")["logits"])
+    assert np.array_equal(
+        np.load(killed / "predictions.npz")["logits"], np.load(full / "predictions.npz")["logits"]
+    )
 
 
 def test_bad_requests(folder_dataset, tiny_clip, shifted, tmp_path):
@@ -117,7 +136,7 @@ def test_bad_requests(folder_dataset, tiny_clip, shifted, tmp_path):
         train(settings(folder_dataset, tiny_clip, shifted, tmp_path / "y", options={"depth": 3}))
     with pytest.raises(ValueError, match="unknown method 'clipadapter'"):
         train(settings(folder_dataset, tiny_clip, shifted, tmp_path / "z", method="clipadapter"))
-    result = runner.invoke(app, ["calibration", "train", "--dataset", str(folder_dataset),
-                                 "--backbone", f"clip:{tiny_clip}", "--method", "coop",
-                                 "--out", str(tmp_path / "w"), "--eval", "nameless"])
+    result = cli("calibration", "train", "--dataset", folder_dataset, "--backbone",
+                 f"clip:{tiny_clip}", "--method", "coop", "--out", tmp_path / "w",
+                 "--eval", "nameless")  # fmt: skip
     assert result.exit_code == 2 and "--eval 'nameless': expected KEY=VALUE" in result.output

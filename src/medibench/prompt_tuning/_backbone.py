@@ -106,7 +106,9 @@ def _load_hf(path: Path, family: str, spec: str) -> Backbone:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
         processor = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, TypeError) as exc:
-        raise ValueError(f"{folder}: cannot load a {family} model, tokenizer and processor: {exc}")
+        raise ValueError(
+            f"{folder}: cannot load a {family} model, tokenizer and processor: {exc}"
+        ) from None
     model.eval()
     bias = float(model.logit_bias.detach()) if family == "siglip" else 0.0
     return Backbone(
@@ -142,5 +144,12 @@ def _load_callable(module: str, name: str, spec: str) -> Backbone:
         if missing:
             raise ValueError(f"--backbone {spec!r}: the {what} has no {', '.join(missing)}")
     scale = float(out[3]) if len(out) > 3 else math.log(100.0)
-    return Backbone(image, text, tokenizer, math.log(scale) if len(out) > 3 else scale,
-                    float(out[4]) if len(out) > 4 else 0.0, spec, "callable")  # fmt: skip
+    return Backbone(
+        image,
+        text,
+        tokenizer,
+        math.log(scale) if len(out) > 3 else scale,
+        float(out[4]) if len(out) > 4 else 0.0,
+        spec,
+        "callable",
+    )

@@ -20,11 +20,15 @@ def train_command(
     ],
     method: Annotated[
         str,
-        typer.Option(help="zero-shot, linear-probe, coop, cocoop, kgcoop, prograd, maple, promptsrc"),
+        typer.Option(
+            help="zero-shot, linear-probe, coop, cocoop, kgcoop, prograd, maple, promptsrc"
+        ),
     ],
     out: Annotated[Path, typer.Option(help="output folder")],
     shots: Annotated[int, typer.Option(help="images per class for training")] = 16,
-    seed: Annotated[int, typer.Option(help="seed of the shots, the initialisation, the batches")] = 1,
+    seed: Annotated[
+        int, typer.Option(help="seed of the shots, the initialisation, the batches")
+    ] = 1,
     loss: Annotated[
         list[str] | None,
         typer.Option(help="NAME[:key=value,...], repeatable: ce, mcm, focal, ls, mbls (weight=W)"),
@@ -34,7 +38,9 @@ def train_command(
     ),
     epochs: Annotated[int | None, typer.Option(help="epochs (default: the method's)")] = None,
     lr: Annotated[float | None, typer.Option(help="learning rate (default: the method's)")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="batch size (default: the method's)")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="batch size (default: the method's)")
+    ] = None,
     eval_: Annotated[
         list[str] | None,
         typer.Option("--eval", help="NAME=SPEC, repeatable (default: the images beside the shots)"),
@@ -51,11 +57,21 @@ def train_command(
 
     try:
         settings = TrainSettings(
-            dataset=dataset, backbone=backbone, method=method, out=str(out), shots=shots,
-            seed=seed, losses=list(loss or ["ce"]), template=template, epochs=epochs, lr=lr,
-            batch_size=batch_size, evals=_pairs(eval_ or [], "--eval", str),
-            options=_pairs(set_ or [], "--set", _value), augment=augment,
-        )  # fmt: skip
+            dataset=dataset,
+            backbone=backbone,
+            method=method,
+            out=str(out),
+            shots=shots,
+            seed=seed,
+            losses=list(loss or ["ce"]),
+            template=template,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            evals=_pairs(eval_ or [], "--eval", str),
+            options=_pairs(set_ or [], "--set", _value),
+            augment=augment,
+        )
         result = train(settings, log=console.print)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         fail(str(exc))
@@ -66,7 +82,9 @@ def train_command(
 def grid_command(
     config: Annotated[Path, typer.Argument(help="grid YAML (docs/calibration.md)")],
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
-    out: Annotated[Path | None, typer.Option(help="output folder (default: the YAML's out)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="output folder (default: the YAML's out)")
+    ] = None,
     run: Annotated[
         Path | None, typer.Option(help="also store the tables in this run folder's report")
     ] = None,

@@ -85,7 +85,11 @@ def read_labelled(spec: str) -> LabelledImages:
     path, split = split_spec(spec)
     if not path.exists():
         raise DatasetError(f"dataset {path} does not exist")
-    if path.is_dir() and (path / "classnames.txt").is_file() and not (path / "samples.jsonl").exists():
+    if (
+        path.is_dir()
+        and (path / "classnames.txt").is_file()
+        and not (path / "samples.jsonl").exists()
+    ):
         data = _read_mvcbench(path, split)
     elif path.is_dir() and (path / "samples.jsonl").is_file():
         data = _read_native(path, split)
@@ -145,11 +149,14 @@ def _read_mvcbench(root: Path, split: str | None) -> LabelledImages:
             )
         mapping[folder] = name.strip()
     image_dir = root / "images" if (root / "images").is_dir() else root
-    folders = sorted(p.name for p in image_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    folders = sorted(
+        p.name for p in image_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+    )
     unknown = [f for f in folders if f not in mapping]
     if unknown:
         raise DatasetError(
-            f"{image_dir}: class folder(s) {', '.join(unknown)} are not in {root / 'classnames.txt'}"
+            f"{image_dir}: class folder(s) {', '.join(unknown)} are not in "
+            f"{root / 'classnames.txt'}"
         )
     names = [mapping[f] for f in folders]
     if split is not None:
@@ -158,9 +165,10 @@ def _read_mvcbench(root: Path, split: str | None) -> LabelledImages:
         rel, labels = [], []
         for label, folder in enumerate(folders):
             files = sorted(
-                p.name for p in (image_dir / folder).iterdir()
+                p.name
+                for p in (image_dir / folder).iterdir()
                 if p.suffix.lower() in _IMAGE_SUFFIXES and not p.name.startswith(".")
-            )  # fmt: skip
+            )
             rel += [f"{folder}/{f}" for f in files]
             labels += [label] * len(files)
     paths = [image_dir / r for r in rel]
@@ -194,7 +202,9 @@ def _split_items(root: Path, split: str, names: list[str]) -> tuple[list[str], l
             raise DatasetError(f"{files[0]}: {split}[{k}] is not [path, label, class name]")
         label = int(item[1])
         if not 0 <= label < len(names):
-            raise DatasetError(f"{files[0]}: {split}[{k}]: label {label} is not in 0..{len(names) - 1}")
+            raise DatasetError(
+                f"{files[0]}: {split}[{k}]: label {label} is not in 0..{len(names) - 1}"
+            )
         rel.append(str(item[0]))
         labels.append(label)
     return rel, labels
@@ -209,10 +219,13 @@ def _read_native(root: Path, split: str | None) -> LabelledImages:
     raw = []
     for s in samples:
         if "label" not in s.metadata:
-            raise DatasetError(f"{root / 'samples.jsonl'}: sample '{s.sample_id}' has no metadata.label")
+            raise DatasetError(
+                f"{root / 'samples.jsonl'}: sample '{s.sample_id}' has no metadata.label"
+            )
         raw.append(s.metadata["label"])
-    names, labels = _class_labels(raw, root / "classnames.txt", f"{root / 'samples.jsonl'}",
-                                  [s.sample_id for s in samples])  # fmt: skip
+    names, labels = _class_labels(
+        raw, root / "classnames.txt", f"{root / 'samples.jsonl'}", [s.sample_id for s in samples]
+    )
     paths = [s.input for s in samples]
     return LabelledImages(
         ids=[s.sample_id for s in samples],
@@ -266,11 +279,16 @@ def _class_labels(
         index = {n: i for i, n in enumerate(names)}
         for v, sid in zip(raw, ids, strict=True):
             if v not in index:
-                raise DatasetError(f"{source}: sample '{sid}': label {v!r} is not a known class ({', '.join(names)})")
+                raise DatasetError(
+                    f"{source}: sample '{sid}': label {v!r} is not a known class "
+                    f"({', '.join(names)})"
+                )
         return names, np.asarray([index[v] for v in raw], dtype=np.int64)
     for v, sid in zip(raw, ids, strict=True):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise DatasetError(f"{source}: sample '{sid}': label {v!r} is neither a class index nor a name")
+            raise DatasetError(
+                f"{source}: sample '{sid}': label {v!r} is neither a class index nor a name"
+            )
     if given is None:
         raise DatasetError(
             f"{source}: integer labels need class names: write {names_file} (one name per line, "

@@ -36,15 +36,10 @@ class MaPLe(Method):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        o, g = self.options, args[-1]
+        g = args[-1]
         text, image = self.bb.text, self.bb.image
         depth = self._depth("depth", min(text.depth, image.depth))
-        self.prompts = ClassPrompts(text, self.bb.tokenizer, self.class_names, self.template,
-                                    n_ctx=o["n_ctx"], init=o["init"], generator=g)  # fmt: skip
-        n = self.prompts.n_ctx
-        self.deep_text = nn.ParameterList(
-            [nn.Parameter(torch.randn(n, text.width, generator=g) * 0.02) for _ in range(depth - 1)]
-        )
+        self._text_prompts(depth, g)
         first = nn.Linear(text.width, image.width)
         self.proj = first
         self.deep_proj = nn.ModuleList([copy.deepcopy(first) for _ in range(depth - 1)])
@@ -56,6 +51,22 @@ class MaPLe(Method):
         text = self.prompts(deep=deep_text)
         image = self.bb.image(pixels, prompts=vision, deep=deep_vision)
         return Output(self.logits(image, text))
+
+    def _text_prompts(self, depth: int, g: torch.Generator) -> None:
+        """The first layer's context (``prompts``) and ``depth - 1`` deep text prompts."""
+        text, o = self.bb.text, self.options
+        self.prompts = ClassPrompts(
+            text,
+            self.bb.tokenizer,
+            self.class_names,
+            self.template,
+            n_ctx=o["n_ctx"],
+            init=o["init"],
+            generator=g,
+        )
+        self.deep_text = nn.ParameterList(
+            [_normal(self.prompts.n_ctx, text.width, g) for _ in range(depth - 1)]
+        )
 
     def _depth(self, key: str, layers: int) -> int:
         depth = int(self.options[key])
@@ -76,15 +87,11 @@ class PromptSRC(MaPLe):
         text, image = self.bb.text, self.bb.image
         t_depth = self._depth("text_depth", text.depth)
         v_depth = self._depth("vision_depth", image.depth)
-        self.prompts = ClassPrompts(text, self.bb.tokenizer, self.class_names, self.template,
-                                    n_ctx=o["n_ctx"], init=o["init"], generator=g)  # fmt: skip
-        n, nv = self.prompts.n_ctx, int(o["n_ctx_vision"])
-        self.deep_text = nn.ParameterList(
-            [nn.Parameter(torch.randn(n, text.width, generator=g) * 0.02) for _ in range(t_depth - 1)]
-        )
-        self.vision = nn.Parameter(torch.randn(nv, image.width, generator=g) * 0.02)
+        self._text_prompts(t_depth, g)
+        nv = int(o["n_ctx_vision"])
+        self.vision = _normal(nv, image.width, g)
         self.deep_vision = nn.ParameterList(
-            [nn.Parameter(torch.randn(nv, image.width, generator=g) * 0.02) for _ in range(v_depth - 1)]
+            [_normal(nv, image.width, g) for _ in range(v_depth - 1)]
         )
         self._gpa: dict[str, torch.Tensor] | None = None
         self._gpa_total = 0.0
@@ -102,9 +109,14 @@ class PromptSRC(MaPLe):
         terms = {
             "scl_text": o["text_weight"] * F.l1_loss(F.normalize(text, dim=-1), self.zs_text),
             "scl_image": o["image_weight"] * F.l1_loss(F.normalize(image, dim=-1), zs_image),
-            "scl_logits": F.kl_div(F.log_softmax(logits, -1), F.log_softmax(zs_logits, -1),
-                                   reduction="sum", log_target=True) / logits.numel(),
-        }  # fmt: skip
+            "scl_logits": F.kl_div(
+                F.log_softmax(logits, -1),
+                F.log_softmax(zs_logits, -1),
+                reduction="sum",
+                log_target=True,
+            )
+            / logits.numel(),
+        }
         return Output(logits, terms)
 
     def gpa_weight(self, epoch: int, epochs: int) -> float:
@@ -134,3 +146,8 @@ class PromptSRC(MaPLe):
 
     def load_gpa_state(self, state: dict[str, Any]) -> None:
         self._gpa, self._gpa_total = state["sum"], float(state["total"])
+
+
+def _normal(n: int, width: int, g: torch.Generator) -> nn.Parameter:
+    """Prompt vectors ``(n, width)`` from ``N(0, 0.02^2)``."""
+    return nn.Parameter(torch.randn(n, width, generator=g) * 0.02)

@@ -38,8 +38,24 @@ from medibench.prompt_tuning._defaults import METHODS
 
 __all__ = ["Cell", "Grid", "load_grid", "run_grid"]
 
-_KEYS = {"out", "dataset", "shots", "evals", "reference", "methods", "losses", "seeds",
-         "templates", "backbones", "epochs", "lr", "batch_size", "options", "augment", "bins"}  # fmt: skip
+_KEYS = {
+    "out",
+    "dataset",
+    "shots",
+    "evals",
+    "reference",
+    "methods",
+    "losses",
+    "seeds",
+    "templates",
+    "backbones",
+    "epochs",
+    "lr",
+    "batch_size",
+    "options",
+    "augment",
+    "bins",
+}
 
 
 @dataclass(frozen=True)
@@ -79,11 +95,18 @@ class Grid:
 
     def cells(self) -> list[Cell]:
         return [
-            Cell(b, m, loss, t, s, self.out / "cells" / _slug(b) / m / _slug("+".join(loss))
-                 / _slug(t) / f"seed{s}")
-            for b, m, loss, t, s in product(self.backbones, self.methods, self.losses,
-                                            self.templates, self.seeds)
-        ]  # fmt: skip
+            Cell(
+                b,
+                m,
+                loss,
+                t,
+                s,
+                self.out / "cells" / _slug(b) / m / _slug("+".join(loss)) / _slug(t) / f"seed{s}",
+            )
+            for b, m, loss, t, s in product(
+                self.backbones, self.methods, self.losses, self.templates, self.seeds
+            )
+        ]
 
 
 def load_grid(path: str | Path, *, out: str | Path | None = None) -> Grid:
@@ -103,7 +126,9 @@ def load_grid(path: str | Path, *, out: str | Path | None = None) -> Grid:
         raise ValueError(f"{path}: a grid is a YAML mapping (see docs/calibration.md)")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
-        raise ValueError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_KEYS))})")
+        raise ValueError(
+            f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_KEYS))})"
+        )
     for key in ("dataset", "evals", "methods", "seeds", "backbones"):
         if not data.get(key):
             raise ValueError(f"{path}: {key!r} is missing or empty")
@@ -111,13 +136,17 @@ def load_grid(path: str | Path, *, out: str | Path | None = None) -> Grid:
     methods = [str(m) for m in data["methods"]]
     bad = [m for m in methods if m not in METHODS]
     if bad:
-        raise ValueError(f"{path}: unknown method(s) {', '.join(bad)} (one of {', '.join(METHODS)})")
+        raise ValueError(
+            f"{path}: unknown method(s) {', '.join(bad)} (one of {', '.join(METHODS)})"
+        )
     evals = {str(k): _resolve(base, str(v)) for k, v in dict(data["evals"]).items()}
     reference = str(data.get("reference") or next(iter(evals)))
     if reference not in evals:
         raise ValueError(f"{path}: reference {reference!r} is not an eval set ({', '.join(evals)})")
-    losses = [tuple([x] if isinstance(x, str) else [str(v) for v in x])
-              for x in data.get("losses") or ["ce"]]  # fmt: skip
+    losses = [
+        tuple([x] if isinstance(x, str) else [str(v) for v in x])
+        for x in data.get("losses") or ["ce"]
+    ]
     return Grid(
         out=Path(out) if out is not None else base / str(data.get("out", "grid-out")),
         dataset=_resolve(base, str(data["dataset"])),
@@ -136,8 +165,9 @@ def load_grid(path: str | Path, *, out: str | Path | None = None) -> Grid:
     )
 
 
-def run_grid(grid: Grid, *, executor: str = "local", log: Any = None,
-             run_dir: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
+def run_grid(
+    grid: Grid, *, executor: str = "local", log: Any = None, run_dir: str | Path | None = None
+) -> dict[str, Any]:
     """Train every cell not done, then write the tables; returns ``{"cells", "trained",
     "skipped", "tables", "failed"}``."""
     from medibench.prompt_tuning._tables import write_tables
@@ -158,10 +188,17 @@ def run_grid(grid: Grid, *, executor: str = "local", log: Any = None,
         else:
             say(f"done {cell.folder.relative_to(grid.out)}")
     if failed:
-        raise ValueError(f"{len(failed)} cell(s) failed, first: {failed[0]['cell']}: {failed[0]['error']}")
+        raise ValueError(
+            f"{len(failed)} cell(s) failed, first: {failed[0]['cell']}: {failed[0]['error']}"
+        )
     tables = write_tables(grid, cells, run_dir=run_dir)
-    return {"cells": len(cells), "trained": len(todo), "skipped": len(cells) - len(todo),
-            "tables": str(tables), "failed": failed}  # fmt: skip
+    return {
+        "cells": len(cells),
+        "trained": len(todo),
+        "skipped": len(cells) - len(todo),
+        "tables": str(tables),
+        "failed": failed,
+    }
 
 
 def train_cell(settings: dict[str, Any]) -> str | None:
@@ -191,11 +228,20 @@ def _run_ray(jobs: list[dict[str, Any]]) -> list[str | None]:
 
 
 def _settings(grid: Grid, cell: Cell) -> dict[str, Any]:
-    return {"dataset": grid.dataset, "backbone": cell.backbone, "method": cell.method,
-            "out": str(cell.folder), "shots": grid.shots, "seed": cell.seed,
-            "losses": list(cell.losses), "template": cell.template, "evals": dict(grid.evals),
-            "options": dict(grid.options.get(cell.method, {})), "augment": grid.augment,
-            **grid.train}  # fmt: skip
+    return {
+        "dataset": grid.dataset,
+        "backbone": cell.backbone,
+        "method": cell.method,
+        "out": str(cell.folder),
+        "shots": grid.shots,
+        "seed": cell.seed,
+        "losses": list(cell.losses),
+        "template": cell.template,
+        "evals": dict(grid.evals),
+        "options": dict(grid.options.get(cell.method, {})),
+        "augment": grid.augment,
+        **grid.train,
+    }
 
 
 def _resolve(base: Path, spec: str) -> str:

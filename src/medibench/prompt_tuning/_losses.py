@@ -21,7 +21,6 @@ from medibench.prompt_tuning._defaults import LOSSES
 __all__ = ["LOSSES", "LossTerm", "parse_losses"]
 
 
-
 @dataclass
 class LossTerm:
     """One term: its ``label`` in ``train.jsonl`` (the spec's name, numbered when repeated),

@@ -28,7 +28,6 @@ from medibench.prompt_tuning._prompts import ClassPrompts, template_features
 __all__ = ["DEFAULTS", "METHODS", "Method", "Output", "build_method"]
 
 
-
 @dataclass
 class Output:
     """``logits`` (B, C); ``terms``: the method's own weighted loss terms (name -> scalar);
@@ -45,14 +44,23 @@ class Method(nn.Module):
     name = ""
     projects_gradient = False  # ProGrad's gradient projection in the training step
 
-    def __init__(self, backbone: Any, class_names: Sequence[str], template: str,
-                 options: Mapping[str, Any], generator: torch.Generator) -> None:  # fmt: skip
+    def __init__(
+        self,
+        backbone: Any,
+        class_names: Sequence[str],
+        template: str,
+        options: Mapping[str, Any],
+        generator: torch.Generator,
+    ) -> None:
         super().__init__()
         self.backbone = _Frozen(backbone)
         self.class_names, self.template, self.options = list(class_names), template, dict(options)
         self.notes: list[str] = []
-        self.register_buffer("zs_text", template_features(
-            backbone.text, backbone.tokenizer, class_names, template), persistent=False)  # fmt: skip
+        self.register_buffer(
+            "zs_text",
+            template_features(backbone.text, backbone.tokenizer, class_names, template),
+            persistent=False,
+        )
 
     @property
     def bb(self) -> Any:
@@ -60,7 +68,9 @@ class Method(nn.Module):
 
     def logits(self, image: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         """``scale * normalise(image) @ normalise(text).T + bias`` for (B, E) and (C, E)."""
-        return self.bb.scale * F.normalize(image, dim=-1) @ F.normalize(text, dim=-1).T + self.bb.bias
+        return (
+            self.bb.scale * F.normalize(image, dim=-1) @ F.normalize(text, dim=-1).T + self.bb.bias
+        )
 
     def frozen_image(self, pixels: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -108,9 +118,16 @@ class CoOp(Method):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         o, g = self.options, args[-1]
-        self.prompts = ClassPrompts(self.bb.text, self.bb.tokenizer, self.class_names,
-                                    self.template, n_ctx=o["n_ctx"], init=o["init"],
-                                    position=o.get("position", "end"), generator=g)  # fmt: skip
+        self.prompts = ClassPrompts(
+            self.bb.text,
+            self.bb.tokenizer,
+            self.class_names,
+            self.template,
+            n_ctx=o["n_ctx"],
+            init=o["init"],
+            position=o.get("position", "end"),
+            generator=g,
+        )
 
     def forward(self, pixels: torch.Tensor) -> Output:
         return Output(self.logits(self.frozen_image(pixels), self.prompts()))
@@ -171,17 +188,23 @@ class CoCoOp(CoOp):
         return Output(self.bb.scale * (img * text).sum(-1) + self.bb.bias)
 
 
-def build_method(name: str, backbone: Any, class_names: Sequence[str], template: str,
-                 options: Mapping[str, Any], generator: torch.Generator) -> Method:  # fmt: skip
+def build_method(
+    name: str,
+    backbone: Any,
+    class_names: Sequence[str],
+    template: str,
+    options: Mapping[str, Any],
+    generator: torch.Generator,
+) -> Method:
     """The method ``name`` (a key of :data:`METHODS`) with ``options`` (its defaults merged)."""
     from medibench.prompt_tuning._deep import MaPLe, PromptSRC
 
-    table: dict[str, type[Method]] = {m.name: m for m in (ZeroShot, LinearProbe, CoOp, CoCoOp,
-                                                          KgCoOp, ProGrad, MaPLe, PromptSRC)}
+    table: dict[str, type[Method]] = {
+        m.name: m for m in (ZeroShot, LinearProbe, CoOp, CoCoOp, KgCoOp, ProGrad, MaPLe, PromptSRC)
+    }
     if name not in table:
         raise ValueError(f"unknown method {name!r} (one of {', '.join(METHODS)})")
     return table[name](backbone, class_names, template, options, generator)
-
 
 
 class _Frozen:

@@ -46,10 +46,14 @@ def write_predictions(
     written = []
     for name, data, logits in parts:
         pred = as_predictions(
-            data.labels, logits=logits, source=name,
-            groups={"ids": np.asarray(data.ids, dtype=str),
-                    "domain": np.full(len(data), name, dtype=f"<U{max(1, len(name))}")},
-        )  # fmt: skip
+            data.labels,
+            logits=logits,
+            source=name,
+            groups={
+                "ids": np.asarray(data.ids, dtype=str),
+                "domain": np.full(len(data), name, dtype=f"<U{max(1, len(name))}"),
+            },
+        )
         written.append(save_predictions(pred, out / "predictions" / f"{name}.npz"))
     n = sum(len(d) for _, d, _ in parts)
     groups: dict[str, Any] = {

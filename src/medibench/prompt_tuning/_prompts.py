@@ -97,8 +97,9 @@ class ClassPrompts(nn.Module):
         ids = torch.tensor([r + [pad] * (length - len(r)) for r in rows], dtype=torch.long)
         pool = [length - 1 if text_tower.pad_to_max else len(r) - 1 for r in rows]
         self.register_buffer("ids", ids, persistent=False)
-        self.register_buffer("slots", torch.tensor(slots, dtype=torch.long).view(len(rows), n_ctx),
-                             persistent=False)  # fmt: skip
+        self.register_buffer(
+            "slots", torch.tensor(slots, dtype=torch.long).view(len(rows), n_ctx), persistent=False
+        )
         self.register_buffer("pool", torch.tensor(pool, dtype=torch.long), persistent=False)
         with torch.no_grad():
             self.register_buffer("base", text_tower.embed(ids).detach().clone(), persistent=False)
@@ -146,8 +147,9 @@ class ClassPrompts(nn.Module):
         return self.tower[0](emb, pool, deep=deep, ctx_start=self.ctx_start)
 
 
-def template_features(text_tower: Any, tokenizer: Any, class_names: Sequence[str],
-                      template: str) -> torch.Tensor:  # fmt: skip
+def template_features(
+    text_tower: Any, tokenizer: Any, class_names: Sequence[str], template: str
+) -> torch.Tensor:
     """L2-normalised features ``(C, E)`` of the hard prompts ``template.format(name)``."""
     prompts = ClassPrompts(text_tower, tokenizer, class_names, template, n_ctx=0, init="template")
     with torch.no_grad():

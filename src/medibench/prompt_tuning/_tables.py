@@ -48,22 +48,37 @@ def write_tables(grid: Any, cells: list[Any], *, run_dir: str | Path | None = No
         for name in grid.evals:
             pred = load_predictions(cell.folder / "predictions" / f"{name}.npz")
             r = score(pred, "calibration@1", n_bins=grid.bins, n_resamples=0)
-            rows.append({"backbone": cell.backbone, "method": cell.method, "loss": cell.loss,
-                         "template": cell.template, "seed": cell.seed, "set": name, "n": r["n"],
-                         **{m: r[m] for m in _METRICS}})  # fmt: skip
+            rows.append(
+                {
+                    "backbone": cell.backbone,
+                    "method": cell.method,
+                    "loss": cell.loss,
+                    "template": cell.template,
+                    "seed": cell.seed,
+                    "set": name,
+                    "n": r["n"],
+                    **{m: r[m] for m in _METRICS},
+                }
+            )
             pooled[(name, cell.method, cell.loss)].append(pred)
     spread = _spread(rows)
     kendall = _kendall(rows, grid.reference)
     _csv(out / "cells.csv", rows)
     _csv(out / "spread.csv", spread)
     _csv(out / "kendall.csv", kendall)
-    summary = {"reference": grid.reference, "bins": grid.bins, "cells": rows, "spread": spread,
-               "kendall": kendall}  # fmt: skip
+    summary = {
+        "reference": grid.reference,
+        "bins": grid.bins,
+        "cells": rows,
+        "spread": spread,
+        "kendall": kendall,
+    }
     (out / "grid.json").write_text(json.dumps(_clean(summary), indent=1) + "\n", "utf-8")
     for (name, method, loss), preds in sorted(pooled.items()):
         stacked = _stack(preds, f"{method} / {loss} on {name}")
-        for path in write_diagrams(stacked, out / "diagrams" / name, n_bins=grid.bins,
-                                   formats=["svg"]):  # fmt: skip
+        for path in write_diagrams(
+            stacked, out / "diagrams" / name, n_bins=grid.bins, formats=["svg"]
+        ):
             path.rename(path.with_name(f"reliability_{_safe(method)}_{_safe(loss)}.svg"))
     if run_dir is not None:
         from medibench.runs import RunStore
@@ -83,22 +98,40 @@ def grid_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     data = json.loads(path.read_text("utf-8"))
-    fmt = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else (  # noqa: E731
-        f"{v:.4f}" if isinstance(v, float) else str(v))
     tables = []
-    for key, title in (("spread", "Mean and spread over seeds and templates"),
-                       ("kendall", f"Kendall tau: {data['reference']} against shifted rankings")):
+    for key, title in (
+        ("spread", "Mean and spread over seeds and templates"),
+        ("kendall", f"Kendall tau: {data['reference']} against shifted rankings"),
+    ):
         rows = data[key]
         if rows:
             cols = list(rows[0])
-            tables.append({"title": title, "columns": cols,
-                           "rows": [[fmt(r[c]) for c in cols] for r in rows], "notes": []})
+            tables.append(
+                {
+                    "title": title,
+                    "columns": cols,
+                    "rows": [[_cell(r[c]) for c in cols] for r in rows],
+                    "notes": [],
+                }
+            )
     figures = []
     for svg in sorted((path.parent / "diagrams").rglob("*.svg")):
         text = svg.read_text("utf-8")
-        figures.append({"title": f"{svg.parent.name}: {svg.stem}", "svg": text[text.find("<svg"):]})
-    return {"id": "prompt-tuning", "title": "Prompt tuning grid", "tables": tables,
-            "figures": figures}  # fmt: skip
+        figures.append(
+            {"title": f"{svg.parent.name}: {svg.stem}", "svg": text[text.find("<svg") :]}
+        )
+    return {
+        "id": "prompt-tuning",
+        "title": "Prompt tuning grid",
+        "tables": tables,
+        "figures": figures,
+    }
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 def _spread(rows: list[dict]) -> list[dict]:
@@ -107,8 +140,13 @@ def _spread(rows: list[dict]) -> list[dict]:
         groups[(r["backbone"], r["method"], r["loss"], r["set"])].append(r)
     out = []
     for (backbone, method, loss, name), members in sorted(groups.items()):
-        row: dict[str, Any] = {"backbone": backbone, "method": method, "loss": loss, "set": name,
-                               "runs": len(members)}  # fmt: skip
+        row: dict[str, Any] = {
+            "backbone": backbone,
+            "method": method,
+            "loss": loss,
+            "set": name,
+            "runs": len(members),
+        }
         for m in _METRICS:
             values = np.array([r[m] for r in members])
             row[f"{m}_mean"] = float(values.mean())
@@ -142,23 +180,44 @@ def _kendall(rows: list[dict], reference: str) -> list[dict]:
             if name == reference:
                 continue
             res = ranking_stability(by_set[reference], values)
-            out.append({"backbone": backbone, "seed": seed, "template": template, "set": name,
-                        "metric": metric, "tau": res["tau"], "pvalue": res["pvalue"],
-                        "n": res["n"]})  # fmt: skip
+            out.append(
+                {
+                    "backbone": backbone,
+                    "seed": seed,
+                    "template": template,
+                    "set": name,
+                    "metric": metric,
+                    "tau": res["tau"],
+                    "pvalue": res["pvalue"],
+                    "n": res["n"],
+                }
+            )
             taus[(backbone, name, metric)].append(res["tau"])
     for (backbone, name, metric), values in sorted(taus.items()):
         finite = [t for t in values if not math.isnan(t)]
-        out.append({"backbone": backbone, "seed": "mean", "template": "mean", "set": name,
-                    "metric": metric, "tau": float(np.mean(finite)) if finite else math.nan,
-                    "pvalue": math.nan, "n": len(finite)})  # fmt: skip
+        out.append(
+            {
+                "backbone": backbone,
+                "seed": "mean",
+                "template": "mean",
+                "set": name,
+                "metric": metric,
+                "tau": float(np.mean(finite)) if finite else math.nan,
+                "pvalue": math.nan,
+                "n": len(finite),
+            }
+        )
     return out
 
 
 def _stack(preds: list[Any], source: str) -> Any:
     from medibench.calibration import as_predictions
 
-    return as_predictions(np.concatenate([p.labels for p in preds]),
-                          probs=np.concatenate([p.probs for p in preds]), source=source)  # fmt: skip
+    return as_predictions(
+        np.concatenate([p.labels for p in preds]),
+        probs=np.concatenate([p.probs for p in preds]),
+        source=source,
+    )
 
 
 def _std(values: np.ndarray) -> float:

@@ -14,7 +14,12 @@ __all__ = ["save_tiny_backbone"]
 
 
 def save_tiny_backbone(
-    folder: str | Path, family: str = "clip", *, seed: int = 0, width: int = 32, layers: int = 2,
+    folder: str | Path,
+    family: str = "clip",
+    *,
+    seed: int = 0,
+    width: int = 32,
+    layers: int = 2,
     image_size: int = 32,
 ) -> Path:
     """Build a random ``CLIPModel`` or ``SiglipModel`` (``width``-d, ``layers`` layers,
@@ -30,10 +35,22 @@ def save_tiny_backbone(
     vocab["<|endoftext|>"] = len(vocab)
     tokenizer = transformers.CLIPTokenizer(vocab=vocab, merges=[], model_max_length=64)
     end = vocab["<|endoftext|>"]
-    text = dict(vocab_size=len(vocab), hidden_size=width, intermediate_size=2 * width,
-                num_hidden_layers=layers, num_attention_heads=2, max_position_embeddings=64)
-    vision = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
-                  num_attention_heads=2, image_size=image_size, patch_size=8)  # fmt: skip
+    text = dict(
+        vocab_size=len(vocab),
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        max_position_embeddings=64,
+    )
+    vision = dict(
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        image_size=image_size,
+        patch_size=8,
+    )
     torch.manual_seed(seed)
     if family == "clip":
         text.update(eos_token_id=end, bos_token_id=vocab["<|startoftext|>"], pad_token_id=end)
@@ -44,11 +61,17 @@ def save_tiny_backbone(
             crop_size={"height": image_size, "width": image_size},
         )
     elif family == "siglip":
-        text.update(pad_token_id=end, eos_token_id=end, bos_token_id=vocab["<|startoftext|>"],
-                    projection_size=width)
+        text.update(
+            pad_token_id=end,
+            eos_token_id=end,
+            bos_token_id=vocab["<|startoftext|>"],
+            projection_size=width,
+        )
         config = transformers.SiglipConfig(text_config=text, vision_config=vision)
         model = transformers.SiglipModel(config)
-        processor = transformers.SiglipImageProcessor(size={"height": image_size, "width": image_size})
+        processor = transformers.SiglipImageProcessor(
+            size={"height": image_size, "width": image_size}
+        )
     else:
         raise ValueError(f"family must be 'clip' or 'siglip', got {family!r}")
     folder = Path(folder)

@@ -110,7 +110,7 @@ class HFImageTower(nn.Module):
 
 
 def _replace(h: torch.Tensor, prompt: torch.Tensor, start: int) -> torch.Tensor:
-    """``h`` with tokens ``start : start + n`` replaced by ``prompt`` ``(n, D)`` or ``(B, n, D)``."""
+    """``h`` with tokens ``start : start + n`` replaced by ``prompt`` (``(n, D)``/``(B, n, D)``)."""
     n = prompt.shape[-2]
     p = prompt.expand(h.shape[0], -1, -1) if prompt.dim() == 2 else prompt
     return torch.cat([h[:, :start], p.to(h.dtype), h[:, start + n :]], dim=1)

@@ -33,7 +33,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from medibench.prompt_tuning._data import LabelledImages, few_shot_indices, read_labelled
@@ -83,8 +82,11 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
         raise ValueError(f"unknown method {settings.method!r} (one of {', '.join(DEFAULTS)})")
     options = _options(settings)
     terms = parse_losses(settings.losses)
-    choice = {"settings": asdict(settings), "options": options,
-              "losses": [{"name": t.label, **t.options} for t in terms]}  # fmt: skip
+    choice = {
+        "settings": asdict(settings),
+        "options": options,
+        "losses": [{"name": t.label, **t.options} for t in terms],
+    }
     done = out / "done.json"
     if done.is_file():
         result = json.loads(done.read_text("utf-8"))
@@ -100,8 +102,9 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
     before = fingerprint(backbone)
     torch.manual_seed(settings.seed)
     gen = torch.Generator().manual_seed(settings.seed)
-    method = build_method(settings.method, backbone, data.class_names, settings.template,
-                          options, gen)  # fmt: skip
+    method = build_method(
+        settings.method, backbone, data.class_names, settings.template, options, gen
+    )
     config = _config(settings, choice, data, shots, backbone, before, method)
     out.mkdir(parents=True, exist_ok=True)
     _check_same_run(out / "config.json", config)
@@ -134,15 +137,19 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
         scores[name] = float((logits.argmax(1) == eval_data.labels).mean())
         say(f"{name}: {len(eval_data)} images, accuracy {scores[name]:.4f}")
     write_predictions(out, parts, _columns(settings))
-    result = {"choice": choice, "accuracy": scores,
-              "evals": {k: settings.evals.get(k, "rest") for k in evals}}  # fmt: skip
+    result = {
+        "choice": choice,
+        "accuracy": scores,
+        "evals": {k: settings.evals.get(k, "rest") for k in evals},
+    }
     _write_json(done, result)
     return result
 
 
 def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path, say) -> None:
-    opt = torch.optim.SGD(params, lr=options["lr"], momentum=options["momentum"],
-                          weight_decay=options["weight_decay"])  # fmt: skip
+    opt = torch.optim.SGD(
+        params, lr=options["lr"], momentum=options["momentum"], weight_decay=options["weight_decay"]
+    )
     epochs, n = int(options["epochs"]), len(labels)
     batch = min(int(options["batch_size"]), n)
     per_epoch = n // batch
@@ -187,8 +194,15 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
                 loss.backward()
             opt.step()
             step += 1
-            lines.append({"step": step, "epoch": epoch + 1, "lr": lr, "loss": float(loss.detach()),
-                          **{k: float(v.detach()) for k, v in values.items()}})  # fmt: skip
+            lines.append(
+                {
+                    "step": step,
+                    "epoch": epoch + 1,
+                    "lr": lr,
+                    "loss": float(loss.detach()),
+                    **{k: float(v.detach()) for k, v in values.items()},
+                }
+            )
         method.end_epoch(epoch, epochs)
         pending += lines
         last = epoch + 1 == epochs
@@ -196,10 +210,15 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
             with open(log_path, "a", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(line) + "\n" for line in pending)
             pending = []
-            state = {"epoch": epoch + 1, "step": step, "method": method.state_dict(),
-                     "optim": opt.state_dict(), "gen": gen.get_state(),
-                     "torch_rng": torch.get_rng_state(),
-                     "gpa": method.gpa_state() if hasattr(method, "gpa_state") else None}  # fmt: skip
+            state = {
+                "epoch": epoch + 1,
+                "step": step,
+                "method": method.state_dict(),
+                "optim": opt.state_dict(),
+                "gen": gen.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "gpa": method.gpa_state() if hasattr(method, "gpa_state") else None,
+            }
             tmp = ckpt.with_suffix(".tmp")
             torch.save(state, tmp)
             os.replace(tmp, ckpt)
@@ -246,8 +265,9 @@ def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         cw = max(1, min(w, round(math.sqrt(area * ratio))))
         top, left = int(r[2] * (h - ch + 1)), int(r[3] * (w - cw + 1))
         crop = img[:, top : top + ch, left : left + cw].unsqueeze(0)
-        crop = torch.nn.functional.interpolate(crop, size=(h, w), mode="bilinear",
-                                               align_corners=False)[0]  # fmt: skip
+        crop = torch.nn.functional.interpolate(
+            crop, size=(h, w), mode="bilinear", align_corners=False
+        )[0]
         if float(torch.rand(1, generator=gen)) < 0.5:
             crop = crop.flip(-1)
         out.append(crop)
@@ -274,11 +294,21 @@ def _options(settings: TrainSettings) -> dict[str, Any]:
 def _config(settings, choice, data: LabelledImages, shots, backbone, digest, method) -> dict:
     import transformers
 
-    return {**choice, "class_names": data.class_names, "n_train_pool": len(data),
-            "n_shots_total": len(shots), "backbone": {"spec": backbone.spec,
-            "family": backbone.family, "sha256": digest, "logit_scale": backbone.scale,
-            "logit_bias": backbone.bias}, "notes": method.notes,
-            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}  # fmt: skip
+    return {
+        **choice,
+        "class_names": data.class_names,
+        "n_train_pool": len(data),
+        "n_shots_total": len(shots),
+        "backbone": {
+            "spec": backbone.spec,
+            "family": backbone.family,
+            "sha256": digest,
+            "logit_scale": backbone.scale,
+            "logit_bias": backbone.bias,
+        },
+        "notes": method.notes,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
 
 
 def _check_same_run(path: Path, config: dict) -> None:
@@ -292,8 +322,12 @@ def _shots_record(data: LabelledImages, shots: list[int], settings: TrainSetting
     by_class: dict[str, list[str]] = {name: [] for name in data.class_names}
     for i in shots:
         by_class[data.class_names[int(data.labels[i])]].append(data.ids[i])
-    return {"dataset": settings.dataset, "shots": settings.shots, "seed": settings.seed,
-            "ids": by_class}  # fmt: skip
+    return {
+        "dataset": settings.dataset,
+        "shots": settings.shots,
+        "seed": settings.seed,
+        "ids": by_class,
+    }
 
 
 def _rest(data: LabelledImages, shots: list[int]) -> LabelledImages:
@@ -304,15 +338,23 @@ def _rest(data: LabelledImages, shots: list[int]) -> LabelledImages:
 
 
 def _columns(settings: TrainSettings) -> dict[str, str]:
-    return {"method": settings.method, "seed": str(settings.seed), "template": settings.template,
-            "backbone": settings.backbone, "loss": "+".join(settings.losses or ["ce"])}  # fmt: skip
+    return {
+        "method": settings.method,
+        "seed": str(settings.seed),
+        "template": settings.template,
+        "backbone": settings.backbone,
+        "loss": "+".join(settings.losses or ["ce"]),
+    }
 
 
 def _truncate_log(path: Path, step: int) -> None:
     if not path.is_file():
         return
-    keep = [ln for ln in path.read_text("utf-8").splitlines() if ln.strip()
-            and json.loads(ln)["step"] <= step]  # fmt: skip
+    keep = [
+        ln
+        for ln in path.read_text("utf-8").splitlines()
+        if ln.strip() and json.loads(ln)["step"] <= step
+    ]
     path.write_text("".join(ln + "\n" for ln in keep), encoding="utf-8")
 
 

@@ -35,8 +35,9 @@ CLASSES = (
 )
 
 
-def build_example(out: str | Path, *, per_class: int = 24, shifted_per_class: int = 12,
-                  size: int = 64) -> Path:  # fmt: skip
+def build_example(
+    out: str | Path, *, per_class: int = 24, shifted_per_class: int = 12, size: int = 64
+) -> Path:
     """Write the example (module doc) into ``out``; returns ``out``."""
     from medibench.io import atomic_write_bytes
     from medibench.prompt_tuning._tiny import save_tiny_backbone
