@@ -42,6 +42,7 @@ class Method(nn.Module):
     """The base: holds the frozen backbone, the class names, the template and the options."""
 
     name = ""
+    zs_text: torch.Tensor
     projects_gradient = False  # ProGrad's gradient projection in the training step
 
     def __init__(
@@ -162,6 +163,7 @@ class ProGrad(CoOp):
         """``T^2 * mean_i sum_c -softmax(teacher/T) log softmax(logits/T)`` (ProGrad's KL,
         equal to the KL divergence up to the teacher's entropy, same gradient)."""
         t = float(self.options["T"])
+        assert out.teacher is not None
         soft = F.softmax(out.teacher / t, dim=-1)
         return -(soft * F.log_softmax(out.logits / t, dim=-1)).sum(-1).mean() * t * t
 

@@ -47,6 +47,12 @@ class ClassPrompts(nn.Module):
             ``ctx_start``: the first slot of the ``"end"`` layout (for deep prompts).
     """
 
+    ids: torch.Tensor
+    slots: torch.Tensor
+    pool: torch.Tensor
+    base: torch.Tensor
+    ctx: nn.Parameter
+
     def __init__(
         self,
         text_tower: Any,

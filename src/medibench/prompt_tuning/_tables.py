@@ -174,7 +174,8 @@ def _kendall(rows: list[dict], reference: str) -> list[dict]:
         setting = f"{r['method']}/{r['loss']}"
         for m in ("accuracy", "ece"):
             table[(r["backbone"], r["seed"], r["template"], m)][r["set"]][setting] = r[m]
-    out, taus = [], defaultdict(list)
+    out: list[dict[str, Any]] = []
+    taus: dict[tuple, list[float]] = defaultdict(list)
     for (backbone, seed, template, metric), by_set in sorted(table.items(), key=str):
         for name, values in sorted(by_set.items()):
             if name == reference:
@@ -193,8 +194,8 @@ def _kendall(rows: list[dict], reference: str) -> list[dict]:
                 }
             )
             taus[(backbone, name, metric)].append(res["tau"])
-    for (backbone, name, metric), values in sorted(taus.items()):
-        finite = [t for t in values if not math.isnan(t)]
+    for (backbone, name, metric), found in sorted(taus.items()):
+        finite = [t for t in found if not math.isnan(t)]
         out.append(
             {
                 "backbone": backbone,

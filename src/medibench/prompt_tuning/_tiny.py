@@ -9,6 +9,7 @@ with this one, which ``AutoTokenizer`` loads the same way).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 __all__ = ["save_tiny_backbone"]
 
@@ -52,6 +53,9 @@ def save_tiny_backbone(
         patch_size=8,
     )
     torch.manual_seed(seed)
+    config: Any
+    model: Any
+    processor: Any
     if family == "clip":
         text.update(eos_token_id=end, bos_token_id=vocab["<|startoftext|>"], pad_token_id=end)
         config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)

@@ -77,7 +77,7 @@ class HFImageTower(nn.Module):
         super().__init__()
         self.family = family
         self.vision = model.vision_model
-        self.projection = model.visual_projection if family == "clip" else None
+        self.projection: Any = model.visual_projection if family == "clip" else None
         self.processor = processor
         cfg = self.vision.config
         self.width, self.depth = cfg.hidden_size, cfg.num_hidden_layers

@@ -45,7 +45,8 @@ def build_example(
 
     out = Path(out)
     source = out / "source"
-    lines, split = [], {"train": [], "test": []}
+    lines: list[str] = []
+    split: dict[str, list[list[object]]] = {"train": [], "test": []}
     for label, (folder, name, modality, _) in enumerate(CLASSES):
         lines.append(f"{folder} {name}")
         for seed in range(per_class):
