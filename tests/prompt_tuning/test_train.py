@@ -140,3 +140,37 @@ def test_bad_requests(folder_dataset, tiny_clip, shifted, tmp_path):
                  f"clip:{tiny_clip}", "--method", "coop", "--out", tmp_path / "w",
                  "--eval", "nameless")  # fmt: skip
     assert result.exit_code == 2 and "--eval 'nameless': expected KEY=VALUE" in result.output
+
+
+def test_module_callable_backbone(folder_dataset, tiny_clip, shifted, tmp_path, monkeypatch):
+    """A ``module:callable`` returning the two towers, a tokenizer and a logit scale."""
+    (tmp_path / "my_towers.py").write_text(
+        "import transformers\n"
+        "from medibench.prompt_tuning._towers import HFImageTower, HFTextTower\n"
+        "def make():\n"
+        f"    path = {str(tiny_clip)!r}\n"
+        "    model = transformers.CLIPModel.from_pretrained(path)\n"
+        "    processor = transformers.AutoImageProcessor.from_pretrained(path)\n"
+        "    tokenizer = transformers.AutoTokenizer.from_pretrained(path)\n"
+        "    return (HFImageTower(model, 'clip', processor), HFTextTower(model, 'clip'),\n"
+        "            tokenizer, 50.0)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "callable"
+    zero_shot = {"method": "zero-shot", "options": {}}
+    train(settings(folder_dataset, tiny_clip, shifted, out, backbone="my_towers:make", **zero_shot))
+    config = json.loads((out / "config.json").read_text())
+    assert config["backbone"]["logit_scale"] == pytest.approx(50.0)
+    assert config["backbone"]["family"] == "callable"
+    # zero-shot through clip:PATH: the same cosines, scaled by the model's own logit_scale
+    ref = tmp_path / "ref"
+    train(settings(folder_dataset, tiny_clip, shifted, ref, **zero_shot))
+    scale = json.loads((ref / "config.json").read_text())["backbone"]["logit_scale"]
+    got = np.load(out / "predictions.npz")["logits"]
+    want = np.load(ref / "predictions.npz")["logits"]
+    assert np.allclose(got / 50.0, want / scale, atol=1e-5)
+    with pytest.raises(ValueError, match="must return \\(image_tower, text_tower, tokenizer"):
+        (tmp_path / "bad_towers.py").write_text("def make():\n    return 1\n")
+        train(
+            settings(folder_dataset, tiny_clip, shifted, tmp_path / "b", backbone="bad_towers:make")
+        )

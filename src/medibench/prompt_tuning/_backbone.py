@@ -7,7 +7,8 @@
   exported to these formats load the same way. ``hf:PATH`` reads the family from the folder's
   ``config.json`` (``model_type``). Nothing is downloaded (``local_files_only``).
 * ``module:callable``: a function (no arguments) returning ``(image_tower, text_tower,
-  tokenizer)`` or those plus ``logit_scale`` (and ``logit_bias``) as floats; the towers meet the
+  tokenizer)`` or those plus ``logit_scale`` (the multiplier of the cosine, default 100, CLIP's
+  trained value) and ``logit_bias`` (default 0) as floats; the towers meet the
   contract in :mod:`medibench.prompt_tuning._towers`; the tokenizer is a ``transformers``
   tokenizer (called as ``tokenizer(text)`` and ``tokenizer(text, add_special_tokens=False)``).
 
@@ -143,12 +144,14 @@ def _load_callable(module: str, name: str, spec: str) -> Backbone:
         missing = [a for a in need if not hasattr(obj, a)]
         if missing:
             raise ValueError(f"--backbone {spec!r}: the {what} has no {', '.join(missing)}")
-    scale = float(out[3]) if len(out) > 3 else math.log(100.0)
+    scale = float(out[3]) if len(out) > 3 else 100.0  # CLIP's trained value, exp(4.6052)
+    if not scale > 0:
+        raise ValueError(f"--backbone {spec!r}: logit_scale must be > 0, got {scale}")
     return Backbone(
         image,
         text,
         tokenizer,
-        math.log(scale) if len(out) > 3 else scale,
+        math.log(scale),
         float(out[4]) if len(out) > 4 else 0.0,
         spec,
         "callable",

@@ -52,9 +52,15 @@ def train_command(
 ) -> None:
     """Few-shot prompt tuning of a CLIP-family backbone; writes predictions that `calibration
     score` reads."""
-    from medibench.prompt_tuning._losses import _value
-    from medibench.prompt_tuning._train import TrainSettings, train
+    from medibench.prompt_tuning._defaults import option_value
 
+    try:
+        from medibench.prompt_tuning._train import TrainSettings, train
+    except ImportError as exc:
+        fail(
+            "calibration train needs torch and transformers: "
+            f"pip install 'medibench[torch]' ({exc})"
+        )
     try:
         settings = TrainSettings(
             dataset=dataset,
@@ -69,7 +75,7 @@ def train_command(
             lr=lr,
             batch_size=batch_size,
             evals=_pairs(eval_ or [], "--eval", str),
-            options=_pairs(set_ or [], "--set", _value),
+            options=_pairs(set_ or [], "--set", option_value),
             augment=augment,
         )
         result = train(settings, log=console.print)

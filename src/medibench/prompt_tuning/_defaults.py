@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULTS", "LOSSES", "METHODS"]
+__all__ = ["DEFAULTS", "LOSSES", "METHODS", "option_value"]
 
 _TRAIN = {
     "optimizer": "sgd",
@@ -85,3 +85,18 @@ METHODS = tuple(DEFAULTS)
 
 #: The ``--loss`` names (:mod:`._losses`).
 LOSSES = ("ce", "mcm", "focal", "ls", "mbls")
+
+
+def option_value(text: str) -> Any:
+    """A ``key=value`` value: ``true``/``false``, an int, a float, else the text."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from medibench.prompt_tuning._defaults import LOSSES
+from medibench.prompt_tuning._defaults import LOSSES, option_value
 
 __all__ = ["LOSSES", "LossTerm", "parse_losses"]
 
@@ -66,7 +66,7 @@ def parse_losses(specs: list[str] | tuple[str, ...]) -> list[LossTerm]:
             key, eq, value = part.partition("=")
             if not eq or not key.strip():
                 raise ValueError(f"--loss {spec!r}: {part!r} is not key=value")
-            options[key.strip()] = _value(value.strip())
+            options[key.strip()] = option_value(value.strip())
         weight = float(options.pop("weight", 1.0))
         try:
             module = classes[name](**options)
@@ -78,17 +78,3 @@ def parse_losses(specs: list[str] | tuple[str, ...]) -> list[LossTerm]:
             label = f"{name}#{count + 1}"
         terms.append(LossTerm(label, weight, module, {"weight": weight, **options}))
     return terms
-
-
-def _value(text: str) -> Any:
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
