@@ -174,3 +174,17 @@ def test_module_callable_backbone(folder_dataset, tiny_clip, shifted, tmp_path, 
         train(
             settings(folder_dataset, tiny_clip, shifted, tmp_path / "b", backbone="bad_towers:make")
         )
+
+
+def test_device_is_checked_and_recorded(folder_dataset, tiny_clip, shifted, tmp_path):
+    import torch
+
+    with pytest.raises(ValueError, match="--device 'gpu0'"):
+        train(settings(folder_dataset, tiny_clip, shifted, tmp_path / "a", device="gpu0"))
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="--device cuda: this torch has no CUDA device"):
+            train(settings(folder_dataset, tiny_clip, shifted, tmp_path / "b", device="cuda"))
+    out = tmp_path / "c"
+    train(settings(folder_dataset, tiny_clip, shifted, out, epochs=1, device="cpu"))
+    config = json.loads((out / "config.json").read_text())
+    assert config["device"] == "cpu" and "device" not in config["settings"]

@@ -49,6 +49,7 @@ def train_command(
         list[str] | None, typer.Option("--set", help="KEY=VALUE method option, repeatable")
     ] = None,
     augment: Annotated[bool, typer.Option(help="random resized crop and flip")] = True,
+    device: Annotated[str, typer.Option(help="torch device: cpu, cuda, cuda:1")] = "cpu",
 ) -> None:
     """Few-shot prompt tuning of a CLIP-family backbone; writes predictions that `calibration
     score` reads."""
@@ -77,6 +78,7 @@ def train_command(
             evals=_pairs(eval_ or [], "--eval", str),
             options=_pairs(set_ or [], "--set", option_value),
             augment=augment,
+            device=device,
         )
         result = train(settings, log=console.print)
     except (ValueError, FileNotFoundError, ImportError) as exc:

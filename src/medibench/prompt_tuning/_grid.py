@@ -23,6 +23,7 @@ The YAML::
     options: {coop: {n_ctx: 4}}        # optional, per method --set
     augment: true
     bins: 15                           # bins of ECE/MCE/ACE in the tables (calibration@1)
+    device: cpu                        # torch device of every cell (cuda: one GPU per Ray task)
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ _KEYS = {
     "options",
     "augment",
     "bins",
+    "device",
 }
 
 
@@ -92,6 +94,7 @@ class Grid:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     augment: bool = True
     bins: int = 15
+    device: str = "cpu"
 
     def cells(self) -> list[Cell]:
         return [
@@ -162,6 +165,7 @@ def load_grid(path: str | Path, *, out: str | Path | None = None) -> Grid:
         options={str(k): dict(v) for k, v in (data.get("options") or {}).items()},
         augment=bool(data.get("augment", True)),
         bins=int(data.get("bins", 15)),
+        device=str(data.get("device", "cpu")),
     )
 
 
@@ -217,13 +221,15 @@ def _run_local(jobs: list[dict[str, Any]]) -> list[str | None]:
 
 
 def _run_ray(jobs: list[dict[str, Any]]) -> list[str | None]:
+    """One Ray task per cell: one CPU, and one GPU when the cells train on ``cuda``."""
     try:
         import ray
     except ImportError:
         raise ImportError("--executor ray needs ray: pip install 'medibench[ray]'") from None
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
-    task = ray.remote(num_cpus=1)(train_cell)
+    gpus = 1 if any(str(j.get("device", "cpu")).startswith("cuda") for j in jobs) else 0
+    task = ray.remote(num_cpus=1, num_gpus=gpus)(train_cell)
     return ray.get([task.remote(job) for job in jobs])
 
 
@@ -240,6 +246,7 @@ def _settings(grid: Grid, cell: Cell) -> dict[str, Any]:
         "evals": dict(grid.evals),
         "options": dict(grid.options.get(cell.method, {})),
         "augment": grid.augment,
+        "device": grid.device,
         **grid.train,
     }
 

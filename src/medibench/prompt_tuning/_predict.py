@@ -24,14 +24,17 @@ def preprocess_all(backbone: Any, data: LabelledImages) -> torch.Tensor:
     return torch.cat(chunks)
 
 
-def predict_logits(method: Any, backbone: Any, data: LabelledImages) -> np.ndarray:
+def predict_logits(
+    method: Any, backbone: Any, data: LabelledImages, *, device: str = "cpu"
+) -> np.ndarray:
     """The method's logits ``(N, C)`` float64 for ``data``, in eval mode, without gradients."""
     method.eval()
     out = []
     with torch.no_grad():
         for start in range(0, len(data), _CHUNK):
             images = [data.image(i) for i in range(start, min(start + _CHUNK, len(data)))]
-            out.append(method(backbone.image.preprocess(images)).logits.double().numpy())
+            pixels = backbone.image.preprocess(images).to(device)
+            out.append(method(pixels).logits.double().cpu().numpy())
     return np.concatenate(out)
 
 

@@ -58,7 +58,9 @@ class HFTextTower(nn.Module):
         h = embeds + self.text.embeddings.position_embedding.weight[:length]
         mask = None
         if self.causal:
-            mask = torch.full((length, length), torch.finfo(h.dtype).min, dtype=h.dtype)
+            mask = torch.full(
+                (length, length), torch.finfo(h.dtype).min, dtype=h.dtype, device=h.device
+            )
             mask = mask.triu(1)[None, None]
         for j, layer in enumerate(self.text.encoder.layers):
             if deep is not None and 0 < j <= len(deep):

@@ -66,6 +66,7 @@ class TrainSettings:
     evals: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     augment: bool = True
+    device: str = "cpu"
 
 
 def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
@@ -82,8 +83,9 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
         raise ValueError(f"unknown method {settings.method!r} (one of {', '.join(DEFAULTS)})")
     options = _options(settings)
     terms = parse_losses(settings.losses)
+    settings_record = {k: v for k, v in asdict(settings).items() if k != "device"}
     choice = {
-        "settings": asdict(settings),
+        "settings": settings_record,
         "options": options,
         "losses": [{"name": t.label, **t.options} for t in terms],
     }
@@ -105,6 +107,7 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
     method = build_method(
         settings.method, backbone, data.class_names, settings.template, options, gen
     )
+    _to_device(backbone, method, settings.device)
     config = _config(settings, choice, data, shots, backbone, before, method)
     out.mkdir(parents=True, exist_ok=True)
     _check_same_run(out / "config.json", config)
@@ -113,8 +116,8 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
     train_set = data.subset(shots)
     params = [p for p in method.parameters() if p.requires_grad]
     if options["epochs"] > 0 and params:
-        pixels = preprocess_all(backbone, train_set)
-        labels = torch.as_tensor(train_set.labels)
+        pixels = preprocess_all(backbone, train_set).to(settings.device)
+        labels = torch.as_tensor(train_set.labels).to(settings.device)
         _fit(method, params, pixels, labels, terms, options, settings.augment, gen, out, say)
     method.finish()
     torch.save(method.state_dict(), out / "prompt.pt")
@@ -132,7 +135,7 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
                 f"--eval {name}={spec}: classes {eval_data.class_names} differ from the training "
                 f"dataset's {data.class_names}"
             )
-        logits = predict_logits(method, backbone, eval_data)
+        logits = predict_logits(method, backbone, eval_data, device=settings.device)
         parts.append((name, eval_data, logits))
         scores[name] = float((logits.argmax(1) == eval_data.labels).mean())
         say(f"{name}: {len(eval_data)} images, accuracy {scores[name]:.4f}")
@@ -156,7 +159,7 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
     start, step = 0, 0
     ckpt, log_path = out / "checkpoint.pt", out / "train.jsonl"
     if ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
+        state = torch.load(ckpt, weights_only=False, map_location=pixels.device)
         method.load_state_dict(state["method"])
         opt.load_state_dict(state["optim"])
         gen.set_state(state["gen"])
@@ -228,6 +231,20 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
     method.eval()
 
 
+def _to_device(backbone: Any, method: Any, device: str) -> None:
+    """Move the towers (``nn.Module`` ones) and the method to ``device`` (``cpu``, ``cuda``)."""
+    try:
+        target = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"--device {device!r}: {exc}") from None
+    if target.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: this torch has no CUDA device")
+    for tower in (backbone.image, backbone.text):
+        if isinstance(tower, torch.nn.Module):
+            tower.to(target)
+    method.to(target)
+
+
 def _projected_backward(params, loss, general, lam: float) -> None:
     """ProGrad: ``g <- g - lam * (g . u) u`` per parameter where ``g . u < 0``, ``u`` the unit
     gradient of the general (zero-shot KL) loss."""
@@ -296,6 +313,7 @@ def _config(settings, choice, data: LabelledImages, shots, backbone, digest, met
 
     return {
         **choice,
+        "device": settings.device,
         "class_names": data.class_names,
         "n_train_pool": len(data),
         "n_shots_total": len(shots),
