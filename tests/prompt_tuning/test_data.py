@@ -128,3 +128,15 @@ def test_too_many_shots_is_a_clear_error(folder_dataset):
         match="class 'benign lesion' \\(label 0\\) has 6 image\\(s\\), fewer than --shots 7",
     ):
         few_shot_indices(data, 7, seed=1)
+
+
+def test_native_sample_without_label_is_named(tmp_path, folder_dataset):
+    from medibench.datasets.native import write_native
+    from medibench.samples import Sample
+
+    image = str(folder_dataset / "benign" / "benign_00.png")
+    common = {"instruction": "classify", "benchmark": "skin", "perspective": "perception"}
+    labelled = Sample(sample_id="a", input=image, metadata={"label": "x"}, **common)
+    write_native(tmp_path / "n", [labelled, Sample(sample_id="b", input=image, **common)])
+    with pytest.raises(DatasetError, match="sample 'b' has no metadata.label"):
+        read_labelled(str(tmp_path / "n"))

@@ -95,3 +95,10 @@ def test_bad_backbone_specs(tmp_path):
         load_backbone(f"clip:{tmp_path}")
     with pytest.raises(ValueError, match="cannot import"):
         load_backbone("medibench_no_such_module:make")
+
+
+def test_hf_spec_reads_the_family_from_the_config(tiny_siglip, tmp_path):
+    assert load_backbone(f"hf:{tiny_siglip}").family == "siglip"
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    with pytest.raises(ValueError, match="model_type 'bert' is not a two-tower family"):
+        load_backbone(f"hf:{tmp_path}")
