@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from medibench.build._errors import BuildError
+from medibench.datasets._base import inside_problem
 
 __all__ = ["ItemSpec", "SourceSpec", "SplitRule", "read_source", "source_from_dict"]
 
@@ -347,16 +348,23 @@ def _glob_items(value: dict, base: Path, where: str, region: str) -> tuple[ItemS
             raise BuildError(
                 f"{at}: unknown placeholder {exc} (known: stem, name, parent)"
             ) from None
-        entry = {"image": m, "label": label, "patient": patient, "region": value.get("region")}
+        entry = {"image": os.path.relpath(m, base), "label": label, "patient": patient, "region": value.get("region")}
         entries.append({k: v for k, v in entry.items() if v is not None})
     return _items(entries, base, where, region)
 
 
 def _path(base: Path, value: Any, where: str) -> Path:
+    """An item's file, which must lie in the YAML's folder (a symbolic link there to data
+    elsewhere is followed: ``ln -s /data/raw raw``)."""
     if not isinstance(value, str) or not value:
         raise BuildError(f"{where}: a path must be a non-empty string, got {value!r}")
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path
+    problem = inside_problem(base, value, follow_links=True)
+    if problem is not None:
+        raise BuildError(
+            f"{where}: path '{value}' {problem.replace('image paths', 'item paths')} (link "
+            "data kept elsewhere into that folder: ln -s /data/raw raw)"
+        )
+    return base / os.path.normpath(value)
 
 
 def _stem(path: Path) -> str:
