@@ -1,11 +1,12 @@
 """Pinned Hugging Face Hub downloads of a benchmark's official files, and their manifest.
 
 A benchmark on the Hub declares a :class:`HubSource` (``Benchmark.hub``). :func:`download_source`
-fetches it with ``huggingface_hub.snapshot_download`` into a folder and writes
-``medibench-source.json`` there: the repository, the revision asked for and the commit actually
-downloaded, and each file's relative path, size and sha256. :func:`verify_source` re-checks those
-hashes; ``load_dataset`` calls it for any folder that has the manifest, so a file changed after
-the download is an error naming it, never a silently different benchmark.
+fetches it file by file into a folder (:mod:`._hub_fetch`: each file checked against the Hub's
+own metadata) and writes ``medibench-source.json`` there: the repository, the revision asked for
+and the commit actually downloaded, and each file's relative path, size and sha256.
+:func:`verify_source` re-checks those hashes; ``load_dataset`` calls it for any path inside a
+download, so a file changed after the download is an error naming it, never a silently
+different benchmark.
 
 ``huggingface_hub`` (extra ``hf``) is imported only when a download runs.
 """
