@@ -26,7 +26,8 @@ ESCAPES = [
     ("/etc/hostname", "is absolute"),
     ("//etc/hostname", "is absolute"),
     ("C:/secret.png", "is absolute"),
-    ("out/secret.png", "escapes the dataset folder .* through a symbolic link"),  # imgs/out -> the folder above
+    # imgs/out -> the folder above
+    ("out/secret.png", "escapes the dataset folder .* through a symbolic link"),
 ]
 
 

@@ -231,7 +231,10 @@ def _blob_id(data: bytes) -> str:
 def _entry(repo: FakeRepo, path: str, data: bytes) -> dict[str, object]:
     entry: dict[str, object] = {"type": "file", "path": path, "size": len(data)}
     if repo.is_lfs(path):
-        pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{hashlib.sha256(data).hexdigest()}\nsize {len(data)}\n".encode()
+        sha256 = hashlib.sha256(data).hexdigest()
+        pointer = (
+            f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {len(data)}\n"
+        ).encode()
         entry["oid"] = _blob_id(pointer)
         entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data),
                         "pointerSize": len(pointer)}  # fmt: skip

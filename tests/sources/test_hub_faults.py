@@ -23,7 +23,6 @@ from medibench.sources._hub import (
     verify_source,
 )
 from tests.sources.fake_hub import FakeRepo, fake_hub
-from tests.sources.test_hub import hub_env  # noqa: F401 - the fixture
 
 pytest.importorskip("huggingface_hub")
 
@@ -52,12 +51,10 @@ def _medgen(**kw) -> FakeRepo:
     return FakeRepo("Jack04810/MedGEN-Bench", dict(FILES), sha=MEDGEN_SHA, branches=(), **kw)
 
 
-def _download(tmp_path, repo, *extra):
+def _download(tmp_path, hub_env, repo, *extra):
     out = tmp_path / "MedGEN-Bench"
     with fake_hub(repo) as hub:
-        import os
-
-        os.environ["HF_ENDPOINT"] = hub.url
+        hub_env.setenv("HF_ENDPOINT", hub.url)
         res = runner.invoke(app, ["download", "medgen", "--out", str(out), *extra])
     return res, out
 
@@ -76,11 +73,12 @@ def _one_line_error(res) -> str:
     "path", ["parquet/vqa/test-00000.parquet", "parquet/vqa/notes.txt"]
 )  # an LFS file (sha256) and a git file (blob id)
 def test_bytes_other_than_the_hub_promises_are_refused_and_not_recorded(tmp_path, hub_env, path):
-    res, out = _download(tmp_path, _medgen(faults={path: "wrong-bytes"}))
+    res, out = _download(tmp_path, hub_env, _medgen(faults={path: "wrong-bytes"}))
     message = _one_line_error(res)
     assert f"file {path}" in message and "not what the Hub's metadata promises" in message
-    promised = (hashlib.sha256(FILES[path]).hexdigest() if path.endswith(".parquet")
-                else hashlib.sha1(b"blob %d\0" % len(FILES[path]) + FILES[path]).hexdigest())  # fmt: skip
+    data = FILES[path]
+    promised = (hashlib.sha256(data).hexdigest() if path.endswith(".parquet")
+                else hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())  # fmt: skip
     assert promised in message
     assert not (out / SOURCE_MANIFEST).exists()
     assert not (out / path).exists()  # the wrong bytes are removed, never trusted later
@@ -93,7 +91,7 @@ def test_bytes_other_than_the_hub_promises_are_refused_and_not_recorded(tmp_path
 )
 def test_an_http_failure_of_a_file_is_one_line_naming_it(tmp_path, hub_env, fault, status):
     path = "parquet/vqa/test-00000.parquet"
-    res, out = _download(tmp_path, _medgen(faults={path: fault}))
+    res, out = _download(tmp_path, hub_env, _medgen(faults={path: fault}))
     message = _one_line_error(res)
     assert f"file {path}: download failed" in message and status in message
     assert not (out / SOURCE_MANIFEST).exists()
@@ -114,7 +112,7 @@ def test_an_http_failure_of_the_api_is_one_line(tmp_path, hub_env, fault, status
 
 def test_a_snapshot_at_another_commit_than_the_pinned_one_is_refused(tmp_path, hub_env):
     other = "f" * 40
-    res, out = _download(tmp_path, _medgen(answer_sha=other))
+    res, out = _download(tmp_path, hub_env, _medgen(answer_sha=other))
     message = _one_line_error(res)
     assert f"asked for commit {MEDGEN_SHA}" in message and f"answered commit {other}" in message
     assert "--revision" in message
@@ -123,7 +121,7 @@ def test_a_snapshot_at_another_commit_than_the_pinned_one_is_refused(tmp_path, h
 
 def test_revision_asked_for_is_downloaded_and_recorded_as_asked(tmp_path, hub_env):
     repo = FakeRepo("Jack04810/MedGEN-Bench", dict(FILES), sha="e" * 40, branches=("main",))
-    res, out = _download(tmp_path, repo, "--revision", "main")
+    res, out = _download(tmp_path, hub_env, repo, "--revision", "main")
     assert res.exit_code == 0, res.output
     recorded = json.loads((out / SOURCE_MANIFEST).read_text())
     assert (recorded["requested_revision"], recorded["resolved_revision"]) == ("main", "e" * 40)
@@ -131,13 +129,13 @@ def test_revision_asked_for_is_downloaded_and_recorded_as_asked(tmp_path, hub_en
 
 
 def test_a_failed_download_removes_an_earlier_manifest(tmp_path, hub_env):
-    res, out = _download(tmp_path, _medgen())
+    res, out = _download(tmp_path, hub_env, _medgen())
     assert res.exit_code == 0, res.output and (out / SOURCE_MANIFEST).is_file()
-    res, out = _download(tmp_path, _medgen(faults={"parquet/vqa/notes.txt": "500"}), "--revision",
-                         MEDGEN_SHA)  # fmt: skip
+    broken = _medgen(faults={"parquet/vqa/notes.txt": "500"})
+    res, out = _download(tmp_path, hub_env, broken, "--revision", MEDGEN_SHA)
     assert res.exit_code == 0  # already there at that commit: not fetched again
     (out / "parquet/vqa/notes.txt").unlink()
-    res, out = _download(tmp_path, _medgen(faults={"parquet/vqa/notes.txt": "500"}))
+    res, out = _download(tmp_path, hub_env, broken)
     _one_line_error(res)
     assert not (out / SOURCE_MANIFEST).exists()
 

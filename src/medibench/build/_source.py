@@ -348,7 +348,8 @@ def _glob_items(value: dict, base: Path, where: str, region: str) -> tuple[ItemS
             raise BuildError(
                 f"{at}: unknown placeholder {exc} (known: stem, name, parent)"
             ) from None
-        entry = {"image": os.path.relpath(m, base), "label": label, "patient": patient, "region": value.get("region")}
+        entry = {"image": os.path.relpath(m, base), "label": label, "patient": patient,
+                 "region": value.get("region")}  # fmt: skip
         entries.append({k: v for k, v in entry.items() if v is not None})
     return _items(entries, base, where, region)
 
