@@ -57,10 +57,13 @@ def chat_run(tmp_path_factory):
             ])  # fmt: skip
             assert res.exit_code == 0, res.output
             assert server.count >= 2
-        exported = runner.invoke(app, ["export", str(run_dir), "--out", str(tmp / "x.jsonl")])
+        exported = runner.invoke(app, ["export", str(run_dir), "--out",
+                                       str(tmp / "x.jsonl")])  # fmt: skip
         assert exported.exit_code == 0, exported.output
-        reported = runner.invoke(app, ["report", str(run_dir), "--out", str(tmp / "report"),
-                                       "--no-plots", "--no-progress", "--workers", "1"])  # fmt: skip
+        reported = runner.invoke(app, [
+            "report", str(run_dir), "--out", str(tmp / "report"), "--no-plots", "--no-progress",
+            "--workers", "1",
+        ])  # fmt: skip
         assert reported.exit_code == 0, reported.output
         yield tmp
     finally:

@@ -216,8 +216,8 @@ def no_waits(monkeypatch):
 @pytest.mark.parametrize(
     ("args", "env", "words"),
     [
-        (["--model", "openai:vlm-x", "--base-url", "http://127.0.0.1:9"], {"OPENAI_API_KEY": "k" * 12},
-         "no question could be answered before any edit"),
+        (["--model", "openai:vlm-x", "--base-url", "http://127.0.0.1:9"],
+         {"OPENAI_API_KEY": "k" * 12}, "no question could be answered before any edit"),
         (["--model", "openai:vlm-x", "--base-url", "http://127.0.0.1:9"], {},
          "OPENAI_API_KEY"),
         (["--model", SHOUT, "--judge", "nope.yaml"], {}, "judge config nope.yaml does not exist"),
