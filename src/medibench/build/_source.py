@@ -10,6 +10,7 @@ it and the known ones.
 from __future__ import annotations
 
 import glob as globbing
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -163,7 +164,7 @@ def source_from_dict(data: Any, *, base: Path, where: str = "source") -> SourceS
         intensity=_pair(data.get("intensity"), "intensity", where),
         operators=tuple(_list_of_text(data, "operators", where)) if "operators" in data else None,
         dedupe_bits=_choice(data.get("dedupe_bits", 0), range(0, 65), "dedupe_bits", where),
-        label_threshold=float(data.get("label_threshold", 0.0)),
+        label_threshold=_number(data, "label_threshold", 0.0, where),
         missing_labels=_choice(
             data.get("missing_labels", "error"), ("error", "skip"), "missing_labels", where
         ),
@@ -222,6 +223,13 @@ def _fraction(data: dict, key: str, default: float, where: str) -> float:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise BuildError(f"{where}: '{key}' must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _number(data: dict, key: str, default: float, where: str) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BuildError(f"{where}: '{key}' must be a number, got {value!r}")
     return float(value)
 
 
