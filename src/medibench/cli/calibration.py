@@ -74,10 +74,13 @@ def score(
         from medibench.calibration._report import diagram_folder
         from medibench.calibration.diagrams import write_diagrams
         from medibench.calibration.store import store_results
+        from medibench.runs._cli import run_folder_session
 
-        n = store_results(run, result)
-        folder = diagram_folder(run, result["source"])
-        drawn = write_diagrams(predictions, folder, n_bins=bins or 15, by=by or (), formats=["svg"])
+        with run_folder_session(run, create=True):  # one writer; a killed one's temps go
+            n = store_results(run, result)
+            folder = diagram_folder(run, result["source"])
+            drawn = write_diagrams(predictions, folder, n_bins=bins or 15, by=by or (),
+                                   formats=["svg"])  # fmt: skip
         console.print(
             f"{n} rows -> {run / 'run.sqlite'} (table calibration_results); {len(drawn)} "
             f"reliability diagrams -> {folder} (shown by `medibench report {run}`)"
