@@ -167,6 +167,7 @@ def test_a_file_added_after_download_is_refused(tmp_path, hub_env, loaded):
     with pytest.raises(SourceMismatchError, match="test-00001.parquet: not part of the download"):
         verify_source(out / loaded)
     (out / "parquet/vqa/test-00001.parquet").unlink()
+    (out / "parquet/vqa/my-notes.md").write_text("a file of a kind the download has none of")
     assert verify_source(out / loaded) is not None
 
 

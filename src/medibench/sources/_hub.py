@@ -253,8 +253,9 @@ def verify_source(folder: str | os.PathLike, *, full: bool = False) -> SourceMan
     in it (``DL/dataBenchmark_00.tar``): the nearest folder above it holding
     ``medibench-source.json`` is the download, and every file that manifest lists is checked.
     A missing file, or one whose sha256 differs, is a :class:`SourceMismatchError` naming the
-    file and both hashes; so is a file under ``folder`` that the download did not bring
-    (hidden files, huggingface_hub's ``.cache/`` and archive extraction folders aside).
+    file and both hashes; so is a file under ``folder`` of a kind the download holds (a
+    ``.parquet`` shard dropped in later) that the download did not bring (hidden files,
+    huggingface_hub's ``.cache/`` and archive extraction folders aside).
 
     A file verified before is hashed again only when its size or modification time changed
     (they are kept in ``.medibench-verified.json`` beside the manifest), so loading a
@@ -316,12 +317,15 @@ def _refuse_unlisted(path: Path, root: Path, manifest: SourceManifest) -> None:
     read as part of the benchmark without any check."""
     if not path.is_dir():
         return
-    listed = {f.path for f in manifest.files}
     from medibench.sources._archive import CACHE_SUFFIX
 
+    listed = {f.path for f in manifest.files}
+    kinds = {Path(f.path).suffix.lower() for f in manifest.files}  # a user's notes.txt is no shard
     for file in sorted(path.absolute().rglob("*")):
         rel = file.relative_to(root).parts
         if any(p.startswith(".") or p.endswith(CACHE_SUFFIX) for p in rel) or file.is_dir():
+            continue
+        if file.suffix.lower() not in kinds:
             continue
         if "/".join(rel) not in listed and "/".join(rel) not in (SOURCE_MANIFEST, _VERIFIED):
             raise SourceMismatchError(
