@@ -245,11 +245,11 @@ def _check_link_place(archive: Path, dest: Path, name: str, target: str) -> None
     root = dest.resolve()
     parent = PurePosixPath(name.replace("\\", "/")).parent
     for path, what in ((str(parent), "its folder"), (str(parent / target), "its target")):
-        problem = inside_problem(root, path)
-        if problem is not None:
+        if inside_problem(root, path) is not None:
             raise SourceError(
                 f"archive {archive}: member '{name}' is a link to '{target}', outside the "
-                f"extraction folder ({what} {problem.replace(str(root), 'the folder')}); refused"
+                f"extraction folder ({what} leads to {_shown(root, path)} through the links "
+                "made before it); refused"
             )
     if os.path.lexists(dest / name):
         raise SourceError(
@@ -263,13 +263,17 @@ def _check_links_end_inside(archive: Path, dest: Path, names: list[str]) -> None
     link checked before a later one changed what its target's path means."""
     root = dest.resolve()
     for name in names:
-        problem = inside_problem(root, name)
-        if problem is not None:
+        if inside_problem(root, name) is not None:
             raise SourceError(
                 f"archive {archive}: member '{name}' is a link to "
-                f"'{os.readlink(dest / name)}', outside the extraction folder through the "
-                f"archive's other links ({problem.replace(str(root), 'the folder')}); refused"
+                f"'{os.readlink(dest / name)}', outside the extraction folder once the "
+                f"archive's other links are made (it leads to {_shown(root, name)}); refused"
             )
+
+
+def _shown(root: Path, path: str) -> str:
+    """Where ``path`` really leads, relative to the extraction folder (``../..``)."""
+    return os.path.relpath((root / path).resolve(), root)
 
 
 def _check_name(archive: Path, name: str) -> None:
