@@ -132,9 +132,7 @@ def test_same_task_same_modality_and_nearest(tempting, tmp_path):
 
 
 def _config(data, out, models, **kw):
-    return RunConfig(
-        dataset=f"native:{data}", models=models, out=out, stage="generate", **kw
-    )
+    return RunConfig(dataset=f"native:{data}", models=models, out=out, stage="generate", **kw)
 
 
 def test_k0_equals_a_run_without_the_option_and_k_entries_are_their_own_models(tempting, tmp_path):
