@@ -203,3 +203,60 @@ def test_bad_settings_are_clear_errors(tempting, tmp_path):
     with pytest.raises(ValueError, match="distinct and >= 0"):
         _config(tempting, tmp_path, ("identity",), icl_k=(1, 1))
     assert json.loads(json.dumps(list(_config(tempting, tmp_path, ("x",), icl_k=2).icl_k))) == [2]
+
+
+def test_report_compares_each_k_against_k0_and_shows_the_demonstrations(tempting, tmp_path):
+    from medibench.report import build_report
+    from medibench.report._tables import comparisons
+
+    out = tmp_path / "run"
+    cfg = RunConfig(
+        dataset=f"native:{tempting}",
+        models=("tests.runs.icl_data:make_mean",),
+        out=out,
+        icl_k=(0, 1, 2),
+        protocols=("native@1",),
+    )
+    run(cfg, progress=False).close()
+    index = build_report(out, plots=False, workers=1)
+    page = index.read_text()
+    blob = json.loads(page.split('id="report-data">')[1].split("</script>")[0])
+    models = blob["models"]
+    a0 = next(s for s in blob["samples"] if s["id"] == "a0")
+    demos = {m: r["demos"] for m, r in zip(models, a0["runs"], strict=True)}
+    with RunStore(out) as store:
+        shown = read_demonstrations(store)
+        scores = store.scores()
+    assert demos["mean-of-examples@icl-0"] == []
+    assert demos["mean-of-examples@icl-2"] == shown[("mean-of-examples@icl-2", "a0", 0)]["demo_ids"]
+    assert demos["mean-of-examples@icl-1"] == demos["mean-of-examples@icl-2"][:1]  # nested
+    # comparisons: K against K = 0 first, A - B = icl-K - icl-0 with its CI
+    from medibench.protocols import load_protocol
+    from medibench.report._aggregate import per_model_values
+
+    proto = load_protocol("native@1")
+    samples = {s.sample_id: s for s in load_dataset(f"native:{tempting}")}
+    values = per_model_values(scores, samples, proto.aggregation, proto.metric_names)
+    metric = next(
+        m for m in proto.metric_names if any(s.metrics.get(m) is not None for s in scores)
+    )
+    label = proto.aggregation.k_modes[0][0]
+    rows = [
+        r for r in comparisons(values, metrics=[metric], n_resamples=200) if r["k_mode"] == label
+    ]
+    pairs = [(r["model_a"], r["model_b"]) for r in rows]
+    assert pairs[:2] == [
+        ("mean-of-examples@icl-1", "mean-of-examples@icl-0"),
+        ("mean-of-examples@icl-2", "mean-of-examples@icl-0"),
+    ]
+    assert pairs[2] == ("mean-of-examples@icl-1", "mean-of-examples@icl-2")
+    per = {
+        m: {s: v.get(metric) for s, (_, v) in vals.items()}
+        for (m, lab), vals in values.items()
+        if lab == label
+    }
+    k2, k0 = per["mean-of-examples@icl-2"], per["mean-of-examples@icl-0"]
+    both = [s for s in k2 if k2[s] is not None and k0.get(s) is not None]
+    assert rows[1]["mean_diff"] == pytest.approx(np.mean([k2[s] - k0[s] for s in both]))
+    assert rows[1]["diff_ci_low"] <= rows[1]["mean_diff"] <= rows[1]["diff_ci_high"]
+    assert "mean-of-examples@icl-2" in page
