@@ -260,3 +260,28 @@ def test_report_compares_each_k_against_k0_and_shows_the_demonstrations(tempting
     assert rows[1]["mean_diff"] == pytest.approx(np.mean([k2[s] - k0[s] for s in both]))
     assert rows[1]["diff_ci_low"] <= rows[1]["mean_diff"] <= rows[1]["diff_ci_high"]
     assert "mean-of-examples@icl-2" in page
+
+
+def test_cli_options(tempting, tmp_path):
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+
+    runner = CliRunner()
+    args = ["run", "--dataset", f"native:{tempting}", "--stage", "generate", "--no-progress"]
+    mean = ["--model", "tests.runs.icl_data:make_mean"]
+    res = runner.invoke(app, [*args, *mean, "--out", str(tmp_path / "a"), "--icl-k", "0",
+                              "--icl-k", "1", "--icl-select", "same-modality"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    with RunStore(tmp_path / "a") as store:
+        assert store.get_meta("config")["icl"]["select"] == "same-modality"
+        models = {p.model for p in store.predictions()}
+    assert models == {"mean-of-examples@icl-0", "mean-of-examples@icl-1"}
+    res = runner.invoke(app, [*args, *mean, "--out", str(tmp_path / "b"), "--icl-k", "1",
+                              "--icl-select", "closest"])  # fmt: skip
+    said = " ".join(res.output.split())  # whatever the terminal width
+    assert res.exit_code != 0 and "--icl-select must be one of random, same-task" in said
+    res = runner.invoke(app, [*args, "--model", "identity", "--out", str(tmp_path / "c"),
+                              "--icl-k", "2"])  # fmt: skip
+    said = " ".join(res.output.split())
+    assert res.exit_code != 0 and "'identity'" in said and "cannot take in-context" in said

@@ -9,7 +9,9 @@
 2. the editor (any :class:`~medibench.models.EditModel`) edits the first input image (the
    contact sheet of several, for one-image editors) with ``edit_prompt`` and the same seed.
 
-Both calls are recorded, in order, in :attr:`GeneratedAnswer.calls`. When no image is wanted
+Both calls are recorded, in order, in :attr:`GeneratedAnswer.calls`. In-context demonstrations
+(``generate_with_examples``) go to the VLM as prior turns; the system takes them when its VLM
+does (:attr:`CompositionalSystem.takes_examples`). When no image is wanted
 (a VQA sample), only the VLM is asked, with the task's prompt as it is. A plan that is not a JSON
 object with a non-empty ``edit_prompt`` is an :class:`~medibench.models.vlm.AnswerError` (a
 failed prediction; the VLM's raw answer is quoted).

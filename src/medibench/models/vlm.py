@@ -21,6 +21,9 @@ Adapters (registered in :data:`VLMS`):
   (``save_pretrained`` folder), greedy decoding with ``torch.manual_seed(seed)``.
 * ``module:callable``: a factory returning an object with ``answer`` or ``generate``, or a
   function ``(images, prompt, *, seed) -> str`` (see :func:`as_answering_model`).
+
+Both adapters take in-context demonstrations (``answer_with_examples``) as prior chat turns
+(:func:`medibench.models._examples.chat_examples`).
 """
 
 from __future__ import annotations

@@ -193,8 +193,8 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
                 else:
                     model = _checked(spec.load)
                     name = getattr(model, "name", spec.model)
-                if icl is not None and icl.asks_examples:
-                    _checked(check_takes_examples, model, name)
+                if icl is not None and icl.asks_examples and cfg.executor != "ray":
+                    _checked(check_takes_examples, model, name)  # a Ray spec: its class was
                 mine = icl_entries(name, icl)
                 if name != plan_name:  # only the built model knew its name: check it now
                     others = [e for j, es in enumerate(entries) if j != i for _, e in es]
