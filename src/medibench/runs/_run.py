@@ -195,7 +195,7 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
                     name = getattr(model, "name", spec.model)
                 if icl is not None and icl.asks_examples and cfg.executor != "ray":
                     _checked(check_takes_examples, model, name)  # a Ray spec: its class was
-                mine = icl_entries(name, icl)
+                mine = [(k_icl, entry or name) for k_icl, entry in icl_entries(name, icl)]
                 if name != plan_name:  # only the built model knew its name: check it now
                     others = [e for j, es in enumerate(entries) if j != i for _, e in es]
                     for k_icl, entry in mine:
@@ -220,7 +220,7 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
                             progress=progress,
                             console=console,
                             executor=runner,
-                            demonstrations=None if icl is None else icl.entry(k_icl, model),
+                            demonstrations=_demonstrations(icl, k_icl, model),
                         )
                     except RunStoreError as exc:
                         raise RunError(str(exc)) from exc
@@ -258,6 +258,10 @@ def _plan_icl(plan: RunPlan) -> IclPlan:
         loaded=plan.dataset,
         seed=cfg.seed,
     )
+
+
+def _demonstrations(icl: IclPlan | None, k: int | None, model: Any) -> Any:
+    return None if icl is None or k is None else icl.entry(k, model)
 
 
 def _executor(cfg: RunConfig) -> LocalExecutor | RayExecutor:
