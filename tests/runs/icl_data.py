@@ -21,6 +21,7 @@ TEMPTING = {
     "a6": ("P6", "I6", "sharpen", "CT", "test", True, None),
     "a7": ("P7", "I7", "sharpen", "MR", "test", True, None),
     "a8": ("", "", "denoise", "CT", "test", True, None),  # records neither
+    "a9": ("P9", "", "denoise", "CT", "test", True, None),  # a0's case page (source.url)
 }
 
 
@@ -46,7 +47,10 @@ def write_dataset(root: Path, spec: dict, *, size: int = 24, offset: int = 0) ->
             "modality": modality,
             "split": split,
             "source": {k: v for k, v in (("patient", patient), ("image", image)) if v},
+            "metadata": {},
         }
+        if sid in ("a0", "a9"):
+            rec["source"]["url"] = "https://example.org/case/1"
         if target:
             write_image(root / "img" / f"{sid}_t.png", 255 - src)
             rec["target"] = f"img/{sid}_t.png"

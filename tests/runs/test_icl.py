@@ -39,12 +39,16 @@ def tempting(tmp_path):
 def test_leakage_rules_hold_on_a_dataset_built_to_tempt_them(tempting):
     plan, by_id = _plan(tempting)
     ids = lambda samples: sorted(s.sample_id for s in samples)  # noqa: E731
-    # a0: a1 shares its patient, a2 its source image, a3 its input bytes, a4 has no target
+    # a0: a1 shares its patient, a2 its source image, a3 its input bytes, a9 its case page
+    # (source.url); a4 has no target
     assert ids(plan.allowed(by_id["a0"], "target")) == ["a5", "a6", "a7", "a8"]
-    assert ids(plan.allowed(by_id["a1"], "target")) == ["a2", "a3", "a5", "a6", "a7", "a8"]
-    assert ids(plan.allowed(by_id["a3"], "target")) == ["a1", "a2", "a5", "a6", "a7", "a8"]
+    assert ids(plan.allowed(by_id["a1"], "target")) == ["a2", "a3", "a5", "a6", "a7", "a8", "a9"]
+    assert ids(plan.allowed(by_id["a3"], "target")) == ["a1", "a2", "a5", "a6", "a7", "a8", "a9"]
+    assert "a0" not in ids(plan.allowed(by_id["a9"], "target"))
     # a8 records neither patient nor image: only itself and the target-less a4 are out
-    assert ids(plan.allowed(by_id["a8"], "target")) == ["a0", "a1", "a2", "a3", "a5", "a6", "a7"]
+    assert ids(plan.allowed(by_id["a8"], "target")) == [
+        "a0", "a1", "a2", "a3", "a5", "a6", "a7", "a9",
+    ]  # fmt: skip
     # every draw of every sample, asking for all that is allowed: never a leak
     for q in by_id.values():
         n = len(plan.allowed(q, "target"))
@@ -53,7 +57,7 @@ def test_leakage_rules_hold_on_a_dataset_built_to_tempt_them(tempting):
             assert q.sample_id not in {c.sample_id for c in chosen}
             for c in chosen:
                 assert c.target is not None
-                for key in ("patient", "image"):
+                for key in ("patient", "image", "url"):
                     if q.source.get(key):
                         assert c.source.get(key) != q.source[key]
                 assert open(c.input, "rb").read() != open(q.input, "rb").read()
@@ -170,11 +174,21 @@ def test_k0_equals_a_run_without_the_option_and_k_entries_are_their_own_models(t
 
 def test_refused_models_are_refused_before_anything_runs(tempting, tmp_path):
     out = tmp_path / "run"
-    for models in (("classical",), ("ip2p:/no/weights",), ("tests.runs.icl_data:make_plain",)):
-        with pytest.raises(RunError, match="cannot take in-context demonstrations"):
-            run(_config(tempting, out, ("identity", *models), icl_k=(0, 1)), progress=False)
+    mean = "tests.runs.icl_data:make_mean"  # takes examples
+    for refused, name in (("classical",) * 2, ("ip2p:/no/weights", "ip2p"), ("identity",) * 2):
+        with pytest.raises(RunError, match=f"model '{name}' .*cannot take in-context"):
+            run(_config(tempting, out, (mean, refused), icl_k=(0, 1)), progress=False)
         with RunStore(out) as store:
-            assert store.predictions() == []  # identity, listed first, never ran
+            assert store.predictions() == []  # the model listed first never ran
+    # a module:callable function's model is known once built: refused then, before it runs
+    plain = "tests.runs.icl_data:make_plain"
+    with pytest.raises(RunError, match="model 'plain' .*cannot take in-context"):
+        run(_config(tempting, tmp_path / "fn", (plain,), icl_k=(1,)), progress=False)
+    with RunStore(tmp_path / "fn") as store:
+        assert store.predictions() == []
+    # K = 0 only: nothing is shown, so any model runs
+    with run(_config(tempting, tmp_path / "k0", ("identity",), icl_k=(0,)), progress=False) as st:
+        assert {p.model for p in st.predictions(status="ok")} == {"identity@icl-0"}
     bad = _config(tempting, out, ("identity",), icl_k=(1,), icl_pool=f"native:{tmp_path}/none")
     with pytest.raises(RunError, match="none does not exist"):  # the pool is read first
         run(bad, progress=False)
@@ -189,7 +203,7 @@ def test_too_few_demonstrations_fail_that_item_and_the_spec_is_kept(tempting, tm
     assert "DemonstrationError" in by_id["a0"].error and "4 demonstration(s) allowed, 5" in (
         by_id["a0"].error
     )
-    assert by_id["a8"].status == "ok"  # 7 allowed
+    assert by_id["a8"].status == "ok"  # 8 allowed
     other = _config(
         tempting, out, ("tests.runs.icl_data:make_mean",), icl_k=(5,), icl_select="same-task"
     )

@@ -15,12 +15,13 @@
 A candidate is allowed unless (the leakage rules) it is the query (same ``sample_id``, or an
 input file with the same bytes), shares the query's patient (``source["patient"]``,
 ``source["patient_id"]`` or ``metadata["patient"]``) or source image (``source["image"]``,
-``source["image_id"]`` or ``metadata["item"]``) where both record one, or comes from the split
-being evaluated when one is named (``--dataset-option split=NAME``; or, with another
-``--icl-pool``, the evaluated samples' ``split`` values). It must also have what is shown: an
-edited image (``target``) for editors, an answer text (``metadata["expected"]["text"]`` or
-``metadata["answer"]``) for answering models. Fewer allowed candidates than K is that item's
-recorded failure (:class:`DemonstrationError`), not the run's.
+``source["image_id"]``, ``source["url"]`` or ``metadata["item"]``) where both record one, or
+comes from the split being evaluated when one is named (``--dataset-option split=NAME``; or,
+with another ``--icl-pool``, the evaluated samples' ``split`` values). It must also have what is
+shown: an edited image (``target``) for editors, an answer text
+(``metadata["expected"]["text"]`` or ``metadata["answer"]``) for answering models. Fewer
+allowed candidates than K is that item's recorded failure (:class:`DemonstrationError`), not
+the run's.
 
 What each prediction was shown is the run-store table :data:`DEMO_TABLE`.
 """
@@ -71,7 +72,12 @@ _COLUMNS = (
     "PRIMARY KEY (model, sample_id, k)"
 )
 _PATIENT_KEYS = (("source", "patient"), ("source", "patient_id"), ("metadata", "patient"))
-_IMAGE_KEYS = (("source", "image"), ("source", "image_id"), ("metadata", "item"))
+_IMAGE_KEYS = (
+    ("source", "image"),
+    ("source", "image_id"),
+    ("source", "url"),  # MedEBench: the case page the image pair comes from
+    ("metadata", "item"),
+)
 _THUMB_SIDE = 16
 
 
@@ -165,7 +171,7 @@ class IclPlan:
 
     def allowed(self, query: Sample, needs: str) -> list[Sample]:
         """The pool's candidates for ``query`` under the leakage rules and the selection."""
-        q_patient, q_image = _recorded(query, _PATIENT_KEYS), _recorded(query, _IMAGE_KEYS)
+        q_ids = _recorded(query)
         q_hash = self._hash(query.input)
         out = []
         for c in self.pool:
@@ -179,9 +185,7 @@ class IclPlan:
                 continue
             if self.select == "same-modality" and c.modality != query.modality:
                 continue
-            if q_patient is not None and _recorded(c, _PATIENT_KEYS) == q_patient:
-                continue
-            if q_image is not None and _recorded(c, _IMAGE_KEYS) == q_image:
+            if q_ids & _recorded(c):  # the same patient or source image, by any key
                 continue
             if q_hash is not None and self._hash(c.input) == q_hash:
                 continue
@@ -436,9 +440,13 @@ def _load_embedding(spec: str) -> Any:
     return load_extractor(spec)
 
 
-def _recorded(sample: Sample, keys: Sequence[tuple[str, str]]) -> str | None:
-    for where, key in keys:
-        value = getattr(sample, where).get(key)
-        if value is not None and str(value) != "":
-            return str(value)
-    return None
+def _recorded(sample: Sample) -> set[tuple[str, str]]:
+    """The patient and source-image identifiers ``sample`` records, as ``(kind, value)``
+    (a patient id under ``source`` and one under ``metadata`` are the same patient)."""
+    out = set()
+    for kind, keys in (("patient", _PATIENT_KEYS), ("image", _IMAGE_KEYS)):
+        for where, key in keys:
+            value = getattr(sample, where).get(key)
+            if value is not None and str(value) != "":
+                out.add((kind if key != "url" else "url", str(value)))
+    return out
