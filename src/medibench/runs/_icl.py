@@ -119,6 +119,7 @@ class IclPlan:
     seed: int
     _hashes: dict[str, str | None] = field(default_factory=dict, repr=False)
     _vectors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _identities: dict[tuple[str, str], frozenset] = field(default_factory=dict, repr=False)
     _extractor: Any = field(default=None, repr=False)
 
     @property
@@ -158,7 +159,7 @@ class IclPlan:
 
         cands = self.allowed(sample, needs)
         rank = item_rng("icl", self.seed, sample.sample_id, draw).permutation(len(cands))
-        order = sorted(range(len(cands)), key=lambda i: rank[i])
+        order = [int(i) for i in np.argsort(rank)]  # candidate indices in the seeded order
         if self.select == "nearest" and cands:
             sims = self._similarities(sample, cands)
             order = sorted(order, key=lambda i: (-sims[i], rank[i]))
@@ -185,7 +186,7 @@ class IclPlan:
                 continue
             if self.select == "same-modality" and c.modality != query.modality:
                 continue
-            if q_ids & _recorded(c):  # the same patient or source image, by any key
+            if q_ids and q_ids & self._ids(c):  # the same patient or source image, by any key
                 continue
             if q_hash is not None and self._hash(c.input) == q_hash:
                 continue
@@ -201,6 +202,12 @@ class IclPlan:
         if self.select in ("same-task", "same-modality"):
             rules.append(f"of the same {self.select.removeprefix('same-')}")
         return "candidates " + "; ".join(rules)
+
+    def _ids(self, sample: Sample) -> frozenset[tuple[str, str]]:
+        key = (sample.sample_id, sample.input)
+        if key not in self._identities:
+            self._identities[key] = frozenset(_recorded(sample))
+        return self._identities[key]
 
     def _hash(self, path: str) -> str | None:
         if path not in self._hashes:
