@@ -167,7 +167,8 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
     if plan.shard is not None:
         config["shard"] = str(plan.shard)
     if icl is not None:
-        config["icl"] = {"ks": list(icl.ks), **icl.describe(0), "k": None}
+        settings = {k: v for k, v in icl.describe(0).items() if k != "k"}
+        config["icl"] = {"ks": list(icl.ks), **settings}
     store = RunStore(plan.folder)
     try:
         try:
@@ -194,7 +195,7 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
                     model = _checked(spec.load)
                     name = getattr(model, "name", spec.model)
                 if icl is not None and icl.asks_examples and cfg.executor != "ray":
-                    _checked(check_takes_examples, model, name)  # a Ray spec: its class was
+                    _checked(check_takes_examples, model, name)  # Ray: its class, above
                 mine = [(k_icl, entry or name) for k_icl, entry in icl_entries(name, icl)]
                 if name != plan_name:  # only the built model knew its name: check it now
                     others = [e for j, es in enumerate(entries) if j != i for _, e in es]
