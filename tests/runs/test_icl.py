@@ -299,3 +299,22 @@ def test_cli_options(tempting, tmp_path):
                               "--icl-k", "2"])  # fmt: skip
     said = " ".join(res.output.split())
     assert res.exit_code != 0 and "'identity'" in said and "cannot take in-context" in said
+
+
+def test_shards_choose_from_the_whole_dataset_and_merge_their_demonstrations(tempting, tmp_path):
+    from medibench.runs._shard import merge
+
+    mean = ("tests.runs.icl_data:make_mean",)
+    whole = tmp_path / "whole"
+    with run(_config(tempting, whole, mean, icl_k=(2,)), progress=False) as store:
+        expect = read_demonstrations(store)
+    parts = []
+    for i in range(2):
+        parts.append(tmp_path / f"part{i}")
+        run(_config(tempting, parts[-1], mean, icl_k=(2,), shard=f"{i}/2"), progress=False).close()
+    merge(parts, tmp_path / "merged")
+    with RunStore(tmp_path / "merged") as store:
+        merged = read_demonstrations(store)
+    assert {k: v["demo_ids"] for k, v in merged.items()} == {
+        k: v["demo_ids"] for k, v in expect.items()
+    }  # a shard's samples get the demonstrations the whole run gives them
