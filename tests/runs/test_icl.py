@@ -175,7 +175,13 @@ def test_k0_equals_a_run_without_the_option_and_k_entries_are_their_own_models(t
 def test_refused_models_are_refused_before_anything_runs(tempting, tmp_path):
     out = tmp_path / "run"
     mean = "tests.runs.icl_data:make_mean"  # takes examples
-    for refused, name in (("classical",) * 2, ("ip2p:/no/weights", "ip2p"), ("identity",) * 2):
+    refused_models = (
+        ("classical", "classical"),
+        ("ip2p:/no/weights", "ip2p"),  # a diffusers pipeline: refused before its weights load
+        ("identity", "identity"),
+        ("http:http://127.0.0.1:9/edit", "http"),  # a JSON endpoint takes one image
+    )
+    for refused, name in refused_models:
         with pytest.raises(RunError, match=f"model '{name}' .*cannot take in-context"):
             run(_config(tempting, out, (mean, refused), icl_k=(0, 1)), progress=False)
         with RunStore(out) as store:
