@@ -5,7 +5,7 @@ import pytest
 
 from medibench.report import build_report
 from medibench.runs import RunConfig, RunStore, run
-from medibench.runs._icl import read_demonstrations
+from medibench.runs._demos import read_demonstrations
 from tests.browser.conftest import NEEDS_CHROMIUM, open_page, start_chromium, stop_chromium
 from tests.runs.icl_data import TEMPTING, write_dataset
 

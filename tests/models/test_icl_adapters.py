@@ -19,7 +19,7 @@ from tests.runs.icl_data import TEMPTING, write_dataset
 
 from medibench.models._examples import Demonstration, load_template
 from medibench.runs import RunConfig, RunError, RunStore, run
-from medibench.runs._icl import read_demonstrations
+from medibench.runs._demos import read_demonstrations
 from medibench.runs._models import generation_budget
 
 FAST = {"backoff": 0.01, "max_backoff": 0.05, "timeout": 10.0}

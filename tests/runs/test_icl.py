@@ -11,7 +11,8 @@ from PIL import Image
 
 from medibench.datasets import load_dataset
 from medibench.runs import RunConfig, RunError, RunStore, run
-from medibench.runs._icl import DemonstrationError, plan_icl, read_demonstrations
+from medibench.runs._demos import read_demonstrations
+from medibench.runs._icl import DemonstrationError, plan_icl
 
 from .icl_data import TEMPTING, pixels, write_dataset
 

@@ -38,7 +38,7 @@ from medibench.report._html import COMPARE_COLUMNS
 from medibench.report._images import ImageMode, render_all
 from medibench.report._tables import comparisons, leaderboard, per_model_values
 from medibench.runs import RunStore
-from medibench.runs._icl import read_demonstrations
+from medibench.runs._demos import read_demonstrations
 from medibench.samples import Sample, Score
 
 __all__ = ["ProtocolSection", "build_report"]

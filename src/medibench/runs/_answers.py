@@ -185,7 +185,7 @@ def _answer_one(
 def _examples(demos: Sequence[Sample]) -> list[Any]:
     if not demos:
         return []
-    from medibench.runs._icl import load_examples
+    from medibench.runs._demos import load_examples
 
     return load_examples(demos, "answer")
 

@@ -32,7 +32,7 @@ from typing import Any
 from medibench.calls import Ahead, run_bounded
 from medibench.io import write_image
 from medibench.io._write import is_disk_full
-from medibench.runs._icl import load_examples
+from medibench.runs._demos import load_examples
 from medibench.runs._ray import RayExecutor
 from medibench.runs._work import (
     Outcome,

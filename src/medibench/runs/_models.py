@@ -163,9 +163,9 @@ def generation_budget(store: RunStore, max_cost: float) -> CostBudget:
     counts first: each model's recorded ``price_per_image`` times its answered requests (stored
     outputs, and answers without an image, which are billed too), plus its
     ``price_per_input_image`` per image those requests sent (the in-context demonstrations'
-    too, :data:`~medibench.runs._icl.DEMO_TABLE`). A request answered without
+    too, :data:`~medibench.runs._demos.DEMO_TABLE`). A request answered without
     an image and then made again on a re-run is counted once: its row was replaced."""
-    from medibench.runs._icl import read_demonstrations
+    from medibench.runs._demos import read_demonstrations
 
     specs = recorded_specs(store)
     prices = {name: spec.get("options", {}).get("price_per_image") for name, spec in specs.items()}

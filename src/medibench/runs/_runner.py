@@ -147,7 +147,7 @@ def generate(
     todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
     tasks = [Task(s, j, seed_for(seed, s.sample_id, j)) for s, j in todo]
     if demonstrations is not None:
-        from medibench.runs._icl import attach_demonstrations
+        from medibench.runs._demos import attach_demonstrations
 
         tasks = attach_demonstrations(store, tasks, demonstrations, model_name, report)
     if is_answering_model(model):  # a VLM or generator: text (+ image) predictions

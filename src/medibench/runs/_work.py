@@ -157,7 +157,7 @@ def edit_one(model, task: Task, image: np.ndarray) -> tuple[Any, str | None, flo
     t0 = time.perf_counter()
     try:
         if task.demos:
-            from medibench.runs._icl import load_examples
+            from medibench.runs._demos import load_examples
 
             examples = load_examples(task.demos)
             out = model.edit_with_examples(image, task.sample.instruction, examples, seed=task.seed)
