@@ -38,7 +38,7 @@ def test_bins_override_and_protocol_lookup(overconfident):
     assert res["ece"] == M.expected_calibration_error(
         overconfident.probs, overconfident.labels, n_bins=10
     )
-    assert load_calibration_protocol("mvcbench").spec == "mvcbench@paper"
+    assert load_calibration_protocol("mvcbench").spec == "mvcbench-dassl@paper"
     with pytest.raises(KeyError, match="calibration@1"):
         load_calibration_protocol("calibraton@1")
 
