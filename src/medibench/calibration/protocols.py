@@ -59,8 +59,6 @@ __all__ = [
 
 #: The values every protocol reports, in this order.
 METRIC_NAMES = ("accuracy", "ece", "mce", "ace", "classwise_ece", "brier", "nll", "smooth_ece")
-#: The most resample x sample index entries a bootstrap may hold at once (about 0.8 GB).
-MAX_BOOTSTRAP_ENTRIES = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -312,45 +310,35 @@ def score(
 
 
 def bootstrap_intervals(
-    pred: Predictions, protocol: CalibrationProtocol, *, n_resamples: int
+    pred: Predictions,
+    protocol: CalibrationProtocol,
+    *,
+    n_resamples: int,
+    max_entries: int | None = None,
 ) -> dict[str, list[float]]:
     """Percentile-bootstrap interval of every metric, resampling samples with replacement.
 
-    The resamples are exactly :func:`medibench.stats.bootstrap_ci`'s (it draws the indices;
-    each resample's metrics are computed once and shared by all metrics).
+    The resamples are exactly :func:`medibench.stats.bootstrap_ci`'s, drawn at most
+    ``max_entries`` indices at a time (:func:`medibench.stats.bootstrap_indices`; default
+    :data:`medibench.stats.BOOTSTRAP_MAX_ENTRIES`), so memory stays bounded at any size; each
+    resample's metrics are computed once and shared by all metrics.
     """
-    from medibench.stats import bootstrap_ci
+    from medibench.stats import BOOTSTRAP_MAX_ENTRIES, bootstrap_indices, percentile_interval
 
-    if n_resamples * pred.n > MAX_BOOTSTRAP_ENTRIES:
-        raise ValueError(
-            f"{pred.source}: a bootstrap of {pred.n} samples x {n_resamples} resamples holds "
-            f"{n_resamples * pred.n:,} indices (limit {MAX_BOOTSTRAP_ENTRIES:,}): use fewer "
-            "resamples, or 0 for no intervals"
-        )
-    table: dict[str, np.ndarray] = {}
     names = protocol.metric_names
-
-    def statistic_of(name: str):
-        def statistic(rows: np.ndarray, axis: int = 1) -> np.ndarray:
-            if not table:
-                values = [protocol.metrics(pred.subset(r.astype(np.int64))) for r in rows]
-                table.update({m: np.array([v[m] for v in values]) for m in names})
-            return table[name]
-
-        return statistic
-
-    index = np.arange(pred.n, dtype=np.float64)
-    out = {}
-    for name in names:
-        low, high = bootstrap_ci(
-            index,
-            n_resamples=n_resamples,
-            seed=protocol.bootstrap_seed,
-            level=protocol.level,
-            statistic=statistic_of(name),
-        )
-        out[name] = [low, high]
-    return out
+    values: dict[str, list[float]] = {m: [] for m in names}
+    chunks = bootstrap_indices(
+        pred.n,
+        n_resamples,
+        protocol.bootstrap_seed,
+        max_entries=max_entries or BOOTSTRAP_MAX_ENTRIES,
+    )
+    for rows in chunks:
+        for r in rows:
+            metrics = protocol.metrics(pred.subset(r))
+            for m in names:
+                values[m].append(metrics[m])
+    return {m: list(percentile_interval(np.array(values[m]), protocol.level)) for m in names}
 
 
 def _one(pred: Predictions, proto: CalibrationProtocol, resamples: int) -> dict[str, Any]:
