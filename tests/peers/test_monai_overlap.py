@@ -1,8 +1,9 @@
 """MONAI's Dice and IoU tests (``tests/metrics/test_compute_meandice.py`` and
-``test_compute_meaniou.py``), their cases and expected values, through :func:`medibench.metrics.dice`
-and :func:`~medibench.metrics.iou` applied per (batch item, channel) as MONAI does, with
-``ignore_empty=True`` (MONAI's default) unless the case says otherwise. MONAI's reductions are
-NaN-aware means / sums over the not-NaN values (``do_metric_reduction``); restated here."""
+``test_compute_meaniou.py``), their cases and expected values, through
+:func:`medibench.metrics.dice` and :func:`~medibench.metrics.iou` applied per (batch item,
+channel) as MONAI does, with ``ignore_empty=True`` (MONAI's default) unless the case says
+otherwise. MONAI's reductions are NaN-aware means / sums over the not-NaN values
+(``do_metric_reduction``); restated here."""
 
 from __future__ import annotations
 
