@@ -8,14 +8,17 @@ rounding to uint8, so one pixel level can differ.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 from PIL import Image
 
 from medibench.models._base import SharedOptions, as_rgb_uint8
-from medibench.models._errors import ContentRefusedError
+from medibench.models._errors import ContentRefusedError, UnsupportedPipelineError
+from medibench.models._processors import has_torchvision
 from medibench.models._weights import hub_offline, resolve_weights
 
 __all__ = ["DiffusersEditModel", "PipelineOptions"]
@@ -134,7 +137,7 @@ class DiffusersEditModel(SharedOptions):
             sizes = [p.size for p in prepared]
             raise ValueError(f"edit_batch needs images of one size, got {sizes}")
         generators = [torch.Generator(self._generator_device()).manual_seed(int(s)) for s in seeds]
-        kwargs = self._call_options(len(prepared))
+        kwargs = {**self._call_options(len(prepared)), **self._size_options(*prepared[0].size)}
         with torch.inference_mode():
             result = self.pipeline(
                 prompt=list(instructions),
@@ -155,6 +158,11 @@ class DiffusersEditModel(SharedOptions):
             if (value := getattr(self, attr)) is not None:
                 options[attr] = value
         return options
+
+    def _size_options(self, width: int, height: int) -> dict[str, Any]:
+        """Call arguments that make the pipeline work at the prepared image's size (pixels);
+        none by default (the pipeline's own sizing)."""
+        return {}
 
     def _pipeline_options(self) -> dict[str, Any]:
         return {}
@@ -192,7 +200,10 @@ class DiffusersEditModel(SharedOptions):
             **self._pipeline_options(),
             **load_options,
         }
-        return cls.from_pretrained(str(self.weights), **options)
+        try:
+            return cls.from_pretrained(str(self.weights), **options)
+        except NameError as exc:  # diffusers left out a part whose optional package is missing
+            raise UnsupportedPipelineError(_unbuildable(self.weights, self.pipeline_class, exc))
 
     def _generator_device(self) -> str:
         # With CPU offload the pipeline draws its noise where it runs: the accelerator.
@@ -246,6 +257,20 @@ def _pick_dtype(torch, dtype: str, device: str, cuda_dtype: str):
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be auto or one of {sorted(set(_DTYPES))}, not {dtype!r}")
     return getattr(torch, _DTYPES[dtype])
+
+
+def _unbuildable(weights: Any, pipeline_class: str, exc: NameError) -> str:
+    """Why diffusers could not build the pipeline of ``weights`` (a name its module defines only
+    when an optional package is installed: OmniGenPipeline's processor needs torchvision)."""
+    index = Path(str(weights)) / "model_index.json"
+    if index.is_file():
+        pipeline_class = json.loads(index.read_text(encoding="utf-8")).get("_class_name", "")
+    missing = "" if has_torchvision() else (
+        "; torchvision is not installed, and diffusers defines parts of some pipelines only "
+        "with it (medibench's torch pin runs without torchvision)"
+    )  # fmt: skip
+    return (f"diffusers cannot build {pipeline_class} from {weights}: {exc}{missing}; this "
+            "pipeline is not supported here")  # fmt: skip
 
 
 def _to_uint8(x: np.ndarray) -> np.ndarray:
