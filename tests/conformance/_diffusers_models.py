@@ -278,6 +278,32 @@ def build_omnigen(folder: Path) -> None:
     (folder / "model_index.json").write_text(json.dumps(index, indent=2))
 
 
+def build_sd_inpaint_with_a_flagging_checker(folder: Path) -> None:
+    """SD inpainting as the Hub ships it, with its safety checker and feature extractor; the
+    checker's concept thresholds are set so that it flags every image (as the real one flags
+    many medical images), blacking the output."""
+    from diffusers.pipelines.stable_diffusion.safety_checker import StableDiffusionSafetyChecker
+
+    pipe = build_tiny_sd_inpaint(folder)
+    torch.manual_seed(0)
+    checker = StableDiffusionSafetyChecker(transformers.CLIPConfig(
+        text_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2),
+        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=32, patch_size=16),
+        projection_dim=16,
+    ))  # fmt: skip
+    with torch.no_grad():
+        checker.concept_embeds_weights.fill_(-2.0)  # cosine > -2: every image is flagged
+    full = diffusers.StableDiffusionInpaintPipeline(
+        **{**pipe.components, "safety_checker": checker,
+           "feature_extractor": transformers.CLIPImageProcessor(
+               size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})},
+        requires_safety_checker=True,
+    )  # fmt: skip
+    full.save_pretrained(folder)
+
+
 FAMILIES: dict[str, Callable[[Path], Any]] = {
     "ip2p": build_tiny_ip2p,
     "sdxl-ip2p": build_sdxl_ip2p,
@@ -287,4 +313,5 @@ FAMILIES: dict[str, Callable[[Path], Any]] = {
     "sd-inpaint": build_tiny_sd_inpaint,
     "sdxl-inpaint": build_sdxl_inpaint,
     "flux-fill": build_flux_fill,
+    "sd-inpaint-flagging": build_sd_inpaint_with_a_flagging_checker,
 }
