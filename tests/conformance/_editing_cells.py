@@ -55,7 +55,8 @@ class Cell:
 _JOINT = ("joint attention: text and image tokens in one sequence, no cross-attention layer "
           "to read")  # fmt: skip
 _OMNIGEN = ("diffusers defines OmniGenPipeline's processor only with torchvision, which "
-            "medibench's torch pin excludes")  # fmt: skip
+            "medibench's torch pin excludes (and its call takes `input_images`, not the "
+            "`image` that `diffusers:` passes)")  # fmt: skip
 
 CELLS: tuple[Cell, ...] = (
     Cell("ip2p", "run", "ip2p:PATH", True,
