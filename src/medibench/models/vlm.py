@@ -14,7 +14,7 @@ compositional system of :mod:`medibench.models.compose`) answers with text and a
 Adapters (registered in :data:`VLMS`):
 
 * ``openai-chat:MODEL``: any OpenAI-compatible ``/chat/completions`` endpoint through the judges'
-  call layer (:class:`medibench.judges.JudgeClient`: retries, bounded concurrency, redaction);
+  call layer (:class:`medibench.calls.ChatClient`: retries, bounded concurrency, redaction);
   images as PNG data URLs, temperature 0, the seed sent. A refusal or content filter raises
   :class:`~medibench.models.ContentRefusedError`; a failed call :class:`AnswerError`.
 * ``transformers-vlm:PATH``: a transformers image-text-to-text model saved at ``PATH``
@@ -174,7 +174,7 @@ class OpenAIChatVLM:
         base_url: the API root; ``None``: the OpenAI API.
         api_key_env: the variable holding the key; ``api_key_required=False`` for local servers.
         max_tokens, temperature, max_image_side, concurrency, max_attempts, timeout_s: as
-            :class:`medibench.judges.JudgeConfig`.
+            :class:`medibench.calls.ChatConfig`.
         max_images: the most images one request may carry (``None``: any).
     """
 
@@ -196,11 +196,11 @@ class OpenAIChatVLM:
         timeout_s: float = 120.0,
         max_images: int | None = None,
     ) -> None:
-        from medibench.judges import JudgeConfig
+        from medibench.calls import ChatConfig
 
         self.name = name or model
         self.max_images = max_images
-        self.config = JudgeConfig(
+        self.config = ChatConfig(
             model=model,
             base_url=base_url,
             api_key_env=api_key_env,
@@ -222,10 +222,10 @@ class OpenAIChatVLM:
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
         """One chat call (blocking; thread-safe); see the class docstring."""
         if getattr(self._local, "loop", None) is None:
-            from medibench.judges import JudgeClient
+            from medibench.calls import ChatClient
 
             self._local.loop = asyncio.new_event_loop()
-            self._local.client = JudgeClient(self.config)
+            self._local.client = ChatClient(self.config)
             with self._lock:
                 self._opened.append((self._local.loop, self._local.client))
         return self._local.loop.run_until_complete(
@@ -235,7 +235,7 @@ class OpenAIChatVLM:
     async def _answer(
         self, client: Any, images: Sequence[np.ndarray], prompt: str, seed: int
     ) -> str:
-        from medibench.judges import png_data_url
+        from medibench.calls import png_data_url
 
         parts: list[dict[str, Any]] = []
         for image in images_for(self, images):
