@@ -97,8 +97,10 @@ def test_the_graph_reader_finds_a_cycle_it_is_shown():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [{"a", "b", "c"}]
     assert cycles({"a": {"b"}, "b": set()}) == []
-    tree = ast.parse("from medibench.runs import x\nif TYPE_CHECKING:\n    import medibench.judges\n"
-                     "def f():\n    from medibench import models\n")  # fmt: skip
+    tree = ast.parse(
+        "from medibench.runs import x\nif TYPE_CHECKING:\n    import medibench.judges\n"
+        "def f():\n    from medibench import models\n"
+    )
     assert _imported(tree) == {"runs", "models"}
 
 

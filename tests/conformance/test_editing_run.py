@@ -61,7 +61,7 @@ def test_each_editing_family_runs_from_its_folder_at_its_documented_size_reprodu
     assert first.exit_code == 0, first.output
     again = _run(cell.family, cell.spec, options, data, tmp_path / "b")
     assert again.exit_code == 0, again.output
-    (key, image), = outputs(tmp_path / "a").items()
+    ((key, image),) = outputs(tmp_path / "a").items()
     assert key == ("s0", 0)
     assert image.shape == (*size, 3) and image.dtype == np.uint8
     assert np.array_equal(outputs(tmp_path / "b")[key], image)  # same seed, same bytes

@@ -203,7 +203,9 @@ class DiffusersEditModel(SharedOptions):
         try:
             return cls.from_pretrained(str(self.weights), **options)
         except NameError as exc:  # diffusers left out a part whose optional package is missing
-            raise UnsupportedPipelineError(_unbuildable(self.weights, self.pipeline_class, exc))
+            raise UnsupportedPipelineError(
+                _unbuildable(self.weights, self.pipeline_class, exc)
+            ) from exc
 
     def _generator_device(self) -> str:
         # With CPU offload the pipeline draws its noise where it runs: the accelerator.

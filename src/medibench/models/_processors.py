@@ -31,7 +31,7 @@ def image_only_processor(processor_class: Any, folder: str | Path) -> Any:
     (image processor, tokenizer, chat template).
     """
     attributes = [a for a in processor_class.get_attributes() if a != "video_processor"]
-    image_only = type(
+    image_only: Any = type(
         processor_class.__name__, (processor_class,),
         {"get_attributes": classmethod(lambda cls: list(attributes))},
     )  # fmt: skip
