@@ -108,3 +108,22 @@ def test_qwen_image_edit_loads_without_torchvision_through_an_image_only_process
     processor = model.pipeline.processor
     assert type(processor).__name__ == "Qwen2VLProcessor"
     assert has_torchvision() or not hasattr(processor, "video_processor")
+
+
+@pytest.mark.parametrize(
+    "spec,family,found,runs",
+    [
+        ("ip2p", "sdxl-ip2p", "StableDiffusionXLInstructPix2PixPipeline", "diffusers:"),
+        ("flux-kontext", "flux-fill", "FluxFillPipeline", "medibench build --inpainter"),
+        ("qwen-image-edit", "ip2p", "StableDiffusionInstructPix2PixPipeline", "ip2p:"),
+        ("diffusers", "sd-inpaint", "StableDiffusionInpaintPipeline", "diffusers-inpaint:"),
+    ],
+)
+def test_weights_of_another_family_are_refused_naming_what_runs_them(
+    spec, family, found, runs, tmp_path
+):
+    """Before: every item failed with the pipeline's own TypeError or shape error."""
+    res = _run(family, f"{spec}:PATH", ["steps=1"], four_by_three(tmp_path / "d"), tmp_path / "r")
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert f"holds a {found}" in text and runs in text and "Traceback" not in res.output

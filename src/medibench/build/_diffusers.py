@@ -51,6 +51,7 @@ class DiffusersInpainter(DiffusersEditModel):
     """
 
     pipeline_class = "DiffusionPipeline"
+    edits = False
     multiple_of = 8
     cuda_dtype = "bfloat16"
 

@@ -21,7 +21,21 @@ from medibench.models._errors import ContentRefusedError, UnsupportedPipelineErr
 from medibench.models._processors import has_torchvision
 from medibench.models._weights import hub_offline, resolve_weights
 
-__all__ = ["DiffusersEditModel", "PipelineOptions"]
+__all__ = ["KNOWN_PIPELINES", "DiffusersEditModel", "PipelineOptions", "check_pipeline_class"]
+
+_BUILD = "medibench build --inpainter diffusers-inpaint:PATH"
+#: The diffusers pipelines medibench knows, and what runs each (PATH: the weights folder).
+KNOWN_PIPELINES = {
+    "StableDiffusionInstructPix2PixPipeline": "ip2p:PATH",
+    "StableDiffusionXLInstructPix2PixPipeline": "diffusers:PATH",
+    "FluxKontextPipeline": "flux-kontext:PATH",
+    "QwenImageEditPipeline": "qwen-image-edit:PATH",
+    "QwenImageEditPlusPipeline": "qwen-image-edit:PATH",
+    "StableDiffusionInpaintPipeline": _BUILD,
+    "StableDiffusionXLInpaintPipeline": _BUILD,
+    "FluxFillPipeline": _BUILD,
+    "FluxInpaintPipeline": _BUILD,
+}
 
 _INSTALL = "pip install 'medibench[torch]'"
 _DTYPES = {
@@ -76,6 +90,8 @@ class DiffusersEditModel(SharedOptions):
     cuda_dtype: ClassVar[str] = "bfloat16"
     #: the attributes the pipeline call takes under their own names (each passed when not None)
     call_attributes: ClassVar[tuple[str, ...]] = ()
+    #: an editing model (an inpainting pipeline is refused); the build's inpainter is not one
+    edits: ClassVar[bool] = True
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "path"
 
@@ -184,6 +200,8 @@ class DiffusersEditModel(SharedOptions):
     # -- helpers --------------------------------------------------------------------------------
     def _load(self, torch, load_options: dict[str, Any], local_files_only: bool | None):
         import diffusers
+
+        check_pipeline_class(self.weights, self.pipeline_class, editing=self.edits)
         from diffusers.pipelines import pipeline_utils
 
         cls = getattr(diffusers, self.pipeline_class, None)
@@ -259,6 +277,31 @@ def _pick_dtype(torch, dtype: str, device: str, cuda_dtype: str):
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be auto or one of {sorted(set(_DTYPES))}, not {dtype!r}")
     return getattr(torch, _DTYPES[dtype])
+
+
+def check_pipeline_class(weights: Any, pipeline_class: str, *, editing: bool = True) -> None:
+    """Refuse a weights folder that holds another known family than ``pipeline_class``
+    (:data:`KNOWN_PIPELINES`), naming what runs it; the generic ``DiffusionPipeline`` refuses
+    only inpainting pipelines, and only for ``editing``. An unknown or absent ``_class_name``
+    passes (custom pipelines).
+
+    Raises:
+        UnsupportedPipelineError: the message names the folder, both classes and the spec.
+    """
+    index = Path(str(weights)) / "model_index.json"
+    if not index.is_file():
+        return
+    found = json.loads(index.read_text(encoding="utf-8")).get("_class_name")
+    runs = KNOWN_PIPELINES.get(found or "")
+    if runs is None or runs == KNOWN_PIPELINES.get(pipeline_class):
+        return
+    if pipeline_class == "DiffusionPipeline" and (runs != _BUILD or not editing):
+        return
+    wanted = "an image-editing pipeline" if pipeline_class == "DiffusionPipeline" else pipeline_class
+    raise UnsupportedPipelineError(
+        f"{weights} holds a {found}, not {wanted}: run it with "
+        f"{runs.replace('PATH', str(weights))}"
+    )
 
 
 def _unbuildable(weights: Any, pipeline_class: str, exc: NameError) -> str:
