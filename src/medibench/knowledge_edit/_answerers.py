@@ -6,8 +6,8 @@
   and gives the editors their training loss.
 * :class:`CallableAnswerer`: any ``module:callable`` (a function ``(image, question) -> str``
   or an object with ``answer``).
-* :class:`OpenAIAnswerer`: an OpenAI-compatible chat endpoint through the call layer (the
-  judges' client: retries, bounded concurrency, key redaction).
+* :class:`OpenAIAnswerer`: an OpenAI-compatible chat endpoint through the call layer's one
+  chat client (``medibench.calls.ChatClient``: retries, bounded concurrency, key redaction).
 
 Every answerer keeps ``context``: facts written before each question, which is how in-context
 editing edits a model it cannot train.
