@@ -20,12 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import diffusers
-import torch
-import transformers
+import pytest
 
-from tests.build.test_diffusers_inpaint import build_tiny_sd_inpaint
-from tests.models.test_diffusers import WORDS, build_tiny_ip2p, word_level_clip_tokenizer
+diffusers = pytest.importorskip("diffusers")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tests.build.test_diffusers_inpaint import build_tiny_sd_inpaint  # noqa: E402
+from tests.models.test_diffusers import (  # noqa: E402
+    WORDS,
+    build_tiny_ip2p,
+    word_level_clip_tokenizer,
+)
 
 __all__ = ["FAMILIES", "weights"]
 
