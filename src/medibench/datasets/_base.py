@@ -17,7 +17,7 @@ import numpy as np
 
 from medibench.samples import Sample
 from medibench.sources._errors import DatasetError
-from medibench.sources._paths import resolve_inside
+from medibench.sources._paths import inside_problem, resolve_inside
 
 __all__ = [
     "DatasetError",
@@ -26,6 +26,7 @@ __all__ = [
     "load_images",
     "read_jsonl",
     "require_samples",
+    "inside_problem",
     "resolve_inside",
     "size_mismatch",
 ]

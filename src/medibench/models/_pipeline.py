@@ -297,7 +297,8 @@ def check_pipeline_class(weights: Any, pipeline_class: str, *, editing: bool = T
         return
     if pipeline_class == "DiffusionPipeline" and (runs != _BUILD or not editing):
         return
-    wanted = "an image-editing pipeline" if pipeline_class == "DiffusionPipeline" else pipeline_class
+    generic = pipeline_class == "DiffusionPipeline"
+    wanted = "an image-editing pipeline" if generic else pipeline_class
     raise UnsupportedPipelineError(
         f"{weights} holds a {found}, not {wanted}: run it with "
         f"{runs.replace('PATH', str(weights))}"
