@@ -219,3 +219,10 @@ def _cell(r: dict[str, Any], name: str) -> str:
     ci = r.get("ci", {}).get(name)
     value = f"{r[name]:.4f}"
     return f"{value} [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else value
+
+
+# Few-shot prompt tuning (medibench.prompt_tuning): `calibration train` and `calibration grid`.
+from medibench.prompt_tuning._cli import grid_command, train_command  # noqa: E402
+
+calibration_app.command("train")(train_command)
+calibration_app.command("grid")(grid_command)
