@@ -74,10 +74,10 @@ def analyze_attention(
     open :class:`~medibench.runs.RunStore` (the caller holds the run folder's lock);
     ``model_spec`` (``ModelSpec.to_dict()``) goes into every row's details.
     """
+    from medibench._identity import output_folder, seed_for
     from medibench.analysis._recorder import NoCrossAttentionError, check_cross_attention
     from medibench.analysis.attention import AttentionOptions, capture_attention
     from medibench.io import ImageReadError, read_image, read_mask, write_image
-    from medibench.runs import output_folder, seed_for
 
     options = options or AttentionOptions()
     check_cross_attention(model)  # a model without capturable attention fails the stage at once
