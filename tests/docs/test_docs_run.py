@@ -32,6 +32,7 @@ SUBSTITUTIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("README.md", "medibench run --dataset suite --model openai-image"): ("", "a paid API"),
     ("README.md", "--model configs/flux.yaml"): ("", "FLUX weights, Ray"),
     ("README.md", "medibench run ... --shard 0/4"): ("", "`...` stands for the options above"),
+    ("README.md", "--model gemini-image --icl-k 0"): ("", "a paid API (Gemini)"),
     ("README.md", "--preset medium --n-per-task 12 --seed 7"): (
         "--preset medium --n-per-task 2 --seed 7",
         "2 items per task instead of 12 (same code, less time)",
