@@ -75,10 +75,14 @@ def resolve_hf_path(
     ``dataset`` sub-path (``dataBenchmark_00.tar``) is what the path resolves to. ``download``:
     fetch a snapshot that is not cached (never when ``HF_HUB_OFFLINE`` is set). ``notes``
     receives what a reader of the results should know (an unpinned revision, a download).
+    A snapshot downloaded here has each file checked against the Hub's tree listing at its
+    commit (LFS sha256 or git blob id, and size); one already cached is used as it is.
 
     Raises:
         HubDownloadError: the snapshot is not cached (and ``download`` is off, or the Hub
-            cannot be reached), or the repository or revision does not exist.
+            cannot be reached), or the repository or revision does not exist, or a downloaded
+            file is not what the Hub's listing promises (the snapshot is then removed from
+            the cache, naming the file and both hashes).
     """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -135,7 +139,24 @@ def resolve_hf_path(
             ) from exc
         except LocalEntryNotFoundError as exc:
             raise HubDownloadError(f"cannot reach the Hub to download {where}: {exc}") from exc
+        _verify(spec.repo_id, patterns, Path(folder), settings)
         if notes is not None:
-            notes.append(f"{where}: downloaded into the Hugging Face cache {settings['cache_dir']}")
+            notes.append(
+                f"{where}: downloaded into the Hugging Face cache {settings['cache_dir']}, "
+                "each file checked against the Hub's listing"
+            )
     root = Path(folder)
     return root / source.dataset if ours and source and source.dataset else root
+
+
+def _verify(repo_id: str, patterns: list[str] | None, folder: Path, settings: dict) -> None:
+    """Check a freshly downloaded cache snapshot (``folder``, named by its commit) file by
+    file against the Hub's tree listing at that commit (see ``verify_snapshot``)."""
+    from huggingface_hub import HfApi
+
+    from medibench.sources._hub import _hub_quiet
+    from medibench.sources._hub_fetch import verify_snapshot
+
+    source = HubSource(repo_id, folder.name, allow_patterns=tuple(patterns) if patterns else None)
+    with _hub_quiet():
+        verify_snapshot(HfApi(endpoint=settings["endpoint"]), source, folder.name, folder)
