@@ -1,8 +1,9 @@
-"""The models of a run: their output folders, their names before they are built, their specs.
+"""The models of a run: their names before they are built, their specs.
 
-- :func:`output_folder` maps a model name to ``outputs/<folder>``: a readable slug plus 8 hex
-  digits of the name's sha256 (``"m 1"`` -> ``m_1-6b4e0fa1``), so two names never share a folder.
-  Prediction rows store their paths, so runs written with another naming stay readable.
+- Output folders (:func:`medibench._identity.output_folder`) map a model name to
+  ``outputs/<folder>``: a readable slug plus 8 hex digits of the name's sha256 (``"m 1"`` ->
+  ``m_1-6b4e0fa1``), so two names never share a folder. Prediction rows store their paths, so
+  runs written with another naming stay readable.
 - :func:`planned_name` is the name a spec will record, known without building the model where
   the factory says it (a ``name`` option or default, a class attribute), so two ``--model``
   entries with one name are refused before anything runs.
@@ -14,10 +15,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,7 +29,6 @@ __all__ = [
     "check_model_specs",
     "check_unique_names",
     "generation_budget",
-    "output_folder",
     "planned_name",
     "record_model_specs",
     "record_runtime",
@@ -40,13 +38,6 @@ __all__ = [
 _META_KEY = "model_specs_by_name"
 #: The run metadata key of what each model's ``"auto"`` options resolved to (device, dtype).
 RUNTIME_KEY = "model_runtime"
-_SLUG_MAX = 48
-
-
-def output_folder(name: str) -> str:
-    """The folder (under ``outputs/``) of model ``name``: ``<slug>-<8 hex of sha256(name)>``."""
-    slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", name).lstrip(".")[:_SLUG_MAX] or "model"
-    return f"{slug}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
 
 
 def planned_name(spec) -> str | None:
@@ -125,8 +116,9 @@ def _same_spec(before: dict[str, Any], now: dict[str, Any]) -> bool:
         return True
     old, new = before.get("options", {}), now.get("options", {})
     added = set(new) - set(old)
+    rest = {k: v for k, v in before.items() if k != "options"}  # model, icl settings
     return (
-        before.get("model") == now.get("model")
+        rest == {k: v for k, v in now.items() if k != "options"}
         and all(new[k] is None for k in added)
         and {k: v for k, v in new.items() if k not in added} == old
     )
@@ -160,17 +152,24 @@ def recorded_specs(store: RunStore) -> dict[str, dict[str, Any]]:
 def generation_budget(store: RunStore, max_cost: float) -> CostBudget:
     """``max_cost`` (USD) for the run folder's paid model calls; what its earlier runs paid
     counts first: each model's recorded ``price_per_image`` times its answered requests (stored
-    outputs, and answers without an image, which are billed too). A request answered without
+    outputs, and answers without an image, which are billed too), plus its
+    ``price_per_input_image`` per image those requests sent (the in-context demonstrations'
+    too, :data:`~medibench.runs._demos.DEMO_TABLE`). A request answered without
     an image and then made again on a re-run is counted once: its row was replaced."""
-    prices = {
-        name: spec.get("options", {}).get("price_per_image")
-        for name, spec in recorded_specs(store).items()
+    from medibench.runs._demos import read_demonstrations
+
+    specs = recorded_specs(store)
+    prices = {name: spec.get("options", {}).get("price_per_image") for name, spec in specs.items()}
+    per_image = {
+        n: spec.get("options", {}).get("price_per_input_image") for n, spec in specs.items()
     }
+    shown = read_demonstrations(store)  # a request with demonstrations carried more images
     before = 0.0
     for p in store.predictions():
         price = prices.get(p.model)
-        if price and (p.status == "ok" or (p.error or "").startswith("NoImageError")):
-            before += float(price)
+        if price is not None and (p.status == "ok" or (p.error or "").startswith("NoImageError")):
+            sent = shown.get((p.model, p.sample_id, p.k), {}).get("images_sent", 1)
+            before += float(price) + float(per_image.get(p.model) or 0.0) * int(sent)
     return CostBudget(max_cost, before)
 
 

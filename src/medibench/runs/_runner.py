@@ -10,7 +10,6 @@ full disk stops the stage with a :class:`~medibench.io.DiskFullError`: what fini
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -21,10 +20,10 @@ from typing import Any, Literal
 
 from rich.console import Console
 
+from medibench._identity import output_folder, seed_for
 from medibench._progress import progress_bar
 from medibench.datasets import SampleImages
 from medibench.runs._executors import LocalExecutor
-from medibench.runs._models import output_folder
 from medibench.runs._store import RunStore, RunStoreError
 from medibench.runs._work import NotStarted, Refusal, Task, score_one
 from medibench.samples import Prediction, Sample
@@ -77,12 +76,6 @@ class StageReport:
         return "error"
 
 
-def seed_for(run_seed: int, sample_id: str, k: int) -> int:
-    """The seed a model gets for (sample, k): a 31-bit hash of the run seed and the item."""
-    digest = hashlib.sha256(f"{run_seed}|{sample_id}|{k}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
 def record_environment(store: RunStore, config: dict[str, Any]) -> None:
     """Store the run config (checking it matches an existing run) and the environment."""
     previous = store.get_meta("config")
@@ -124,10 +117,13 @@ def generate(
     progress: bool = True,
     console: Console | None = None,
     executor=None,
+    demonstrations=None,
 ) -> StageReport:
     """Run ``model`` on every (sample, k) not yet done; write PNGs and prediction rows. An
     answering model (``answer`` / ``generate``) writes text predictions instead
-    (:mod:`medibench.runs._answers`).
+    (:mod:`medibench.runs._answers`). ``demonstrations`` (an
+    :class:`~medibench.runs._icl.IclEntry`) chooses and stores each item's in-context
+    demonstrations first; ``None``: none are shown.
 
     A plain re-run asks again for what failed, not for what the model refused;
     ``only_failed`` asks only for failed and refused items, ``retry_refused`` for refused ones
@@ -143,6 +139,10 @@ def generate(
     report = StageReport("generate")
     todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
     tasks = [Task(s, j, seed_for(seed, s.sample_id, j)) for s, j in todo]
+    if demonstrations is not None:
+        from medibench.runs._demos import attach_demonstrations
+
+        tasks = attach_demonstrations(store, tasks, demonstrations, model_name, report)
     if is_answering_model(model):  # a VLM or generator: text (+ image) predictions
         from medibench.runs._answers import generate_answers
 
