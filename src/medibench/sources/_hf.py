@@ -128,8 +128,12 @@ def resolve_hf_path(
                 f"{reason}{where} is not in the local Hugging Face cache "
                 f"({settings['cache_dir']}): {how}"
             )
+        from medibench.sources._hub import _hub_quiet
+        from medibench.sources._hub_fetch import describe_failure
+
         try:
-            folder = snapshot(endpoint=settings["endpoint"])
+            with _hub_quiet():  # its retry warnings would bury the one line that says what failed
+                folder = snapshot(endpoint=settings["endpoint"])
         except RevisionNotFoundError as exc:
             raise HubDownloadError(f"{spec.repo_id} has no revision {revision!r}") from exc
         except RepositoryNotFoundError as exc:
@@ -137,8 +141,11 @@ def resolve_hf_path(
                 f"dataset repository {spec.repo_id} not found (private or gated repositories "
                 "need HF_TOKEN)"
             ) from exc
-        except LocalEntryNotFoundError as exc:
-            raise HubDownloadError(f"cannot reach the Hub to download {where}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - unreachable, a 500, a cut-off body, a loop
+            raise HubDownloadError(
+                f"cannot download {where} from {settings['endpoint']}: {describe_failure(exc)}; "
+                "nothing of it is used"
+            ) from None
         _verify(spec.repo_id, patterns, Path(folder), settings)
         if notes is not None:
             notes.append(
