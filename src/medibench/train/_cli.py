@@ -44,7 +44,7 @@ def train(
     use_8bit_adam: Annotated[bool, typer.Option(help="bitsandbytes AdamW8bit")] = False,
 ) -> None:  # fmt: skip
     """Fine-tune an editing model (or an inpainting expert) on a dataset's triplets."""
-    from medibench.runs import RunFolderInUse
+    from medibench.runs._cli import run_folder_errors
     from medibench.train import TrainConfig, TrainError, parse_bins, parse_mix
     from medibench.train import train as run_training
 
@@ -60,10 +60,9 @@ def train(
             conditioning_dropout=conditioning_dropout, snr_gamma=snr_gamma,
             gradient_checkpointing=gradient_checkpointing, use_8bit_adam=use_8bit_adam,
         )
-        result = run_training(config, eval_model_options=tuple(eval_model_option or ()))
+        with run_folder_errors(out):
+            result = run_training(config, eval_model_options=tuple(eval_model_option or ()))
     except (TrainError, ImportError, FileNotFoundError) as exc:
-        fail(str(exc))
-    except RunFolderInUse as exc:
         fail(str(exc))
     first = "trained" if result.start_step == 0 else f"resumed at step {result.start_step}, trained"
     console.print(f"{first} to step {result.final_step}: {result.checkpoint}")
