@@ -27,7 +27,7 @@ import numpy as np
 
 from medibench.train._config import TrainConfig, TrainError
 
-__all__ = ["Family", "InstructPix2PixFamily", "family_class"]
+__all__ = ["DenoisingFamily", "Family", "InstructPix2PixFamily", "family_class"]
 
 #: UNet attention projections, the LoRA targets of diffusers' text-to-image LoRA example.
 UNET_LORA_TARGETS = ("to_k", "to_q", "to_v", "to_out.0")
@@ -73,6 +73,14 @@ class Family:
         self.denoiser.train()
 
     # -- what subclasses provide --------------------------------------------------------------
+    @classmethod
+    def check(cls, weights: Path) -> None:
+        """Raise :class:`TrainError` unless ``weights`` hold this family's pipeline."""
+        index = _read_json(Path(weights) / "model_index.json")
+        if index.get("_class_name") != cls.pipeline_class:
+            raise TrainError(f"{weights} holds a {index.get('_class_name')}, not the "
+                             f"{cls.pipeline_class} this family trains")  # fmt: skip
+
     @classmethod
     def multiple(cls, weights: Path) -> int:
         """Pixels that a side must be a multiple of for this model (read from its configs)."""
@@ -120,15 +128,20 @@ class Family:
         type(self.pipeline).save_lora_weights(folder, **{self.lora_argument: layers})
         return ["pytorch_lora_weights.safetensors"]
 
-    def encode_images(self, images: list[np.ndarray], *, sample: bool, generator: Any):
-        """VAE latents of uint8 ``(H, W, 3)`` images as a ``(B, C, H/f, W/f)`` tensor in the
-        weight dtype: sampled from the posterior (``sample=True``) or its mode, unscaled."""
+    def encode_images(self, images, *, sample: bool, generator: Any):
+        """VAE latents of uint8 ``(H, W, 3)`` images (or a ``(B, 3, H, W)`` tensor in
+        ``[-1, 1]``) as a ``(B, C, H/f, W/f)`` tensor in the weight dtype: sampled from the
+        posterior (``sample=True``) or its mode, unscaled."""
+        x = images if hasattr(images, "permute") else self.to_tensor(images)
+        dist = self.pipeline.vae.encode(x.to(self.weight_dtype)).latent_dist
+        return dist.sample(generator) if sample else dist.mode()
+
+    def to_tensor(self, images: list[np.ndarray]):
+        """uint8 ``(H, W, 3)`` images as one ``(B, 3, H, W)`` float tensor in ``[-1, 1]``."""
         import torch
 
         x = torch.from_numpy(np.stack(images)).to(self.device).permute(0, 3, 1, 2)
-        x = x.to(self.weight_dtype) / 127.5 - 1.0
-        dist = self.pipeline.vae.encode(x).latent_dist
-        return dist.sample(generator) if sample else dist.mode()
+        return x.float() / 127.5 - 1.0
 
     def _components(self) -> list[Any]:
         import torch
@@ -158,11 +171,9 @@ class Family:
                 p.data = p.data.to(self._trainable_dtype())
 
 
-class InstructPix2PixFamily(Family):
-    """InstructPix2Pix (``StableDiffusionInstructPix2PixPipeline``); see the module docstring."""
-
-    pipeline_class = "StableDiffusionInstructPix2PixPipeline"
-    load_options = {"safety_checker": None, "requires_safety_checker": False}
+class DenoisingFamily(Family):
+    """A UNet trained by DDPM denoising (Stable Diffusion's recipe), the base of InstructPix2Pix
+    and SD inpainting: the noise scheduler, the text encoder, the target, the loss."""
 
     def __init__(self, weights, config, device, dtype) -> None:
         from diffusers import DDPMScheduler
@@ -183,36 +194,25 @@ class InstructPix2PixFamily(Family):
 
     def objective(self) -> dict[str, Any]:
         return {"objective": "denoising (DDPM)", "prediction_type": self.prediction_type,
-                "conditioning": "input image latents concatenated on channels",
-                "conditioning_dropout": self.config.conditioning_dropout,
                 "snr_gamma": self.config.snr_gamma,
                 "timesteps": f"uniform in [0, {self.noise_scheduler.config.num_train_timesteps})"}
 
-    def loss(self, pixels, prompts, generator):
+    def noised(self, latents, generator):
+        """``(noisy latents, noise, timesteps)`` for clean ``latents``."""
         import torch
-        import torch.nn.functional as F
 
-        inputs, targets = [p[0] for p in pixels], [p[1] for p in pixels]
-        with torch.no_grad():
-            latents = self.encode_images(targets, sample=True, generator=generator)
-            latents = latents * self.pipeline.vae.config.scaling_factor
-            image_latents = self.encode_images(inputs, sample=False, generator=generator)
-            text = self._encode_text(prompts)
-        bsz = latents.shape[0]
         noise = torch.randn(latents.shape, generator=generator, device=self.device,
                             dtype=latents.dtype)  # fmt: skip
         steps = self.noise_scheduler.config.num_train_timesteps
-        t = torch.randint(0, steps, (bsz,), generator=generator, device=self.device).long()
-        noisy = self.noise_scheduler.add_noise(latents, noise, t)
-        p = self.config.conditioning_dropout
-        if p > 0:
-            u = torch.rand(bsz, generator=generator, device=self.device)
-            drop_text = (u < 2 * p).reshape(bsz, 1, 1)
-            text = torch.where(drop_text, self._null_text().to(text.dtype), text)
-            keep = 1 - ((u >= p) & (u < 3 * p)).to(image_latents.dtype)
-            image_latents = image_latents * keep.reshape(bsz, 1, 1, 1)
-        pred = self.net(torch.cat([noisy, image_latents], dim=1), t, text,
-                             return_dict=False)[0]  # fmt: skip
+        t = torch.randint(0, steps, (latents.shape[0],), generator=generator,
+                          device=self.device).long()  # fmt: skip
+        return self.noise_scheduler.add_noise(latents, noise, t), noise, t
+
+    def denoising_loss(self, pred, latents, noise, t):
+        """MSE to the noise (``epsilon``) or the velocity (``v_prediction``), Min-SNR
+        weighted when ``snr_gamma`` is set."""
+        import torch.nn.functional as F
+
         if self.prediction_type == "epsilon":
             target = noise
         else:
@@ -220,6 +220,11 @@ class InstructPix2PixFamily(Family):
         if self.config.snr_gamma is None:
             return F.mse_loss(pred.float(), target.float(), reduction="mean")
         return _min_snr_loss(pred, target, t, self.noise_scheduler, self.config.snr_gamma)
+
+    def scaled_latents(self, images, generator, *, sample: bool = True):
+        """VAE latents times the VAE's scaling factor (Stable Diffusion's latent space)."""
+        latents = self.encode_images(images, sample=sample, generator=generator)
+        return latents * self.pipeline.vae.config.scaling_factor
 
     def _encode_text(self, prompts: list[str]):
         tok = self.pipeline.tokenizer
@@ -233,6 +238,38 @@ class InstructPix2PixFamily(Family):
         return self._null
 
 
+class InstructPix2PixFamily(DenoisingFamily):
+    """InstructPix2Pix (``StableDiffusionInstructPix2PixPipeline``); see the module docstring."""
+
+    pipeline_class = "StableDiffusionInstructPix2PixPipeline"
+    load_options = {"safety_checker": None, "requires_safety_checker": False}
+
+    def objective(self) -> dict[str, Any]:
+        return {**super().objective(),
+                "conditioning": "input image latents concatenated on channels",
+                "conditioning_dropout": self.config.conditioning_dropout}  # fmt: skip
+
+    def loss(self, pixels, prompts, generator):
+        import torch
+
+        inputs, targets = [p[0] for p in pixels], [p[1] for p in pixels]
+        with torch.no_grad():
+            latents = self.scaled_latents(targets, generator)
+            image_latents = self.encode_images(inputs, sample=False, generator=generator)
+            text = self._encode_text(prompts)
+        bsz = latents.shape[0]
+        noisy, noise, t = self.noised(latents, generator)
+        p = self.config.conditioning_dropout
+        if p > 0:
+            u = torch.rand(bsz, generator=generator, device=self.device)
+            drop_text = (u < 2 * p).reshape(bsz, 1, 1)
+            text = torch.where(drop_text, self._null_text().to(text.dtype), text)
+            keep = 1 - ((u >= p) & (u < 3 * p)).to(image_latents.dtype)
+            image_latents = image_latents * keep.reshape(bsz, 1, 1, 1)
+        pred = self.net(torch.cat([noisy, image_latents], dim=1), t, text, return_dict=False)[0]
+        return self.denoising_loss(pred, latents, noise, t)
+
+
 def family_class(name: str) -> type[Family]:
     """The :class:`Family` subclass of a trainable family name."""
     if name == "ip2p":
@@ -242,19 +279,22 @@ def family_class(name: str) -> type[Family]:
 
         return FluxKontextFamily if name == "flux-kontext" else QwenImageEditFamily
     if name == "diffusers-inpaint":
-        from medibench.train._inpaint import inpaint_family
+        from medibench.train._inpaint import StableDiffusionInpaintFamily
 
-        return inpaint_family
+        return StableDiffusionInpaintFamily
     raise TrainError(f"no trainable family {name!r}")
 
 
 # -- helpers ----------------------------------------------------------------------------------
 def _read_config(weights: Path, component: str) -> dict[str, Any]:
-    path = Path(weights) / component / "config.json"
+    return _read_json(Path(weights) / component / "config.json")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise TrainError(f"{path} is missing: not a {component} of a diffusers pipeline") from None
+        raise TrainError(f"{path} is missing: not a diffusers pipeline folder") from None
 
 
 def _min_snr_loss(pred, target, t, scheduler, gamma: float):

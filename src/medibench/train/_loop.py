@@ -70,6 +70,7 @@ def check_training(config: TrainConfig) -> Checked:
         raise TrainError(f"--model {config.model!r}: {exc}") from None
     if not Path(str(weights)).is_dir():
         raise TrainError(f"--model {config.model!r}: training needs the weights on disk")
+    cls.check(Path(weights))
     data, _ = open_training_data(
         config.dataset, bins=config.bins, multiple=cls.multiple(Path(weights)), mix=config.mix,
         seed=config.seed, need_mask=cls.needs_mask,
