@@ -64,6 +64,8 @@ def train(
             result = run_training(config, eval_model_options=tuple(eval_model_option or ()))
     except (TrainError, ImportError, FileNotFoundError) as exc:
         fail(str(exc))
+    if not result.main_process:
+        return
     first = "trained" if result.start_step == 0 else f"resumed at step {result.start_step}, trained"
     console.print(f"{first} to step {result.final_step}: {result.checkpoint}")
     for folder in result.evaluations:

@@ -44,6 +44,8 @@ class TrainResult:
     final_step: int
     checkpoint: Path
     evaluations: tuple[Path, ...]
+    #: this process is the main one (the one that writes; always true without data parallelism)
+    main_process: bool = True
 
 
 @dataclass
@@ -93,11 +95,17 @@ def train(config: TrainConfig, *, eval_model_options: tuple[str, ...] = (),
     Holds the folder's lock (the main process of a data-parallel launch). Raises
     :class:`TrainError` before the first step for every bad input it can see.
     """
+    import os
+
+    import torch
     from accelerate import Accelerator
 
     from medibench.runs import run_folder_lock
 
-    accelerator = Accelerator(mixed_precision=config.mixed_precision)
+    # Processes launched on a machine without CUDA (torchrun, accelerate launch --multi_gpu)
+    # train on CPU over gloo; accelerate only takes that road when told the device is the CPU.
+    cpu = not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=cpu)
     lock = run_folder_lock(config.out) if accelerator.is_main_process else contextlib.nullcontext()
     with lock:
         checked = check_training(config)
@@ -146,7 +154,8 @@ class _Training:
                     evaluations.append(self._evaluate(done, path))
         if last is None or last[0] != cfg.max_steps:
             last = (cfg.max_steps, out / f"checkpoint-{cfg.max_steps}")
-        return TrainResult(out, start, cfg.max_steps, last[1], tuple(evaluations))
+        return TrainResult(out, start, cfg.max_steps, last[1], tuple(evaluations),
+                           acc.is_main_process)  # fmt: skip
 
     # -- one step -------------------------------------------------------------------------------
     def _step(self, step: int, world: int, rank: int) -> float:
