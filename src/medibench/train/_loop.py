@@ -291,7 +291,9 @@ def _optimizer(cfg: TrainConfig, params: list[Any]):
         except ImportError:
             raise TrainError("--use-8bit-adam needs bitsandbytes: pip install bitsandbytes") from None
         return bnb.optim.AdamW8bit(params, **kwargs)
-    return torch.optim.AdamW(params, **kwargs)
+    # The fused kernel (CPU and CUDA): one pass over every tensor instead of a loop of small
+    # ops per parameter; the same update up to float rounding.
+    return torch.optim.AdamW(params, **kwargs, fused=True)
 
 
 def _micro_seed(seed: int, step: int, micro: int) -> int:
