@@ -133,7 +133,8 @@ def no_targets(tmp_path_factory):
     "change, message",
     [
         ({"--method": "fine"}, "--method fine is not supported; ip2p trains with full or lora"),
-        ({"--model": "flux-kontext:{w}"}, "flux-kontext trains with lora"),
+        ({"--model": "diffusers-inpaint:{w}"}, "diffusers-inpaint trains with lora"),
+        ({"--model": "flux-kontext:{w}"}, "family 'flux-kontext' cannot be trained"),
         ({"--model": "classical:x"}, "family 'classical' cannot be trained"),
         ({"--resolution": "40"}, "resolution 40 is not a multiple of 16"),
         ({"--method": "lora", "--rank": "0"}, "--rank must be >= 1 for LoRA, got 0"),

@@ -13,8 +13,7 @@ that ``pipeline.load_lora_weights`` reads (``method="lora"``).
   classifier-free guidance: with ``u ~ U(0, 1)`` per sample, the text is dropped (the empty
   prompt's embedding) when ``u < 2p`` and the image latents are zeroed when ``p <= u < 3p``, so
   each of text only, image only and both is dropped with probability ``p``.
-- the flow-matching families (FLUX.1 Kontext, Qwen-Image-Edit) and the inpainting families live
-  in :mod:`medibench.train._flow` and :mod:`medibench.train._inpaint`.
+- SD inpainting (the ``diffusers-inpaint`` experts) lives in :mod:`medibench.train._inpaint`.
 """
 
 from __future__ import annotations
@@ -274,10 +273,6 @@ def family_class(name: str) -> type[Family]:
     """The :class:`Family` subclass of a trainable family name."""
     if name == "ip2p":
         return InstructPix2PixFamily
-    if name in ("flux-kontext", "qwen-image-edit"):
-        from medibench.train._flow import FluxKontextFamily, QwenImageEditFamily
-
-        return FluxKontextFamily if name == "flux-kontext" else QwenImageEditFamily
     if name == "diffusers-inpaint":
         from medibench.train._inpaint import StableDiffusionInpaintFamily
 
