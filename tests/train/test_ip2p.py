@@ -134,7 +134,8 @@ def no_targets(tmp_path_factory):
     [
         ({"--method": "fine"}, "--method fine is not supported; ip2p trains with full or lora"),
         ({"--model": "diffusers-inpaint:{w}"}, "diffusers-inpaint trains with lora"),
-        ({"--model": "flux-kontext:{w}"}, "family 'flux-kontext' cannot be trained"),
+        ({"--model": "flux-kontext:{w}"}, "--method full is not supported; flux-kontext trains"),
+        ({"--model": "qwen-image-edit:{w}"}, "family 'qwen-image-edit' cannot be trained"),
         ({"--model": "classical:x"}, "family 'classical' cannot be trained"),
         ({"--resolution": "40"}, "resolution 40 is not a multiple of 16"),
         ({"--method": "lora", "--rank": "0"}, "--rank must be >= 1 for LoRA, got 0"),

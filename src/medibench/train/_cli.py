@@ -14,8 +14,8 @@ __all__ = ["train"]
 
 def train(
     dataset: Annotated[str, typer.Option(help="dataset spec with input, target, instruction")],
-    model: Annotated[str, typer.Option(help="FAMILY:PATH: ip2p or diffusers-inpaint, and the "
-                                       "base weights")],
+    model: Annotated[str, typer.Option(help="FAMILY:PATH: ip2p, flux-kontext or "
+                                       "diffusers-inpaint, and the base weights")],
     method: Annotated[str, typer.Option(help="full or lora")],
     out: Annotated[Path, typer.Option(help="training folder (a re-run resumes it)")],
     max_steps: Annotated[int, typer.Option(help="optimizer steps")] = 1000,

@@ -15,6 +15,7 @@ MixedPrecision = Literal["no", "bf16", "fp16"]
 #: family -> the methods it trains with (the pipeline each one loads is in _families).
 TRAINABLE: dict[str, tuple[str, ...]] = {
     "ip2p": ("full", "lora"),
+    "flux-kontext": ("lora",),
     "diffusers-inpaint": ("lora",),
 }
 #: MieDB-100k trains in three resolution bins.

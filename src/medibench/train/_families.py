@@ -13,7 +13,8 @@ that ``pipeline.load_lora_weights`` reads (``method="lora"``).
   classifier-free guidance: with ``u ~ U(0, 1)`` per sample, the text is dropped (the empty
   prompt's embedding) when ``u < 2p`` and the image latents are zeroed when ``p <= u < 3p``, so
   each of text only, image only and both is dropped with probability ``p``.
-- SD inpainting (the ``diffusers-inpaint`` experts) lives in :mod:`medibench.train._inpaint`.
+- FLUX.1 Kontext (flow matching) lives in :mod:`medibench.train._flow`, SD inpainting (the
+  ``diffusers-inpaint`` experts) in :mod:`medibench.train._inpaint`.
 """
 
 from __future__ import annotations
@@ -273,6 +274,10 @@ def family_class(name: str) -> type[Family]:
     """The :class:`Family` subclass of a trainable family name."""
     if name == "ip2p":
         return InstructPix2PixFamily
+    if name == "flux-kontext":
+        from medibench.train._flow import FluxKontextFamily
+
+        return FluxKontextFamily
     if name == "diffusers-inpaint":
         from medibench.train._inpaint import StableDiffusionInpaintFamily
 
