@@ -51,7 +51,8 @@ def reference_steps(weights: Path, pixels, prompts, args) -> list[float]:
 
     accelerator = Accelerator(gradient_accumulation_steps=1, mixed_precision="no")
     pipe = StableDiffusionInstructPix2PixPipeline.from_pretrained(
-        weights, safety_checker=None, requires_safety_checker=False)
+        weights, safety_checker=None, requires_safety_checker=False
+    )
     noise_scheduler = DDPMScheduler.from_config(pipe.scheduler.config)
     vae, text_encoder, tokenizer, unet = pipe.vae, pipe.text_encoder, pipe.tokenizer, pipe.unet
     vae.requires_grad_(False)
@@ -60,8 +61,14 @@ def reference_steps(weights: Path, pixels, prompts, args) -> list[float]:
         from peft import LoraConfig
 
         unet.requires_grad_(False)
-        unet.add_adapter(LoraConfig(r=4, lora_alpha=4, init_lora_weights="gaussian",
-                                    target_modules=["to_k", "to_q", "to_v", "to_out.0"]))
+        unet.add_adapter(
+            LoraConfig(
+                r=4,
+                lora_alpha=4,
+                init_lora_weights="gaussian",
+                target_modules=["to_k", "to_q", "to_v", "to_out.0"],
+            )
+        )
     unet.train()
     params = [p for p in unet.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), weight_decay=1e-2, eps=1e-8)
@@ -72,8 +79,13 @@ def reference_steps(weights: Path, pixels, prompts, args) -> list[float]:
     p_drop = 0.05
 
     def tokenize(captions):
-        return tokenizer(captions, max_length=tokenizer.model_max_length, padding="max_length",
-                         truncation=True, return_tensors="pt").input_ids
+        return tokenizer(
+            captions,
+            max_length=tokenizer.model_max_length,
+            padding="max_length",
+            truncation=True,
+            return_tensors="pt",
+        ).input_ids
 
     times = []
     for _ in range(args.steps):
@@ -93,8 +105,9 @@ def reference_steps(weights: Path, pixels, prompts, args) -> list[float]:
             random_p = torch.rand(bsz, generator=generator)
             prompt_mask = (random_p < 2 * p_drop).reshape(bsz, 1, 1)
             null_conditioning = text_encoder(tokenize([""]))[0]
-            encoder_hidden_states = torch.where(prompt_mask, null_conditioning,
-                                                encoder_hidden_states)
+            encoder_hidden_states = torch.where(
+                prompt_mask, null_conditioning, encoder_hidden_states
+            )
             image_mask = 1 - ((random_p >= p_drop).float() * (random_p < 3 * p_drop).float())
             original_image_embeds = image_mask.reshape(bsz, 1, 1, 1) * original_image_embeds
             model_input = torch.cat([noisy_latents, original_image_embeds], dim=1)
@@ -114,9 +127,17 @@ def reference_steps(weights: Path, pixels, prompts, args) -> list[float]:
 def medibench_steps(weights: Path, data: Path, out: Path, args) -> list[float]:
     from medibench.train import TrainConfig, train
 
-    cfg = TrainConfig(dataset=f"native:{data}", model=f"ip2p:{weights}", method=args.method,
-                      out=out, max_steps=args.steps, batch_size=args.batch_size,
-                      bins=(args.resolution,), rank=4, checkpoint_every=10**9)
+    cfg = TrainConfig(
+        dataset=f"native:{data}",
+        model=f"ip2p:{weights}",
+        method=args.method,
+        out=out,
+        max_steps=args.steps,
+        batch_size=args.batch_size,
+        bins=(args.resolution,),
+        rank=4,
+        checkpoint_every=10**9,
+    )
     train(cfg)
     lines = (out / "train.jsonl").read_text().splitlines()
     return [json.loads(x)["time_per_step_s"] for x in lines]
@@ -130,9 +151,10 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--method", choices=("full", "lora"), default="full")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
-    from medibench.datasets import load_dataset, load_images
     from tests.models.test_diffusers import build_tiny_ip2p
     from tests.train.conftest import make_triplets
+
+    from medibench.datasets import load_dataset, load_images
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -142,8 +164,12 @@ def main(argv: list[str] | None = None) -> float:
         pixels = []
         for s in samples:
             im = load_images(s)
-            pixels.append(tuple(torch.from_numpy(x).permute(2, 0, 1).float() / 127.5 - 1
-                                for x in (im.input, im.target)))
+            pixels.append(
+                tuple(
+                    torch.from_numpy(x).permute(2, 0, 1).float() / 127.5 - 1
+                    for x in (im.input, im.target)
+                )
+            )
         prompts = [s.instruction for s in samples]
         # Alternating rounds, each side's fastest median kept: a shared machine's load drifts.
         ref_s = ours_s = float("inf")
@@ -153,8 +179,10 @@ def main(argv: list[str] | None = None) -> float:
             ref_s = min(ref_s, statistics.median(ref[2:]))
             ours_s = min(ours_s, statistics.median(ours[2:]))
     ratio = ref_s / ours_s
-    print(f"InstructPix2Pix {args.method}, batch {args.batch_size}, {args.resolution} px, "
-          f"{args.steps} steps, CPU 1 thread")
+    print(
+        f"InstructPix2Pix {args.method}, batch {args.batch_size}, {args.resolution} px, "
+        f"{args.steps} steps, CPU 1 thread"
+    )
     print(f"  diffusers example recipe: {ref_s * 1000:.1f} ms/step ({1 / ref_s:.2f} steps/s)")
     print(f"  medibench train:          {ours_s * 1000:.1f} ms/step ({1 / ours_s:.2f} steps/s)")
     print(f"  ratio (medibench steps/s over the recipe's): {ratio:.2f}x (target >= 1.0)")

@@ -28,9 +28,15 @@ def make_triplets(root, n=8, size=32, *, prefix="t", targets=True, shape=None):
         write_image(root / "img" / f"{sid}.png", img)
         write_image(root / "img" / f"{sid}_t.png", target)
         write_image(root / "img" / f"{sid}_m.png", mask)
-        record = {"sample_id": sid, "benchmark": "tiny", "input": f"img/{sid}.png",
-                  "mask": f"img/{sid}_m.png", "instruction": "remove the lesion",
-                  "perspective": PERSPECTIVES[i % 3], "task": f"task{i % 3}"}  # fmt: skip
+        record = {
+            "sample_id": sid,
+            "benchmark": "tiny",
+            "input": f"img/{sid}.png",
+            "mask": f"img/{sid}_m.png",
+            "instruction": "remove the lesion",
+            "perspective": PERSPECTIVES[i % 3],
+            "task": f"task{i % 3}",
+        }
         if targets:
             record["target"] = f"img/{sid}_t.png"
         lines.append(json.dumps(record))
@@ -54,3 +60,24 @@ def triplets(tmp_path_factory):
 @pytest.fixture(scope="session")
 def held_out(tmp_path_factory):
     return make_triplets(tmp_path_factory.mktemp("data") / "eval", n=2, prefix="e")
+
+
+def train_args(data, weights, out, family="ip2p", **options):
+    """``medibench train`` arguments: the dataset, ``family:weights``, ``--out`` and each
+    option (``max_steps=4`` -> ``--max-steps 4``; ``method`` defaults to ``full``, 32 px)."""
+    options = {"method": "full", "resolution": 32, **options}
+    args = ["train", "--dataset", f"native:{data}", "--model", f"{family}:{weights}"]
+    args += ["--out", str(out)]
+    for key, value in options.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
+
+
+def subprocess_env():
+    """The environment of a ``python -m medibench`` child: this checkout first on the path."""
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    path = os.pathsep.join([str(root / "src"), str(root)])
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}

@@ -31,12 +31,23 @@ def test_the_train_page_runs_end_to_end(tiny_ip2p, tmp_path):
     build_tiny_sd_inpaint(tmp_path / "sd-inpaint")
     blocks = shell_blocks(ROOT / "docs" / "train.md")
     assert len(blocks) == 3
-    env = {**os.environ, "IP2P": str(tiny_ip2p), "SD_INPAINT": str(tmp_path / "sd-inpaint"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "IP2P": str(tiny_ip2p),
+        "SD_INPAINT": str(tmp_path / "sd-inpaint"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+        "OMP_NUM_THREADS": "1",
+    }
     shim = f'medibench() {{ "{sys.executable}" -m medibench "$@"; }}\nset -e\n'
     for block in blocks:
-        done = subprocess.run(["bash", "-c", shim + block], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=900)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", shim + block],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert done.returncode == 0, f"{block}\n{done.stderr[-3000:]}"
     for run in ("perception", "modification", "transformation"):
         log = (tmp_path / f"runs/miedb-{run}-only/train.jsonl").read_text().splitlines()

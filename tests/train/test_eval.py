@@ -15,18 +15,19 @@ pytest.importorskip("accelerate")
 from medibench.cli import app  # noqa: E402
 from medibench.runs import RunStore  # noqa: E402
 from medibench.train._report import learning_curve  # noqa: E402
+from tests.train.conftest import train_args  # noqa: E402
 
 torch.set_num_threads(1)
 
 
-def test_eval_every_runs_checkpoints_and_report_shows_the_curve(tiny_ip2p, triplets, held_out,
-                                                                tmp_path):
+def test_eval_every_runs_checkpoints_and_report_shows_the_curve(
+    tiny_ip2p, triplets, held_out, tmp_path
+):
     method = "full"
     out = tmp_path / "run"
-    args = ["train", "--dataset", f"native:{triplets}", "--model", f"ip2p:{tiny_ip2p}",
-            "--method", method, "--out", out, "--resolution", 32, "--max-steps", 4, "--rank", 4,
-            "--eval-dataset", f"native:{held_out}", "--eval-every", 2, "--eval-limit", 1,
-            "--eval-model-option", "steps=2", "--eval-model-option", "resolution=null"]
+    options = {"method": method, "max_steps": 4, "rank": 4, "eval_every": 2, "eval_limit": 1}
+    args = train_args(triplets, tiny_ip2p, out, eval_dataset=f"native:{held_out}", **options)
+    args += ["--eval-model-option", "steps=2", "--eval-model-option", "resolution=null"]
     result = CliRunner().invoke(app, list(map(str, args)))
     assert result.exit_code == 0, result.output
     assert f"evaluation -> {out / 'eval' / 'step-2'}" in " ".join(result.output.split())
@@ -54,7 +55,6 @@ def test_eval_every_runs_checkpoints_and_report_shows_the_curve(tiny_ip2p, tripl
 def test_a_lora_checkpoint_is_evaluated_as_the_base_with_lora(tmp_path):
     from medibench.train import TrainConfig, checkpoint_model_spec
 
-    cfg = TrainConfig(dataset="native:x", model="flux-kontext:/w/flux", method="lora",
-                      out=tmp_path)  # fmt: skip
+    cfg = TrainConfig(dataset="native:x", model="flux-kontext:/w/flux", method="lora", out=tmp_path)
     ckpt = tmp_path / "checkpoint-4"
     assert checkpoint_model_spec(cfg, ckpt) == ("flux-kontext:/w/flux", (f"lora={ckpt}",))

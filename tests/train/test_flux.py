@@ -30,9 +30,16 @@ def tiny_kontext(tmp_path_factory):
 
 
 def test_kontext_lora_trains_and_loads_in_diffusers_and_as_a_spec(tiny_kontext, triplets, tmp_path):
-    cfg = TrainConfig(dataset=f"native:{triplets}", model=f"flux-kontext:{tiny_kontext}",
-                      method="lora", out=tmp_path / "run", max_steps=3, bins=(32,), rank=4,
-                      lr=1e-2)  # fmt: skip
+    cfg = TrainConfig(
+        dataset=f"native:{triplets}",
+        model=f"flux-kontext:{tiny_kontext}",
+        method="lora",
+        out=tmp_path / "run",
+        max_steps=3,
+        bins=(32,),
+        rank=4,
+        lr=1e-2,
+    )
     result = train(cfg)
     log = [json.loads(x) for x in (tmp_path / "run/train.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3] and all(np.isfinite(r["loss"]) for r in log)
@@ -54,7 +61,12 @@ def test_kontext_lora_trains_and_loads_in_diffusers_and_as_a_spec(tiny_kontext, 
 
 
 def test_kontext_trains_at_multiples_of_16_only(tiny_kontext, triplets, tmp_path):
-    cfg = TrainConfig(dataset=f"native:{triplets}", model=f"flux-kontext:{tiny_kontext}",
-                      method="lora", out=tmp_path / "run", bins=(40,))  # fmt: skip
+    cfg = TrainConfig(
+        dataset=f"native:{triplets}",
+        model=f"flux-kontext:{tiny_kontext}",
+        method="lora",
+        out=tmp_path / "run",
+        bins=(40,),
+    )
     with pytest.raises(TrainError, match="resolution 40 is not a multiple of 16"):
         train(cfg)

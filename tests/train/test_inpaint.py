@@ -26,9 +26,16 @@ def sd_inpaint(tmp_path_factory):
 
 
 def test_an_inpainting_lora_trains_and_the_build_inpainter_uses_it(sd_inpaint, triplets, tmp_path):
-    cfg = TrainConfig(dataset=f"native:{triplets}", model=f"diffusers-inpaint:{sd_inpaint}",
-                      method="lora", out=tmp_path / "expert", max_steps=3, bins=(32,), rank=4,
-                      lr=5e-2)  # fmt: skip
+    cfg = TrainConfig(
+        dataset=f"native:{triplets}",
+        model=f"diffusers-inpaint:{sd_inpaint}",
+        method="lora",
+        out=tmp_path / "expert",
+        max_steps=3,
+        bins=(32,),
+        rank=4,
+        lr=5e-2,
+    )
     result = train(cfg)
     lora = result.checkpoint / "pytorch_lora_weights.safetensors"
     assert lora.is_file()
@@ -37,8 +44,9 @@ def test_an_inpainting_lora_trains_and_the_build_inpainter_uses_it(sd_inpaint, t
     mask[8:24, 8:24] = True
 
     def fill(options):
-        inpainter = load_inpainter(f"diffusers-inpaint:{sd_inpaint}",
-                                   options={"steps": 2, "device": "cpu", **options})  # fmt: skip
+        inpainter = load_inpainter(
+            f"diffusers-inpaint:{sd_inpaint}", options={"steps": 2, "device": "cpu", **options}
+        )
         return inpainter.inpaint(image, mask, prompt="remove the lesion", seed=3)
 
     expert = fill({"lora": str(result.checkpoint)})
@@ -55,18 +63,35 @@ def test_inpainting_needs_masks_and_only_lora(sd_inpaint, tmp_path):
     (data / "samples.jsonl").write_text(
         (data / "samples.jsonl").read_text().replace('"mask": "img/t000_m.png", ', "")
     )
-    cfg = TrainConfig(dataset=f"native:{data}", model=f"diffusers-inpaint:{sd_inpaint}",
-                      method="lora", out=tmp_path / "x", bins=(32,))  # fmt: skip
+    cfg = TrainConfig(
+        dataset=f"native:{data}",
+        model=f"diffusers-inpaint:{sd_inpaint}",
+        method="lora",
+        out=tmp_path / "x",
+        bins=(32,),
+    )
     with pytest.raises(TrainError, match=r"1 samples have no mask \(first: 't000'\)"):
         train(cfg)
     with pytest.raises(TrainError, match="diffusers-inpaint trains with lora"):
-        TrainConfig(dataset="native:x", model=f"diffusers-inpaint:{sd_inpaint}", method="full",
-                    out=tmp_path / "y")  # fmt: skip
+        TrainConfig(
+            dataset="native:x",
+            model=f"diffusers-inpaint:{sd_inpaint}",
+            method="full",
+            out=tmp_path / "y",
+        )
 
 
 def test_weights_of_another_pipeline_are_refused(sd_inpaint, triplets, tmp_path):
-    cfg = TrainConfig(dataset=f"native:{triplets}", model=f"ip2p:{sd_inpaint}", method="lora",
-                      out=tmp_path / "x", bins=(32,))  # fmt: skip
-    with pytest.raises(TrainError, match="holds a StableDiffusionInpaintPipeline, not the "
-                       "StableDiffusionInstructPix2PixPipeline"):  # fmt: skip
+    cfg = TrainConfig(
+        dataset=f"native:{triplets}",
+        model=f"ip2p:{sd_inpaint}",
+        method="lora",
+        out=tmp_path / "x",
+        bins=(32,),
+    )
+    with pytest.raises(
+        TrainError,
+        match="holds a StableDiffusionInpaintPipeline, not the "
+        "StableDiffusionInstructPix2PixPipeline",
+    ):
         train(cfg)

@@ -20,7 +20,7 @@ from medibench.train import TrainConfig, train  # noqa: E402
 from medibench.train._checkpoint import load_state  # noqa: E402
 from medibench.train._data import open_training_data  # noqa: E402
 from medibench.train._families import InstructPix2PixFamily  # noqa: E402
-from tests.train.conftest import make_triplets  # noqa: E402
+from tests.train.conftest import make_triplets, train_args  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -44,8 +44,15 @@ def fixed_loss(family, cfg) -> float:
 
 
 def test_loss_falls_when_overfitting_8_triplets(tiny_ip2p, triplets, tmp_path):
-    cfg = config(triplets, tiny_ip2p, tmp_path / "run", max_steps=30, batch_size=4, lr=1e-3,
-                 conditioning_dropout=0.0)  # fmt: skip
+    cfg = config(
+        triplets,
+        tiny_ip2p,
+        tmp_path / "run",
+        max_steps=30,
+        batch_size=4,
+        lr=1e-3,
+        conditioning_dropout=0.0,
+    )
     result = train(cfg)
     before = fixed_loss(InstructPix2PixFamily(tiny_ip2p, cfg, "cpu", torch.float32), cfg)
     after = fixed_loss(InstructPix2PixFamily(result.checkpoint, cfg, "cpu", torch.float32), cfg)
@@ -65,16 +72,25 @@ def test_full_checkpoint_is_a_model_spec_differs_from_base_and_reloads_identical
     opts = ["steps=2", "resolution=null"]
 
     def edit(spec, extra=()):
-        return parse_model_spec(spec, [*opts, *extra]).load().edit(image, "remove the lesion", seed=5)
+        return (
+            parse_model_spec(spec, [*opts, *extra]).load().edit(image, "remove the lesion", seed=5)
+        )
 
     trained = edit(f"ip2p:{result.checkpoint}")
     assert np.array_equal(trained, edit(f"ip2p:{result.checkpoint}"))
     assert not np.array_equal(trained, edit(f"ip2p:{tiny_ip2p}"))
     card = (result.checkpoint / "README.md").read_text()
     recorded = json.loads((tmp_path / "run/train_config.json").read_text())
-    for text in ("base_model:", recorded["base_hash"], recorded["dataset_hash"], "| seed | 0 |",
-                 "| lr | 0.01 |", "| conditioning_dropout | 0.05 |", "medibench 0.1.0",
-                 "| prediction_type | epsilon |"):  # fmt: skip
+    for text in (
+        "base_model:",
+        recorded["base_hash"],
+        recorded["dataset_hash"],
+        "| seed | 0 |",
+        "| lr | 0.01 |",
+        "| conditioning_dropout | 0.05 |",
+        "medibench 0.1.0",
+        "| prediction_type | epsilon |",
+    ):
         assert text in card
     assert recorded["objective"]["conditioning"].startswith("input image latents concatenated")
 
@@ -87,16 +103,23 @@ def test_lora_checkpoint_loads_in_plain_diffusers_and_as_lora_option(tiny_ip2p, 
 
     def plain(lora):
         pipe = diffusers.StableDiffusionInstructPix2PixPipeline.from_pretrained(
-            tiny_ip2p, safety_checker=None, requires_safety_checker=False)
+            tiny_ip2p, safety_checker=None, requires_safety_checker=False
+        )
         pipe.set_progress_bar_config(disable=True)
         if lora:
             pipe.load_lora_weights(result.checkpoint)
-        return pipe(prompt="remove the lesion", image=Image.fromarray(image), num_inference_steps=2,
-                    generator=torch.Generator().manual_seed(0), output_type="np").images[0]
+        return pipe(
+            prompt="remove the lesion",
+            image=Image.fromarray(image),
+            num_inference_steps=2,
+            generator=torch.Generator().manual_seed(0),
+            output_type="np",
+        ).images[0]
 
     assert np.abs(plain(True) - plain(False)).max() > 1e-4
-    spec = parse_model_spec(f"ip2p:{tiny_ip2p}", ["steps=2", "resolution=null",
-                                                  f"lora={result.checkpoint}"])  # fmt: skip
+    spec = parse_model_spec(
+        f"ip2p:{tiny_ip2p}", ["steps=2", "resolution=null", f"lora={result.checkpoint}"]
+    )
     model = spec.load()
     assert model.runtime()["lora"] == str(result.checkpoint)
     a = model.edit(image, "remove the lesion", seed=1)
@@ -104,20 +127,22 @@ def test_lora_checkpoint_loads_in_plain_diffusers_and_as_lora_option(tiny_ip2p, 
 
 
 def test_lora_resume_ends_with_the_uninterrupted_weights(tiny_ip2p, triplets, tmp_path):
-    whole = train(config(triplets, tiny_ip2p, tmp_path / "a", method="lora", max_steps=4,
-                         checkpoint_every=2, lr=1e-2, grad_accum=2))  # fmt: skip
-    train(config(triplets, tiny_ip2p, tmp_path / "b", method="lora", max_steps=2,
-                 checkpoint_every=2, lr=1e-2, grad_accum=2))  # fmt: skip
-    resumed = train(config(triplets, tiny_ip2p, tmp_path / "b", method="lora", max_steps=4,
-                           checkpoint_every=2, lr=1e-2, grad_accum=2))  # fmt: skip
+    def lora(out, steps):
+        options = {"method": "lora", "checkpoint_every": 2, "lr": 1e-2, "grad_accum": 2}
+        return train(config(triplets, tiny_ip2p, tmp_path / out, max_steps=steps, **options))
+
+    whole = lora("a", 4)
+    lora("b", 2)
+    resumed = lora("b", 4)
     assert resumed.start_step == 2
     a, b = load_state(whole.checkpoint)["trainable"], load_state(resumed.checkpoint)["trainable"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     log = (tmp_path / "a/train.jsonl").read_text().splitlines()
     again = (tmp_path / "b/train.jsonl").read_text().splitlines()
     strip = [{k: v for k, v in json.loads(x).items() if k != "time_per_step_s"} for x in log]
-    assert strip == [{k: v for k, v in json.loads(x).items() if k != "time_per_step_s"}
-                     for x in again]  # fmt: skip
+    assert strip == [
+        {k: v for k, v in json.loads(x).items() if k != "time_per_step_s"} for x in again
+    ]
 
 
 def _cli(*args):
@@ -140,8 +165,10 @@ def no_targets(tmp_path_factory):
         ({"--resolution": "40"}, "resolution 40 is not a multiple of 16"),
         ({"--method": "lora", "--rank": "0"}, "--rank must be >= 1 for LoRA, got 0"),
         ({"--dataset": "native:{nt}"}, "2 of 2 samples have no target image (first: 't000')"),
-        ({"--eval-dataset": "native:{d}", "--eval-every": "1"},
-         "holds 8 of the training samples (first: 't000'): evaluating on the training split"),
+        (
+            {"--eval-dataset": "native:{d}", "--eval-every": "1"},
+            "holds 8 of the training samples (first: 't000'): evaluating on the training split",
+        ),
         ({"--mix": "perception=1,surgery=1"}, "no sample has perspective or task 'surgery'"),
         ({"--model": "ip2p:{w}-missing"}, "does not exist"),
     ],
@@ -150,8 +177,15 @@ def test_bad_inputs_are_clear_errors_before_the_first_step(
     tiny_ip2p, triplets, no_targets, tmp_path, change, message
 ):
     fill = {"w": tiny_ip2p, "d": triplets, "nt": no_targets}
-    args = {"--dataset": "native:{d}", "--model": "ip2p:{w}", "--method": "full",
-            "--out": str(tmp_path / "run"), "--resolution": "32", "--max-steps": "1", **change}
+    args = {
+        "--dataset": "native:{d}",
+        "--model": "ip2p:{w}",
+        "--method": "full",
+        "--out": str(tmp_path / "run"),
+        "--resolution": "32",
+        "--max-steps": "1",
+        **change,
+    }
     result = _cli(*[x for k, v in args.items() for x in (k, v.format(**fill))])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
@@ -160,8 +194,7 @@ def test_bad_inputs_are_clear_errors_before_the_first_step(
 
 def test_a_folder_trained_with_other_settings_is_refused(tiny_ip2p, triplets, tmp_path):
     train(config(triplets, tiny_ip2p, tmp_path / "run", max_steps=1))
-    result = _cli("--dataset", f"native:{triplets}", "--model", f"ip2p:{tiny_ip2p}", "--method",
-                  "full", "--out", tmp_path / "run", "--resolution", 32, "--lr", 0.5, "--rank", 4,
-                  "--checkpoint-every", 1000)  # fmt: skip
+    options = {"lr": 0.5, "rank": 4, "checkpoint_every": 1000}
+    result = CliRunner().invoke(app, train_args(triplets, tiny_ip2p, tmp_path / "run", **options))
     assert result.exit_code == 2
     assert "was trained with other settings (lr: 0.5 != 0.0001)" in " ".join(result.output.split())

@@ -17,17 +17,16 @@ pytest.importorskip("diffusers")
 pytest.importorskip("accelerate")
 safetensors = pytest.importorskip("safetensors.torch")
 
+from tests.train.conftest import subprocess_env, train_args  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _train(data, weights, out, accum, launcher=()):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-           "OMP_NUM_THREADS": "1"}  # fmt: skip
-    args = ["-m", "medibench", "train", "--dataset", f"native:{data}", "--model",
-            f"ip2p:{weights}", "--method", "full", "--out", str(out), "--resolution", "32",
-            "--max-steps", "3", "--batch-size", "2", "--grad-accum", str(accum), "--lr", "1e-3"]
+    args = ["-m", "medibench"]
+    args += train_args(data, weights, out, max_steps=3, batch_size=2, grad_accum=accum, lr=1e-3)
     cmd = [*launcher, *args] if launcher else [sys.executable, *args]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return safetensors.load_file(out / "checkpoint-3/unet/diffusion_pytorch_model.safetensors")
 
@@ -36,9 +35,21 @@ def _train(data, weights, out, accum, launcher=()):
 def test_two_processes_match_one_with_twice_the_accumulation(tiny_ip2p, triplets, tmp_path):
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     assert accelerate is not None, "accelerate's launcher is not installed beside python"
-    launcher = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines",
-                "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
-                str(29500 + os.getpid() % 1000)]  # fmt: skip
+    launcher = [
+        accelerate,
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(29500 + os.getpid() % 1000),
+    ]
     two = _train(triplets, tiny_ip2p, tmp_path / "two", 1, launcher)
     one = _train(triplets, tiny_ip2p, tmp_path / "one", 2)
     assert two.keys() == one.keys()
@@ -49,8 +60,12 @@ def test_two_processes_match_one_with_twice_the_accumulation(tiny_ip2p, triplets
     assert worst <= 1e-5
     base = safetensors.load_file(tiny_ip2p / "unet/diffusion_pytorch_model.safetensors")
     assert max(float((one[k] - base[k]).abs().max()) for k in one) > 1e-4
-    logs = [[json.loads(x) for x in (tmp_path / f / "train.jsonl").read_text().splitlines()]
-            for f in ("two", "one")]  # fmt: skip
-    assert [r["samples_seen"] for r in logs[0]] == [r["samples_seen"] for r in logs[1]] == [4, 8, 12]
+    logs = [
+        [json.loads(x) for x in (tmp_path / f / "train.jsonl").read_text().splitlines()]
+        for f in ("two", "one")
+    ]
+    assert (
+        [r["samples_seen"] for r in logs[0]] == [r["samples_seen"] for r in logs[1]] == [4, 8, 12]
+    )
     for a, b in zip(*logs, strict=True):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)

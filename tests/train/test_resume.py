@@ -5,11 +5,9 @@ the data order come back too)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +15,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 pytest.importorskip("accelerate")
 safetensors = pytest.importorskip("safetensors.torch")
+
+from tests.train.conftest import subprocess_env, train_args  # noqa: E402
 
 KILLER = """
 import os, signal, sys
@@ -33,18 +33,15 @@ app(sys.argv[1:], prog_name="medibench")
 
 
 def _args(data, weights, out):
-    return ["train", "--dataset", f"native:{data}", "--model", f"ip2p:{weights}", "--method",
-            "full", "--out", str(out), "--resolution", "32", "--max-steps", "4",
-            "--checkpoint-every", "2", "--batch-size", "2", "--grad-accum", "2", "--lr", "1e-3"]
+    options = {"max_steps": 4, "checkpoint_every": 2, "batch_size": 2, "grad_accum": 2}
+    return train_args(data, weights, out, lr=1e-3, **options)
 
 
 def _run(args, env_extra=None):
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)]),
-           "OMP_NUM_THREADS": "1", **(env_extra or {})}  # fmt: skip
     code = ["-c", KILLER] if env_extra else ["-m", "medibench"]
-    return subprocess.run([sys.executable, *code, *args], env=env, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    env = {**subprocess_env(), **(env_extra or {})}
+    cmd = [sys.executable, *code, *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def _unet(folder):

@@ -21,8 +21,9 @@ STATE_FILE = "training_state.pt"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 
 
-def save_checkpoint(out: Path, step: int, family: Any, denoiser: Any, state: dict[str, Any],
-                    card: str) -> Path:  # fmt: skip
+def save_checkpoint(
+    out: Path, step: int, family: Any, denoiser: Any, state: dict[str, Any], card: str
+) -> Path:
     """Write ``out/checkpoint-{step}``; ``state`` is the training state (optimizer, counters)."""
     import torch
 
@@ -61,8 +62,11 @@ def load_full_weights(folder: Path, family: Any) -> None:
     cls = type(family.denoiser)
     saved = cls.from_pretrained(str(folder / family.denoiser_name))
     family.load_trainable_state(
-        {k: v for k, v in saved.state_dict().items()
-         if k in dict(family.denoiser.named_parameters())}  # fmt: skip
+        {
+            k: v
+            for k, v in saved.state_dict().items()
+            if k in dict(family.denoiser.named_parameters())
+        }
     )
 
 
@@ -81,27 +85,38 @@ def weights_hash(folder: Path | str) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def model_card(*, step: int, config: dict[str, Any], objective: dict[str, Any],
-               base_hash: str, dataset_hash: str, samples: int, version: str) -> str:  # fmt: skip
+def model_card(
+    *,
+    step: int,
+    config: dict[str, Any],
+    objective: dict[str, Any],
+    base_hash: str,
+    dataset_hash: str,
+    samples: int,
+    version: str,
+) -> str:
     """The checkpoint's ``README.md``: YAML front matter the Hub reads, then what made it."""
     family, _, base = config["model"].partition(":")
     lora = config["method"] == "lora"
-    usage = (f"--model {family}:{base} --model-option lora=checkpoint-{step}" if lora
-             else f"--model ip2p:checkpoint-{step}")  # fmt: skip
+    usage = (
+        f"--model {family}:{base} --model-option lora=checkpoint-{step}"
+        if lora
+        else f"--model ip2p:checkpoint-{step}"
+    )
     rows = "\n".join(f"| {k} | {_cell(v)} |" for k, v in {**config, **objective}.items())
     return f"""---
 base_model: {base}
 library_name: diffusers
-tags: [medibench, medical-image-editing, {'lora' if lora else 'full-fine-tune'}, {family}]
+tags: [medibench, medical-image-editing, {"lora" if lora else "full-fine-tune"}, {family}]
 ---
 
-# {family} {'LoRA' if lora else 'fine-tune'}, step {step}
+# {family} {"LoRA" if lora else "fine-tune"}, step {step}
 
 Trained with `medibench train` (medibench {version}) on {samples} samples.
 
 - base model: `{base}` ({base_hash})
-- dataset: `{config['dataset']}` (sha256:{dataset_hash}, over the training samples' records)
-- seed: {config['seed']}
+- dataset: `{config["dataset"]}` (sha256:{dataset_hash}, over the training samples' records)
+- seed: {config["seed"]}
 - use: `medibench run ... {usage}`
 
 | setting | value |

@@ -125,8 +125,9 @@ class TrainConfig:
     def _check(self) -> None:
         family, sep, weights = self.model.partition(":")
         if not sep or not weights:
-            raise TrainError(f"--model {self.model!r}: give FAMILY:PATH, FAMILY one of "
-                             f"{', '.join(TRAINABLE)}")  # fmt: skip
+            raise TrainError(
+                f"--model {self.model!r}: give FAMILY:PATH, FAMILY one of {', '.join(TRAINABLE)}"
+            )
         if family not in TRAINABLE:
             raise TrainError(
                 f"--model {self.model!r}: family {family!r} cannot be trained; trainable: "
@@ -137,8 +138,12 @@ class TrainConfig:
                 f"--model {family}: --method {self.method} is not supported; {family} trains "
                 f"with {' or '.join(TRAINABLE[family])}"
             )
-        positive = {"max_steps": self.max_steps, "batch_size": self.batch_size,
-                    "grad_accum": self.grad_accum, "checkpoint_every": self.checkpoint_every}
+        positive = {
+            "max_steps": self.max_steps,
+            "batch_size": self.batch_size,
+            "grad_accum": self.grad_accum,
+            "checkpoint_every": self.checkpoint_every,
+        }
         for name, value in positive.items():
             if value < 1:
                 raise TrainError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
@@ -154,17 +159,20 @@ class TrainConfig:
                 f"got {self.conditioning_dropout}"
             )
         if self.mixed_precision not in ("no", "bf16", "fp16"):
-            raise TrainError(f"--mixed-precision must be no, bf16 or fp16, "
-                             f"not {self.mixed_precision!r}")  # fmt: skip
+            raise TrainError(
+                f"--mixed-precision must be no, bf16 or fp16, not {self.mixed_precision!r}"
+            )
         if any(w < 0 for w in self.mix.values()) or (self.mix and not any(self.mix.values())):
             raise TrainError(f"--mix weights must be >= 0, one of them > 0, got {self.mix}")
         evals = (self.eval_dataset, self.eval_every)
         if any(v is not None for v in evals) and not all(v is not None for v in evals):
             raise TrainError("--eval-dataset and --eval-every go together")
         if self.eval_dataset is not None and family == "diffusers-inpaint":
-            raise TrainError("an inpainting expert is evaluated by the build that uses it "
-                             "(medibench build modification --inpainter diffusers-inpaint:BASE "
-                             "--lora CHECKPOINT), not by --eval-dataset")
+            raise TrainError(
+                "an inpainting expert is evaluated by the build that uses it "
+                "(medibench build modification --inpainter diffusers-inpaint:BASE "
+                "--lora CHECKPOINT), not by --eval-dataset"
+            )
         if self.eval_every is not None and self.eval_every < 1:
             raise TrainError(f"--eval-every must be >= 1, got {self.eval_every}")
         if self.eval_limit is not None and self.eval_limit < 1:
@@ -194,8 +202,10 @@ def parse_mix(text: str | None) -> dict[str, float]:
         except ValueError:
             sep = ""
         if not sep or not key.strip():
-            raise TrainError(f"--mix {text!r}: give NAME=WEIGHT pairs separated by commas "
-                             f"(NAME a perspective or a task), bad part {part!r}")  # fmt: skip
+            raise TrainError(
+                f"--mix {text!r}: give NAME=WEIGHT pairs separated by commas "
+                f"(NAME a perspective or a task), bad part {part!r}"
+            )
     return out
 
 

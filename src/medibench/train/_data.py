@@ -79,13 +79,20 @@ class TrainingData:
             self._cache[index] = (_resize(images.input, (h, w)), _resize(images.target, (h, w)), m)
         x, y, m = self._cache[index]
         if mask and m is None:
-            raise TrainError(f"sample {self.items[index].sample.sample_id!r} has no mask: "
-                             "inpainting trains on masked images")  # fmt: skip
+            raise TrainError(
+                f"sample {self.items[index].sample.sample_id!r} has no mask: "
+                "inpainting trains on masked images"
+            )
         return (x, y, m) if mask else (x, y)
 
 
 def open_training_data(
-    spec: str, *, bins: Sequence[int], multiple: int, mix: dict[str, float], seed: int,
+    spec: str,
+    *,
+    bins: Sequence[int],
+    multiple: int,
+    mix: dict[str, float],
+    seed: int,
     need_mask: bool = False,
 ) -> tuple[TrainingData, Any]:
     """Load ``spec`` and bucket its samples; returns the data and the dataset.
@@ -97,8 +104,10 @@ def open_training_data(
 
     for b in bins:
         if b % multiple:
-            raise TrainError(f"resolution {b} is not a multiple of {multiple}, which this "
-                             f"model's latents need; use multiples of {multiple}")  # fmt: skip
+            raise TrainError(
+                f"resolution {b} is not a multiple of {multiple}, which this "
+                f"model's latents need; use multiples of {multiple}"
+            )
     try:
         ds = load_dataset(spec)
     except (KeyError, ValueError, FileNotFoundError) as exc:
@@ -108,12 +117,16 @@ def open_training_data(
         raise TrainError(f"--dataset {spec!r} has no samples")
     lacking = [s.sample_id for s in samples if s.target is None]
     if lacking:
-        raise TrainError(f"--dataset {spec!r}: {len(lacking)} of {len(samples)} samples have no "
-                         f"target image (first: {lacking[0]!r}); training needs input, target "
-                         "and instruction")  # fmt: skip
+        raise TrainError(
+            f"--dataset {spec!r}: {len(lacking)} of {len(samples)} samples have no "
+            f"target image (first: {lacking[0]!r}); training needs input, target "
+            "and instruction"
+        )
     if need_mask and (no_mask := [s.sample_id for s in samples if s.mask is None]):
-        raise TrainError(f"--dataset {spec!r}: {len(no_mask)} samples have no mask (first: "
-                         f"{no_mask[0]!r}); inpainting trains on image + mask")  # fmt: skip
+        raise TrainError(
+            f"--dataset {spec!r}: {len(no_mask)} samples have no mask (first: "
+            f"{no_mask[0]!r}); inpainting trains on image + mask"
+        )
     items = [Item(s, bucket_size(_size_of(s), bins, multiple)) for s in samples]
     return TrainingData(items, mix, seed), ds
 
@@ -138,8 +151,10 @@ def dataset_hash(data: TrainingData) -> str:
     """sha256 of the training samples' records (ids, files, instructions, groups, sizes)."""
     digest = hashlib.sha256()
     for item in data.items:
-        record = item.sample.model_dump(mode="json", include={
-            "sample_id", "input", "target", "mask", "instruction", "perspective", "task"})
+        record = item.sample.model_dump(
+            mode="json",
+            include={"sample_id", "input", "target", "mask", "instruction", "perspective", "task"},
+        )
         digest.update(json.dumps([record, item.size], sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -147,6 +162,7 @@ def dataset_hash(data: TrainingData) -> str:
 # -- helpers ----------------------------------------------------------------------------------
 def _groups(items: list[Item], mix: dict[str, float]) -> list[tuple[float, dict]]:
     """``[(weight, {size: [item indices]})]``, one entry per group with weight > 0."""
+
     def bucketed(indices: list[int]) -> dict[tuple[int, int], list[int]]:
         out: dict[tuple[int, int], list[int]] = {}
         for i in indices:
@@ -157,13 +173,18 @@ def _groups(items: list[Item], mix: dict[str, float]) -> list[tuple[float, dict]
         return [(1.0, bucketed(list(range(len(items)))))]
     groups = []
     for name, weight in mix.items():
-        members = [i for i, it in enumerate(items)
-                   if name in (it.sample.perspective.value, it.sample.task)]  # fmt: skip
+        members = [
+            i for i, it in enumerate(items) if name in (it.sample.perspective.value, it.sample.task)
+        ]
         if not members:
-            known = sorted({it.sample.perspective.value for it in items}
-                           | {it.sample.task for it in items if it.sample.task})  # fmt: skip
-            raise TrainError(f"--mix {name}={weight:g}: no sample has perspective or task "
-                             f"{name!r}; the dataset has {', '.join(known)}")  # fmt: skip
+            known = sorted(
+                {it.sample.perspective.value for it in items}
+                | {it.sample.task for it in items if it.sample.task}
+            )
+            raise TrainError(
+                f"--mix {name}={weight:g}: no sample has perspective or task "
+                f"{name!r}; the dataset has {', '.join(known)}"
+            )
         if weight > 0:
             groups.append((weight, bucketed(members)))
     return groups
@@ -184,5 +205,3 @@ def _resize(image: np.ndarray, size: tuple[int, int], method=Image.Resampling.BI
     if image.shape[:2] == (h, w):
         return image
     return np.asarray(Image.fromarray(image).resize((w, h), method))
-
-

@@ -21,15 +21,25 @@ def checkpoint_model_spec(config: TrainConfig, checkpoint: Path) -> tuple[str, t
     return config.model, (f"lora={checkpoint}",)
 
 
-def evaluate_checkpoint(config: TrainConfig, checkpoint: Path, folder: Path,
-                        model_options: tuple[str, ...] = (), console: Any = None) -> Path:  # fmt: skip
+def evaluate_checkpoint(
+    config: TrainConfig,
+    checkpoint: Path,
+    folder: Path,
+    model_options: tuple[str, ...] = (),
+    console: Any = None,
+) -> Path:
     """Run ``checkpoint`` on ``config.eval_dataset`` (its first ``eval_limit`` samples) into
     ``folder``; ``model_options`` (``key=value``) go to the model (``steps=20``)."""
     from medibench.runs import RunConfig, RunError, plan_run, run
 
     spec, options = checkpoint_model_spec(config, checkpoint)
-    run_config = RunConfig(dataset=str(config.eval_dataset), models=(spec,), out=folder,
-                           seed=config.seed, model_options=options + tuple(model_options))  # fmt: skip
+    run_config = RunConfig(
+        dataset=str(config.eval_dataset),
+        models=(spec,),
+        out=folder,
+        seed=config.seed,
+        model_options=options + tuple(model_options),
+    )
     try:
         plan = plan_run(run_config)
         if config.eval_limit is not None:

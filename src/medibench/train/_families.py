@@ -78,8 +78,10 @@ class Family:
         """Raise :class:`TrainError` unless ``weights`` hold this family's pipeline."""
         index = _read_json(Path(weights) / "model_index.json")
         if index.get("_class_name") != cls.pipeline_class:
-            raise TrainError(f"{weights} holds a {index.get('_class_name')}, not the "
-                             f"{cls.pipeline_class} this family trains")  # fmt: skip
+            raise TrainError(
+                f"{weights} holds a {index.get('_class_name')}, not the "
+                f"{cls.pipeline_class} this family trains"
+            )
 
     @classmethod
     def multiple(cls, weights: Path) -> int:
@@ -101,8 +103,11 @@ class Family:
 
     def trainable_state(self) -> dict[str, Any]:
         """The learning weights by name (CPU copies): what resuming loads back."""
-        return {n: p.detach().cpu().clone()
-                for n, p in self.denoiser.named_parameters() if p.requires_grad}  # fmt: skip
+        return {
+            n: p.detach().cpu().clone()
+            for n, p in self.denoiser.named_parameters()
+            if p.requires_grad
+        }
 
     def load_trainable_state(self, state: dict[str, Any]) -> None:
         params = dict(self.denoiser.named_parameters())
@@ -146,8 +151,11 @@ class Family:
     def _components(self) -> list[Any]:
         import torch
 
-        return [m for name, m in self.pipeline.components.items()
-                if isinstance(m, torch.nn.Module) and name != self.denoiser_name]  # fmt: skip
+        return [
+            m
+            for name, m in self.pipeline.components.items()
+            if isinstance(m, torch.nn.Module) and name != self.denoiser_name
+        ]
 
     def _trainable_dtype(self):
         import torch
@@ -155,15 +163,17 @@ class Family:
         return torch.float32  # mixed precision autocasts; master weights stay float32
 
     def _add_lora(self) -> None:
-        from peft import LoraConfig
-
         import torch
+        from peft import LoraConfig
 
         self.denoiser.requires_grad_(False)
         self.denoiser.to(dtype=self.weight_dtype)
-        config = LoraConfig(r=self.config.rank, lora_alpha=self.config.rank,
-                            init_lora_weights="gaussian",
-                            target_modules=list(self.lora_targets))  # fmt: skip
+        config = LoraConfig(
+            r=self.config.rank,
+            lora_alpha=self.config.rank,
+            init_lora_weights="gaussian",
+            target_modules=list(self.lora_targets),
+        )
         torch.manual_seed(self.config.seed)  # the LoRA's initial weights
         self.denoiser.add_adapter(config)
         for p in self.denoiser.parameters():
@@ -182,30 +192,39 @@ class DenoisingFamily(Family):
         self.noise_scheduler = DDPMScheduler.from_config(self.pipeline.scheduler.config)
         self.prediction_type = self.noise_scheduler.config.prediction_type
         if self.prediction_type not in ("epsilon", "v_prediction"):
-            raise TrainError(f"{weights}: scheduler prediction_type {self.prediction_type!r} "
-                             "is neither epsilon nor v_prediction")  # fmt: skip
+            raise TrainError(
+                f"{weights}: scheduler prediction_type {self.prediction_type!r} "
+                "is neither epsilon nor v_prediction"
+            )
         self._null = None
 
     @classmethod
     def multiple(cls, weights: Path) -> int:
         vae = _read_config(weights, "vae")
         unet = _read_config(weights, "unet")
-        return 2 ** (len(vae["block_out_channels"]) - 1) * 2 ** (len(unet["block_out_channels"]) - 1)
+        return 2 ** (len(vae["block_out_channels"]) - 1) * 2 ** (
+            len(unet["block_out_channels"]) - 1
+        )
 
     def objective(self) -> dict[str, Any]:
-        return {"objective": "denoising (DDPM)", "prediction_type": self.prediction_type,
-                "snr_gamma": self.config.snr_gamma,
-                "timesteps": f"uniform in [0, {self.noise_scheduler.config.num_train_timesteps})"}
+        return {
+            "objective": "denoising (DDPM)",
+            "prediction_type": self.prediction_type,
+            "snr_gamma": self.config.snr_gamma,
+            "timesteps": f"uniform in [0, {self.noise_scheduler.config.num_train_timesteps})",
+        }
 
     def noised(self, latents, generator):
         """``(noisy latents, noise, timesteps)`` for clean ``latents``."""
         import torch
 
-        noise = torch.randn(latents.shape, generator=generator, device=self.device,
-                            dtype=latents.dtype)  # fmt: skip
+        noise = torch.randn(
+            latents.shape, generator=generator, device=self.device, dtype=latents.dtype
+        )
         steps = self.noise_scheduler.config.num_train_timesteps
-        t = torch.randint(0, steps, (latents.shape[0],), generator=generator,
-                          device=self.device).long()  # fmt: skip
+        t = torch.randint(
+            0, steps, (latents.shape[0],), generator=generator, device=self.device
+        ).long()
         return self.noise_scheduler.add_noise(latents, noise, t), noise, t
 
     def denoising_loss(self, pred, latents, noise, t):
@@ -228,8 +247,13 @@ class DenoisingFamily(Family):
 
     def _encode_text(self, prompts: list[str]):
         tok = self.pipeline.tokenizer
-        ids = tok(prompts, max_length=tok.model_max_length, padding="max_length",
-                  truncation=True, return_tensors="pt").input_ids  # fmt: skip
+        ids = tok(
+            prompts,
+            max_length=tok.model_max_length,
+            padding="max_length",
+            truncation=True,
+            return_tensors="pt",
+        ).input_ids
         return self.pipeline.text_encoder(ids.to(self.device))[0]
 
     def _null_text(self):
@@ -245,9 +269,11 @@ class InstructPix2PixFamily(DenoisingFamily):
     load_options = {"safety_checker": None, "requires_safety_checker": False}
 
     def objective(self) -> dict[str, Any]:
-        return {**super().objective(),
-                "conditioning": "input image latents concatenated on channels",
-                "conditioning_dropout": self.config.conditioning_dropout}  # fmt: skip
+        return {
+            **super().objective(),
+            "conditioning": "input image latents concatenated on channels",
+            "conditioning_dropout": self.config.conditioning_dropout,
+        }
 
     def loss(self, pixels, prompts, generator):
         import torch
@@ -304,6 +330,8 @@ def _min_snr_loss(pred, target, t, scheduler, gamma: float):
 
     snr = compute_snr(scheduler, t)
     weight = torch.clamp(snr, max=gamma)
-    weight = weight / (snr + 1) if scheduler.config.prediction_type == "v_prediction" else weight / snr
+    weight = (
+        weight / (snr + 1) if scheduler.config.prediction_type == "v_prediction" else weight / snr
+    )
     per = ((pred.float() - target.float()) ** 2).mean(dim=list(range(1, pred.ndim)))
     return (per * weight).mean()

@@ -46,10 +46,13 @@ class FluxKontextFamily(Family):
         return 2 ** (len(vae["block_out_channels"]) - 1) * 2  # 2x2 patches of latents
 
     def objective(self) -> dict[str, Any]:
-        return {"objective": "flow matching (rectified flow)", "prediction_type": "noise - x0",
-                "conditioning": "input image latents as reference tokens after the noisy ones",
-                "timesteps": "uniform over the scheduler's training timesteps",
-                "guidance_scale": self.guidance_scale}  # fmt: skip
+        return {
+            "objective": "flow matching (rectified flow)",
+            "prediction_type": "noise - x0",
+            "conditioning": "input image latents as reference tokens after the noisy ones",
+            "timesteps": "uniform over the scheduler's training timesteps",
+            "guidance_scale": self.guidance_scale,
+        }
 
     def loss(self, pixels, prompts, generator):
         import torch
@@ -77,17 +80,28 @@ class FluxKontextFamily(Family):
         guidance = None
         if self.denoiser.config.guidance_embeds:
             guidance = torch.full((bsz,), self.guidance_scale, device=self.device)
-        pred = self.net(hidden_states=torch.cat([tokens, cond_tokens], dim=1),
-                        timestep=timesteps / 1000, guidance=guidance, pooled_projections=pooled,
-                        encoder_hidden_states=embeds, txt_ids=text_ids,
-                        img_ids=torch.cat([ids, cond_ids], dim=0), return_dict=False)[0]  # fmt: skip
-        pred = pipe._unpack_latents(pred[:, : tokens.shape[1]], h * pipe.vae_scale_factor,
-                                    w * pipe.vae_scale_factor, pipe.vae_scale_factor)  # fmt: skip
+        pred = self.net(
+            hidden_states=torch.cat([tokens, cond_tokens], dim=1),
+            timestep=timesteps / 1000,
+            guidance=guidance,
+            pooled_projections=pooled,
+            encoder_hidden_states=embeds,
+            txt_ids=text_ids,
+            img_ids=torch.cat([ids, cond_ids], dim=0),
+            return_dict=False,
+        )[0]
+        pred = pipe._unpack_latents(
+            pred[:, : tokens.shape[1]],
+            h * pipe.vae_scale_factor,
+            w * pipe.vae_scale_factor,
+            pipe.vae_scale_factor,
+        )
         target = noise - x0
         return ((pred.float() - target.float()) ** 2).reshape(bsz, -1).mean(1).mean()
 
     def _encode_prompts(self, prompts: list[str]):
         """``(T5 embeddings, CLIP pooled embeddings, text position ids)`` of ``prompts``."""
         length = min(512, self.pipeline.tokenizer_2.model_max_length)
-        return self.pipeline.encode_prompt(prompt=prompts, prompt_2=None, device=self.device,
-                                           max_sequence_length=length)  # fmt: skip
+        return self.pipeline.encode_prompt(
+            prompt=prompts, prompt_2=None, device=self.device, max_sequence_length=length
+        )

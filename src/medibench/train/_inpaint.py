@@ -27,8 +27,10 @@ class StableDiffusionInpaintFamily(DenoisingFamily):
     needs_mask = True
 
     def objective(self) -> dict[str, Any]:
-        return {**super().objective(),
-                "conditioning": "mask and masked-target latents concatenated on channels"}
+        return {
+            **super().objective(),
+            "conditioning": "mask and masked-target latents concatenated on channels",
+        }
 
     def loss(self, pixels, prompts, generator):
         import numpy as np

@@ -74,22 +74,29 @@ def check_training(config: TrainConfig) -> Checked:
         raise TrainError(f"--model {config.model!r}: training needs the weights on disk")
     cls.check(Path(weights))
     data, _ = open_training_data(
-        config.dataset, bins=config.bins, multiple=cls.multiple(Path(weights)), mix=config.mix,
-        seed=config.seed, need_mask=cls.needs_mask,
-    )  # fmt: skip
+        config.dataset,
+        bins=config.bins,
+        multiple=cls.multiple(Path(weights)),
+        mix=config.mix,
+        seed=config.seed,
+        need_mask=cls.needs_mask,
+    )
     eval_samples = _check_eval_dataset(config, data) if config.eval_dataset else 0
     recorded = config.out / CONFIG_FILE
     if recorded.is_file():
         before = read_config(recorded)
         diff = config.differences(before)
         if diff:
-            raise TrainError(f"{config.out} was trained with other settings ({'; '.join(diff)}); "
-                             "use another --out or the same settings to resume")  # fmt: skip
+            raise TrainError(
+                f"{config.out} was trained with other settings ({'; '.join(diff)}); "
+                "use another --out or the same settings to resume"
+            )
     return Checked(config, weights, data, eval_samples)
 
 
-def train(config: TrainConfig, *, eval_model_options: tuple[str, ...] = (),
-          console: Any = None) -> TrainResult:  # fmt: skip
+def train(
+    config: TrainConfig, *, eval_model_options: tuple[str, ...] = (), console: Any = None
+) -> TrainResult:
     """Train (or resume) as ``config`` says; see :mod:`medibench.train`.
 
     Holds the folder's lock (the main process of a data-parallel launch). Raises
@@ -113,16 +120,18 @@ def train(config: TrainConfig, *, eval_model_options: tuple[str, ...] = (),
 
 
 class _Training:
-    def __init__(self, checked: Checked, accelerator: Any, eval_options: tuple[str, ...],
-                 console: Any) -> None:  # fmt: skip
+    def __init__(
+        self, checked: Checked, accelerator: Any, eval_options: tuple[str, ...], console: Any
+    ) -> None:
         import torch
 
         self.checked, self.cfg, self.data = checked, checked.config, checked.data
         self.acc, self.eval_options, self.console = accelerator, eval_options, console
         dtype = {"no": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
         cls = family_class(self.cfg.family)
-        self.family = cls(checked.weights, self.cfg, accelerator.device,
-                          dtype[self.cfg.mixed_precision])  # fmt: skip
+        self.family = cls(
+            checked.weights, self.cfg, accelerator.device, dtype[self.cfg.mixed_precision]
+        )
         params = self.family.trainable_parameters()
         self.optimizer = _optimizer(self.cfg, params)
         self.family.net, self.optimizer = accelerator.prepare(self.family.denoiser, self.optimizer)
@@ -145,8 +154,15 @@ class _Training:
             seen += cfg.batch_size * cfg.grad_accum * world
             done = step + 1
             if acc.is_main_process:
-                self._log({"step": done, "loss": loss, "lr": cfg.lr, "samples_seen": seen,
-                           "time_per_step_s": round(time.perf_counter() - t0, 6)})  # fmt: skip
+                self._log(
+                    {
+                        "step": done,
+                        "loss": loss,
+                        "lr": cfg.lr,
+                        "samples_seen": seen,
+                        "time_per_step_s": round(time.perf_counter() - t0, 6),
+                    }
+                )
             if self._checkpoint_due(done):
                 path = self._save(done, seen)
                 last = (done, path)
@@ -154,8 +170,9 @@ class _Training:
                     evaluations.append(self._evaluate(done, path))
         if last is None or last[0] != cfg.max_steps:
             last = (cfg.max_steps, out / f"checkpoint-{cfg.max_steps}")
-        return TrainResult(out, start, cfg.max_steps, last[1], tuple(evaluations),
-                           acc.is_main_process)  # fmt: skip
+        return TrainResult(
+            out, start, cfg.max_steps, last[1], tuple(evaluations), acc.is_main_process
+        )
 
     # -- one step -------------------------------------------------------------------------------
     def _step(self, step: int, world: int, rank: int) -> float:
@@ -184,8 +201,11 @@ class _Training:
 
     def _checkpoint_due(self, done: int) -> bool:
         cfg = self.cfg
-        return (done % cfg.checkpoint_every == 0 or done == cfg.max_steps
-                or bool(cfg.eval_every and done % cfg.eval_every == 0))  # fmt: skip
+        return (
+            done % cfg.checkpoint_every == 0
+            or done == cfg.max_steps
+            or bool(cfg.eval_every and done % cfg.eval_every == 0)
+        )
 
     # -- resume, records, checkpoints -----------------------------------------------------------
     def _resume(self) -> tuple[int, int]:
@@ -213,10 +233,15 @@ class _Training:
         from medibench.io import atomic_write_text
 
         self.base_hash = weights_hash(self.checked.weights)
-        record = {**self.cfg.to_dict(), "objective": self.family.objective(),
-                  "base_hash": self.base_hash, "dataset_hash": dataset_hash(self.data),
-                  "samples": len(self.data), "medibench_version": __version__,
-                  "processes": self.acc.num_processes}  # fmt: skip
+        record = {
+            **self.cfg.to_dict(),
+            "objective": self.family.objective(),
+            "base_hash": self.base_hash,
+            "dataset_hash": dataset_hash(self.data),
+            "samples": len(self.data),
+            "medibench_version": __version__,
+            "processes": self.acc.num_processes,
+        }
         atomic_write_text(path, json.dumps(record, indent=2) + "\n")
 
     def _save(self, step: int, seen: int) -> Path:
@@ -227,13 +252,19 @@ class _Training:
             from medibench import __version__
 
             rec = json.loads((self.cfg.out / CONFIG_FILE).read_text(encoding="utf-8"))
-            card = model_card(step=step, config=self.cfg.to_dict(), objective=rec["objective"],
-                              base_hash=rec["base_hash"], dataset_hash=rec["dataset_hash"],
-                              samples=rec["samples"], version=__version__)  # fmt: skip
-            state = {"step": step, "samples_seen": seen,
-                     "optimizer": self.optimizer.state_dict()}  # fmt: skip
-            save_checkpoint(self.cfg.out, step, self.family, acc.unwrap_model(self.family.net),
-                            state, card)  # fmt: skip
+            card = model_card(
+                step=step,
+                config=self.cfg.to_dict(),
+                objective=rec["objective"],
+                base_hash=rec["base_hash"],
+                dataset_hash=rec["dataset_hash"],
+                samples=rec["samples"],
+                version=__version__,
+            )
+            state = {"step": step, "samples_seen": seen, "optimizer": self.optimizer.state_dict()}
+            save_checkpoint(
+                self.cfg.out, step, self.family, acc.unwrap_model(self.family.net), state, card
+            )
         acc.wait_for_everyone()
         return path
 
@@ -274,22 +305,30 @@ def _check_eval_dataset(config: TrainConfig, data: TrainingData) -> int:
     trained_inputs = {key[1] for key in trained}
     shared = [s.sample_id for s in samples if Path(s.input).resolve() in trained_inputs]
     if shared:
-        raise TrainError(f"--eval-dataset {config.eval_dataset!r} holds {len(shared)} of the "
-                         f"training samples (first: {shared[0]!r}): evaluating on the training "
-                         "split is refused; evaluate on a held-out split")  # fmt: skip
+        raise TrainError(
+            f"--eval-dataset {config.eval_dataset!r} holds {len(shared)} of the "
+            f"training samples (first: {shared[0]!r}): evaluating on the training "
+            "split is refused; evaluate on a held-out split"
+        )
     return len(samples)
 
 
 def _optimizer(cfg: TrainConfig, params: list[Any]):
     import torch
 
-    kwargs = {"lr": cfg.lr, "betas": (cfg.adam_beta1, cfg.adam_beta2),
-              "weight_decay": cfg.weight_decay, "eps": cfg.adam_epsilon}  # fmt: skip
+    kwargs = {
+        "lr": cfg.lr,
+        "betas": (cfg.adam_beta1, cfg.adam_beta2),
+        "weight_decay": cfg.weight_decay,
+        "eps": cfg.adam_epsilon,
+    }
     if cfg.use_8bit_adam:
         try:
             import bitsandbytes as bnb
         except ImportError:
-            raise TrainError("--use-8bit-adam needs bitsandbytes: pip install bitsandbytes") from None
+            raise TrainError(
+                "--use-8bit-adam needs bitsandbytes: pip install bitsandbytes"
+            ) from None
         return bnb.optim.AdamW8bit(params, **kwargs)
     # The fused kernel (CPU and CUDA): one pass over every tensor instead of a loop of small
     # ops per parameter; the same update up to float rounding.

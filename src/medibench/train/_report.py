@@ -33,8 +33,11 @@ def learning_curve(folder: Path) -> dict[str, Any]:
             continue
         loss.append((int(rec["step"]), float(rec["loss"])))
     evals = []
-    runs = [(int(m.group(1)), p) for p in (folder / "eval").glob("step-*")
-            if (m := _STEP.match(p.name)) and (p / "run.sqlite").is_file()]  # fmt: skip
+    runs = [
+        (int(m.group(1)), p)
+        for p in (folder / "eval").glob("step-*")
+        if (m := _STEP.match(p.name)) and (p / "run.sqlite").is_file()
+    ]
     for step, run in sorted(runs):
         evals += [{"step": step, "run": str(run), **row} for row in _overall(run)]
     return {"loss": loss, "evals": evals}
@@ -52,24 +55,48 @@ def training_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     for proto in protocols:
         rows = [e for e in curve["evals"] if e["protocol"] == proto]
         metrics = sorted({m for e in rows for m in e["metrics"]})
-        tables.append({
-            "title": f"evaluated checkpoints · {proto}",
-            "columns": ["step", "train loss", "samples", *metrics],
-            "rows": [[str(e["step"]), _loss_between(curve["loss"], prev, e["step"]), str(e["n"]),
-                      *(_cell(e["metrics"].get(m)) for m in metrics)]
-                     for prev, e in zip([0] + [r["step"] for r in rows], rows)],
-            "notes": ["train loss: mean of the logged losses since the previous evaluation",
-                      "metrics: the protocol's overall row, mean [CI] (medibench report)"],
-        })  # fmt: skip
+        tables.append(
+            {
+                "title": f"evaluated checkpoints · {proto}",
+                "columns": ["step", "train loss", "samples", *metrics],
+                "rows": [
+                    [
+                        str(e["step"]),
+                        _loss_between(curve["loss"], prev, e["step"]),
+                        str(e["n"]),
+                        *(_cell(e["metrics"].get(m)) for m in metrics),
+                    ]
+                    for prev, e in zip([0] + [r["step"] for r in rows], rows, strict=False)
+                ],
+                "notes": [
+                    "train loss: mean of the logged losses since the previous evaluation",
+                    "metrics: the protocol's overall row, mean [CI] (medibench report)",
+                ],
+            }
+        )
     steps = [s for s, _ in curve["loss"]]
-    tables.insert(0, {
-        "title": "training", "columns": ["steps logged", "first loss", "last loss", "folder"],
-        "rows": [[str(len(steps)), _num(curve["loss"][0][1]) if steps else "",
-                  _num(curve["loss"][-1][1]) if steps else "", str(folder)]],
-        "notes": [],
-    })  # fmt: skip
-    return {"id": "training", "title": "Training: learning curve", "tables": tables,
-            "figures": [{"title": "loss and metrics by step", "svg": _figure(curve)}]}  # fmt: skip
+    tables.insert(
+        0,
+        {
+            "title": "training",
+            "columns": ["steps logged", "first loss", "last loss", "folder"],
+            "rows": [
+                [
+                    str(len(steps)),
+                    _num(curve["loss"][0][1]) if steps else "",
+                    _num(curve["loss"][-1][1]) if steps else "",
+                    str(folder),
+                ]
+            ],
+            "notes": [],
+        },
+    )
+    return {
+        "id": "training",
+        "title": "Training: learning curve",
+        "tables": tables,
+        "figures": [{"title": "loss and metrics by step", "svg": _figure(curve)}],
+    }
 
 
 def write_training_report(folder: Path, out: Path | None = None) -> Path:
@@ -83,10 +110,17 @@ def write_training_report(folder: Path, out: Path | None = None) -> Path:
     panel = training_panel(None, folder)
     config = json.loads((folder / "train_config.json").read_text(encoding="utf-8"))
     blob = {"samples": [], "models": [], "metrics": [], "predictions": {}, "scores": {}}
-    return write_html(out, run_dir=folder, meta={"config": config}, sections=[], blob=blob,
-                      settings={}, counts={"samples": 0, "models": 0, "predictions": 0,
-                                           "scores": 0},
-                      build_seconds=0.0, panels=[{"tables": [], "figures": [], **panel}])  # fmt: skip
+    return write_html(
+        out,
+        run_dir=folder,
+        meta={"config": config},
+        sections=[],
+        blob=blob,
+        settings={},
+        counts={"samples": 0, "models": 0, "predictions": 0, "scores": 0},
+        build_seconds=0.0,
+        panels=[{"tables": [], "figures": [], **panel}],
+    )
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -112,13 +146,21 @@ def _overall(run: Path) -> list[dict[str, Any]]:
     for name, version in sorted({(s.protocol, s.protocol_version) for s in scores}):
         proto = load_protocol(f"{name}@{version}")
         mine = [s for s in scores if (s.protocol, s.protocol_version) == (name, version)]
-        rows = summarize(mine, samples, proto.aggregation, metrics=list(proto.metric_names),
-                         applicable=getattr(proto, "applicable_metrics", None))  # fmt: skip
+        rows = summarize(
+            mine,
+            samples,
+            proto.aggregation,
+            metrics=list(proto.metric_names),
+            applicable=getattr(proto, "applicable_metrics", None),
+        )
         overall = next((r for r in rows if r["by"] == "all"), None)
         if overall is None:
             continue
-        metrics = {m: (overall.get(m), overall.get(f"{m}_ci_low"), overall.get(f"{m}_ci_high"))
-                   for m in proto.metric_names if overall.get(m) is not None}  # fmt: skip
+        metrics = {
+            m: (overall.get(m), overall.get(f"{m}_ci_low"), overall.get(f"{m}_ci_high"))
+            for m in proto.metric_names
+            if overall.get(m) is not None
+        }
         out.append({"protocol": f"{name}@{version}", "n": overall["n"], "metrics": metrics})
     return out
 
@@ -146,15 +188,19 @@ def _figure(curve: dict[str, Any]) -> str:
     import matplotlib.pyplot as plt
 
     metrics = sorted({(e["protocol"], m) for e in curve["evals"] for m in e["metrics"]})
-    fig, axes = plt.subplots(1, 1 + len(metrics), figsize=(3.2 * (1 + len(metrics)), 2.6),
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, 1 + len(metrics), figsize=(3.2 * (1 + len(metrics)), 2.6), squeeze=False
+    )
     ax = axes[0][0]
     if curve["loss"]:
         ax.plot(*zip(*curve["loss"], strict=True), lw=1)
     ax.set(title="train loss", xlabel="step")
     for ax, (proto, m) in zip(axes[0][1:], metrics, strict=True):
-        pts = [(e["step"], *e["metrics"][m]) for e in curve["evals"]
-               if e["protocol"] == proto and m in e["metrics"]]  # fmt: skip
+        pts = [
+            (e["step"], *e["metrics"][m])
+            for e in curve["evals"]
+            if e["protocol"] == proto and m in e["metrics"]
+        ]
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         lo = [p[1] - p[2] if p[2] is not None else 0 for p in pts]
         hi = [p[3] - p[1] if p[3] is not None else 0 for p in pts]
@@ -165,4 +211,4 @@ def _figure(curve: dict[str, Any]) -> str:
     fig.savefig(buf, format="svg")
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.find("<svg"):]
+    return text[text.find("<svg") :]
