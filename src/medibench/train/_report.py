@@ -94,6 +94,7 @@ def training_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     return {
         "id": "training",
         "title": "Training: learning curve",
+        "summary": f"{len(steps)} steps, {len({e['step'] for e in curve['evals']})} evaluated",
         "tables": tables,
         "figures": [{"title": "loss and metrics by step", "svg": _figure(curve)}],
     }
