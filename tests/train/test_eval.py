@@ -50,6 +50,10 @@ def test_eval_every_runs_checkpoints_and_report_shows_the_curve(
     metric = next(iter(curve["evals"][0]["metrics"]))
     assert f"<th>{metric}</th>" in page
     assert json.loads((out / "train_config.json").read_text())["eval_limit"] == 1
+    # the panel provider shows the curve in the report of an evaluation run too
+    report = CliRunner().invoke(app, ["report", str(out / "eval" / "step-4"), "--no-plots"])
+    assert report.exit_code == 0, report.output
+    assert "Training: learning curve" in (out / "eval/step-4/report/index.html").read_text()
 
 
 def test_a_lora_checkpoint_is_evaluated_as_the_base_with_lora(tmp_path):

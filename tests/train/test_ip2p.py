@@ -198,3 +198,15 @@ def test_a_folder_trained_with_other_settings_is_refused(tiny_ip2p, triplets, tm
     result = CliRunner().invoke(app, train_args(triplets, tiny_ip2p, tmp_path / "run", **options))
     assert result.exit_code == 2
     assert "was trained with other settings (lr: 0.5 != 0.0001)" in " ".join(result.output.split())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 is refused on CPU-only machines")
+def test_fp16_without_a_gpu_is_refused_and_bf16_trains(tiny_ip2p, triplets, tmp_path):
+    fp16 = train_args(triplets, tiny_ip2p, tmp_path / "a", max_steps=1, mixed_precision="fp16")
+    result = CliRunner().invoke(app, fp16)
+    assert result.exit_code == 2 and "fp16 needs a CUDA GPU" in " ".join(result.output.split())
+    bf16 = {"max_steps": 1, "mixed_precision": "bf16", "method": "lora", "rank": 4}
+    result = CliRunner().invoke(app, train_args(triplets, tiny_ip2p, tmp_path / "b", **bf16))
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "b/train.jsonl").read_text())
+    assert np.isfinite(record["loss"]) and record["step"] == 1

@@ -111,7 +111,17 @@ def train(
 
     # Processes launched on a machine without CUDA (torchrun, accelerate launch --multi_gpu)
     # train on CPU over gloo; accelerate only takes that road when told the device is the CPU.
-    cpu = not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    cpu = not torch.cuda.is_available() and parallel
+    if not parallel:  # accelerate keeps one state per process: a second training may differ
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
+    if config.mixed_precision == "fp16" and not torch.cuda.is_available():
+        raise TrainError(
+            "--mixed-precision fp16 needs a CUDA GPU (CPU autocast has no float16 "
+            "matmuls for mixed weights); use bf16 or no on this machine"
+        )
     accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=cpu)
     lock = run_folder_lock(config.out) if accelerator.is_main_process else contextlib.nullcontext()
     with lock:
