@@ -21,6 +21,9 @@ Adapters (registered in :data:`VLMS`):
   (``save_pretrained`` folder), greedy decoding with ``torch.manual_seed(seed)``.
 * ``module:callable``: a factory returning an object with ``answer`` or ``generate``, or a
   function ``(images, prompt, *, seed) -> str`` (see :func:`as_answering_model`).
+
+Both adapters take in-context demonstrations (``answer_with_examples``) as prior chat turns
+(:func:`medibench.models._examples.chat_examples`).
 """
 
 from __future__ import annotations
@@ -221,6 +224,14 @@ class OpenAIChatVLM:
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
         """One chat call (blocking; thread-safe); see the class docstring."""
+        return self.answer_with_examples(images, prompt, (), seed=seed)
+
+    def answer_with_examples(
+        self, images: Sequence[np.ndarray], prompt: str, examples: Sequence[Any], *, seed: int
+    ) -> str:
+        """:meth:`answer` after in-context ``examples`` (:class:`~medibench.models._examples.
+        Demonstration`) as prior turns: a user turn (its images, its prompt) and an assistant
+        turn (its answer) each."""
         if getattr(self._local, "loop", None) is None:
             from medibench.judges import JudgeClient
 
@@ -229,20 +240,33 @@ class OpenAIChatVLM:
             with self._lock:
                 self._opened.append((self._local.loop, self._local.client))
         return self._local.loop.run_until_complete(
-            self._answer(self._local.client, images, prompt, seed)
+            self._answer(self._local.client, images, prompt, seed, examples)
         )
 
     async def _answer(
-        self, client: Any, images: Sequence[np.ndarray], prompt: str, seed: int
+        self,
+        client: Any,
+        images: Sequence[np.ndarray],
+        prompt: str,
+        seed: int,
+        examples: Sequence[Any] = (),
     ) -> str:
         from medibench.judges import png_data_url
+        from medibench.models._examples import chat_examples
 
-        parts: list[dict[str, Any]] = []
-        for image in images_for(self, images):
-            url, _ = png_data_url(image, max_side=self.config.max_image_side)
-            parts.append({"type": "image_url", "image_url": {"url": url}})
-        parts.append({"type": "text", "text": prompt})
-        done = await client.complete([{"role": "user", "content": parts}], seed=seed)
+        def content(shown: Sequence[np.ndarray], text: str) -> list[dict[str, Any]]:
+            parts: list[dict[str, Any]] = []
+            for image in images_for(self, shown):
+                url, _ = png_data_url(image, max_side=self.config.max_image_side)
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+            return [*parts, {"type": "text", "text": text}]
+
+        messages: list[dict[str, Any]] = [
+            {"role": role, "content": content(shown, text) if role == "user" else text}
+            for role, shown, text in chat_examples(examples)
+        ]
+        messages.append({"role": "user", "content": content(images, prompt)})
+        done = await client.complete(messages, seed=seed)
         if done.refused:
             raise ContentRefusedError(f"{self.name}: refused: {done.refused}")
         if done.text is None:
@@ -297,14 +321,26 @@ class TransformersVLM:
         self.model = model.to(device).eval()
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
+        return self.answer_with_examples(images, prompt, (), seed=seed)
+
+    def answer_with_examples(
+        self, images: Sequence[np.ndarray], prompt: str, examples: Sequence[Any], *, seed: int
+    ) -> str:
+        """:meth:`answer` after in-context ``examples`` as prior chat turns (as
+        :meth:`OpenAIChatVLM.answer_with_examples`), through the processor's chat template."""
         from PIL import Image
 
-        shown = images_for(self, images)
-        content: list[dict[str, Any]] = [{"type": "image"} for _ in shown]
-        content.append({"type": "text", "text": prompt})
-        text = self.processor.apply_chat_template(
-            [{"role": "user", "content": content}], add_generation_prompt=True
-        )
+        from medibench.models._examples import chat_examples
+
+        turns = [*chat_examples(examples), ("user", list(images), prompt)]
+        messages, shown = [], []
+        for role, pictures, words in turns:
+            seen = images_for(self, pictures) if pictures else []
+            shown += seen
+            content: list[dict[str, Any]] = [{"type": "image"} for _ in seen]
+            content.append({"type": "text", "text": words})
+            messages.append({"role": role, "content": content})
+        text = self.processor.apply_chat_template(messages, add_generation_prompt=True)
         pil = [Image.fromarray(im) for im in shown]
         enc = self.processor(images=pil, text=[text], return_tensors="pt").to(self.device)
         tok = self.processor.tokenizer
