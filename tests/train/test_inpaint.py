@@ -25,10 +25,39 @@ def sd_inpaint(tmp_path_factory):
     return folder
 
 
-def test_an_inpainting_lora_trains_and_the_build_inpainter_uses_it(sd_inpaint, triplets, tmp_path):
+@pytest.fixture(scope="module")
+def flux_fill(tmp_path_factory):
+    """A tiny random FluxFillPipeline: bench/gpu_generate.py's tiny FLUX parts with a
+    transformer taking noisy, masked-image (16 + 16) and mask (8 * 8 * 4) token channels."""
+    from bench.gpu_generate import build, flux_configs
+
+    kontext = build("flux-kontext", tiny=True, device="cpu", dtype=torch.float32)
+    cfg = {**flux_configs(True)["transformer"], "in_channels": 16 + 16 + 256, "out_channels": 16}
+    torch.manual_seed(0)
+    parts = {n: c for n, c in kontext.components.items() if n in FILL_PARTS}
+    pipe = diffusers.FluxFillPipeline(transformer=diffusers.FluxTransformer2DModel(**cfg), **parts)
+    folder = tmp_path_factory.mktemp("weights") / "tiny-flux-fill"
+    pipe.save_pretrained(folder)
+    return folder
+
+
+FILL_PARTS = ("scheduler", "vae", "text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2")
+
+
+@pytest.mark.parametrize(
+    "base, conditioning",
+    [
+        ("sd_inpaint", "mask and masked-target latents concatenated on channels"),
+        ("flux_fill", "masked-target latents and the mask concatenated on token channels"),
+    ],
+)
+def test_an_inpainting_lora_trains_and_the_build_inpainter_uses_it(
+    base, conditioning, triplets, tmp_path, request
+):
+    weights = request.getfixturevalue(base)
     cfg = TrainConfig(
         dataset=f"native:{triplets}",
-        model=f"diffusers-inpaint:{sd_inpaint}",
+        model=f"diffusers-inpaint:{weights}",
         method="lora",
         out=tmp_path / "expert",
         max_steps=3,
@@ -45,7 +74,7 @@ def test_an_inpainting_lora_trains_and_the_build_inpainter_uses_it(sd_inpaint, t
 
     def fill(options):
         inpainter = load_inpainter(
-            f"diffusers-inpaint:{sd_inpaint}", options={"steps": 2, "device": "cpu", **options}
+            f"diffusers-inpaint:{weights}", options={"steps": 2, "device": "cpu", **options}
         )
         return inpainter.inpaint(image, mask, prompt="remove the lesion", seed=3)
 
@@ -53,7 +82,7 @@ def test_an_inpainting_lora_trains_and_the_build_inpainter_uses_it(sd_inpaint, t
     assert np.array_equal(expert, fill({"lora": str(result.checkpoint)}))
     assert not np.array_equal(expert, fill({}))
     card = (result.checkpoint / "README.md").read_text()
-    assert "mask and masked-target latents concatenated on channels" in card
+    assert conditioning in card
 
 
 def test_inpainting_needs_masks_and_only_lora(sd_inpaint, tmp_path):
@@ -94,4 +123,20 @@ def test_weights_of_another_pipeline_are_refused(sd_inpaint, triplets, tmp_path)
         match="holds a StableDiffusionInpaintPipeline, not the "
         "StableDiffusionInstructPix2PixPipeline",
     ):
+        train(cfg)
+
+
+def test_inpainting_weights_of_another_pipeline_name_the_ones_it_trains(
+    tiny_ip2p, triplets, tmp_path
+):
+    cfg = TrainConfig(
+        dataset=f"native:{triplets}",
+        model=f"diffusers-inpaint:{tiny_ip2p}",
+        method="lora",
+        out=tmp_path / "x",
+        bins=(32,),
+    )
+    with pytest.raises(TrainError, match="holds a StableDiffusionInstructPix2PixPipeline; "
+                       "diffusers-inpaint trains StableDiffusionInpaintPipeline or "
+                       "FluxFillPipeline"):  # fmt: skip
         train(cfg)

@@ -13,8 +13,8 @@ that ``pipeline.load_lora_weights`` reads (``method="lora"``).
   classifier-free guidance: with ``u ~ U(0, 1)`` per sample, the text is dropped (the empty
   prompt's embedding) when ``u < 2p`` and the image latents are zeroed when ``p <= u < 3p``, so
   each of text only, image only and both is dropped with probability ``p``.
-- FLUX.1 Kontext (flow matching) lives in :mod:`medibench.train._flow`, SD inpainting (the
-  ``diffusers-inpaint`` experts) in :mod:`medibench.train._inpaint`.
+- FLUX.1 Kontext and FLUX.1 Fill (flow matching) live in :mod:`medibench.train._flow`, SD
+  inpainting in :mod:`medibench.train._inpaint` (both kinds of ``diffusers-inpaint`` experts).
 """
 
 from __future__ import annotations
@@ -296,8 +296,9 @@ class InstructPix2PixFamily(DenoisingFamily):
         return self.denoising_loss(pred, latents, noise, t)
 
 
-def family_class(name: str) -> type[Family]:
-    """The :class:`Family` subclass of a trainable family name."""
+def family_class(name: str, weights: Path | str | None = None) -> type[Family]:
+    """The :class:`Family` subclass of a trainable family name; ``diffusers-inpaint`` picks
+    its pipeline's (SD inpainting or FLUX.1 Fill) from ``weights``' ``model_index.json``."""
     if name == "ip2p":
         return InstructPix2PixFamily
     if name == "flux-kontext":
@@ -305,9 +306,17 @@ def family_class(name: str) -> type[Family]:
 
         return FluxKontextFamily
     if name == "diffusers-inpaint":
+        from medibench.train._flow import FluxFillFamily
         from medibench.train._inpaint import StableDiffusionInpaintFamily
 
-        return StableDiffusionInpaintFamily
+        known = {c.pipeline_class: c for c in (StableDiffusionInpaintFamily, FluxFillFamily)}
+        if weights is None:
+            return StableDiffusionInpaintFamily
+        found = _read_json(Path(weights) / "model_index.json").get("_class_name")
+        if found not in known:
+            raise TrainError(f"{weights} holds a {found}; diffusers-inpaint trains "
+                             f"{' or '.join(known)}")  # fmt: skip
+        return known[found]
     raise TrainError(f"no trainable family {name!r}")
 
 

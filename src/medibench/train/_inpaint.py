@@ -6,8 +6,9 @@ channels, as the pipeline calls it: the noisy latents of the target, the mask at
 and the latents of the target with the masked region blanked (``image * (mask < 0.5)``, the
 pipeline's own masking). The target is the image to fill in (a healthy image, or the target of a
 removal triplet), the mask the region to fill; denoising loss as Stable Diffusion's
-(:class:`~medibench.train._families.DenoisingFamily`). Other inpainting pipelines (SDXL,
-FLUX.1 Fill) are refused before the first step by :meth:`check`.
+(:class:`~medibench.train._families.DenoisingFamily`). FLUX.1 Fill is
+:class:`medibench.train._flow.FluxFillFamily`; other inpainting pipelines (SDXL) are refused
+before the first step.
 """
 
 from __future__ import annotations

@@ -65,13 +65,13 @@ def check_training(config: TrainConfig) -> Checked:
     Raises :class:`TrainError` naming the problem."""
     from medibench.models._weights import WeightsNotFoundError, resolve_weights
 
-    cls = family_class(config.family)
     try:
         weights = resolve_weights(config.weights, model=config.family)
     except WeightsNotFoundError as exc:
         raise TrainError(f"--model {config.model!r}: {exc}") from None
     if not Path(str(weights)).is_dir():
         raise TrainError(f"--model {config.model!r}: training needs the weights on disk")
+    cls = family_class(config.family, Path(weights))
     cls.check(Path(weights))
     data, _ = open_training_data(
         config.dataset,
@@ -138,7 +138,7 @@ class _Training:
         self.checked, self.cfg, self.data = checked, checked.config, checked.data
         self.acc, self.eval_options, self.console = accelerator, eval_options, console
         dtype = {"no": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-        cls = family_class(self.cfg.family)
+        cls = family_class(self.cfg.family, checked.weights)
         self.family = cls(
             checked.weights, self.cfg, accelerator.device, dtype[self.cfg.mixed_precision]
         )
