@@ -47,7 +47,7 @@ def _mount_commands() -> None:
     from medibench.cli.medgen import medgen_app
 
     app.add_typer(medgen_app, name="medgen", help="MedGEN-Bench: controls, Delta, summaries.")
-    from medibench.train._cli import train
+    from medibench.cli.train import train
 
     app.command("train")(train)
 

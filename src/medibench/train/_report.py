@@ -100,12 +100,16 @@ def training_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     }
 
 
-def write_training_report(folder: Path, out: Path | None = None) -> Path:
+def write_training_report(folder: Path, out: Path | None = None) -> Path | None:
     """Write ``folder/report/index.html``: the learning-curve panel (no samples of its own;
-    each evaluation run has its report: ``medibench report DIR/eval/step-N``)."""
+    each evaluation run has its report: ``medibench report DIR/eval/step-N``). ``None`` when
+    ``folder`` is no training folder (a :data:`medibench.report._panels.FOLDER_REPORTS`
+    writer)."""
     from medibench.report._html import write_html
 
     folder = Path(folder)
+    if not (folder / LOG_FILE).is_file() or (folder / "run.sqlite").exists():
+        return None
     out = Path(out) if out is not None else folder / "report"
     out.mkdir(parents=True, exist_ok=True)
     panel = training_panel(None, folder)

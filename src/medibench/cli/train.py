@@ -1,4 +1,4 @@
-"""The ``medibench train`` command (mounted by :mod:`medibench.cli`)."""
+"""The ``medibench train`` command: :func:`medibench.train.train` from the command line."""
 
 from __future__ import annotations
 
