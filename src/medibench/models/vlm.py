@@ -37,7 +37,6 @@ import numpy as np
 
 from medibench.models._base import as_rgb_uint8
 from medibench.models._errors import ContentRefusedError
-from medibench.models._weights import import_transformers, transformers_folder
 from medibench.registry import Registry
 
 __all__ = [
@@ -260,7 +259,9 @@ class OpenAIChatVLM:
 
 
 class TransformersVLM:
-    """A transformers image-text-to-text model saved at ``path`` (greedy decoding).
+    """A transformers image-text-to-text model saved at ``path`` (greedy decoding), through
+    :class:`medibench.models._hf_vlm.LocalVLM`: the model's own prompt format, every stop id
+    of its generation config, the processor's own batching.
 
     Args:
         path: the ``save_pretrained`` folder (``config.json``, weights, processor).
@@ -268,10 +269,15 @@ class TransformersVLM:
         max_new_tokens: the answer's length limit.
         device: torch device.
         max_images: the most images the model takes at once (``None``: any).
+        prompt: a template with ``{question}`` and ``{images}`` (the image placeholders)
+            instead of the chat template (needed where the folder has none and medibench knows
+            no format for its family).
+        eos_token_id: stop id(s) (default: every stop id of the generation config).
 
     Raises:
         FileNotFoundError: ``path`` has no ``config.json`` (the message names the file).
         ImportError: torch or transformers is missing.
+        UnsupportedModelError: not an image-text-to-text model, or no prompt format.
     """
 
     spec_argument = "path"
@@ -284,42 +290,27 @@ class TransformersVLM:
         max_new_tokens: int = 512,
         device: str = "cpu",
         max_images: int | None = None,
+        prompt: str | None = None,
+        eos_token_id: int | list[int] | None = None,
     ) -> None:
-        folder = transformers_folder(path, "transformers VLM")
-        self._torch, transformers = import_transformers("a transformers VLM")
-        self.name = name or folder.name
-        self.path = folder
+        from medibench.models._hf_vlm import LocalVLM
+
+        self.vlm = LocalVLM(path, device=device, prompt=prompt, eos_token_id=eos_token_id)
+        self._torch = self.vlm.torch
+        self.path = self.vlm.folder
+        self.name = name or self.path.name
         self.max_images = max_images
         self.max_new_tokens = int(max_new_tokens)
         self.device = device
-        self.processor = transformers.AutoProcessor.from_pretrained(folder)
-        model = transformers.AutoModelForImageTextToText.from_pretrained(folder)
-        self.model = model.to(device).eval()
+        self.processor = self.vlm.processor
+        self.model = self.vlm.model
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
-        from PIL import Image
-
         shown = images_for(self, images)
-        content: list[dict[str, Any]] = [{"type": "image"} for _ in shown]
-        content.append({"type": "text", "text": prompt})
-        text = self.processor.apply_chat_template(
-            [{"role": "user", "content": content}], add_generation_prompt=True
-        )
-        pil = [Image.fromarray(im) for im in shown]
-        enc = self.processor(images=pil, text=[text], return_tensors="pt").to(self.device)
-        tok = self.processor.tokenizer
-        torch = self._torch
-        torch.manual_seed(int(seed))
-        with torch.inference_mode():
-            seq = self.model.generate(
-                **enc,
-                max_new_tokens=self.max_new_tokens,
-                do_sample=False,
-                pad_token_id=tok.pad_token_id,
-                eos_token_id=tok.eos_token_id,
-            )
-        new = seq[0, enc["input_ids"].shape[1] :]
-        return str(tok.decode(new, skip_special_tokens=True)).strip()
+        enc = self.vlm.encode([shown], [self.vlm.prompt_text(prompt, len(shown))])
+        self._torch.manual_seed(int(seed))
+        seq = self.vlm.generate(enc, self.max_new_tokens)
+        return self.vlm.decode(seq[0, enc["input_ids"].shape[1] :])
 
 
 class CallableVLM:
