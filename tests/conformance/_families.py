@@ -20,7 +20,7 @@ from tests.conformance._tokenizer import word_tokenizer
 
 TEXT = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 512,
-        "initializer_range": 0.2}  # fmt: skip
+        "initializer_range": 0.5}  # fmt: skip
 CLIP = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
         "num_attention_heads": 2, "image_size": 32, "patch_size": 8}  # fmt: skip
 

@@ -39,6 +39,16 @@ def build_llava_onevision(folder: Path) -> Path:
     return _save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
 
 
+def _wide_logits(model: Any, scale: float = 40.0) -> None:
+    """Scale a Gemma model's output projection: its embeddings are multiplied by sqrt(hidden)
+    and every block's output is normalised, so at these widths the logits of a small random
+    init stay within about one nat of each other and no edit can make an answer certain."""
+    import torch
+
+    with torch.no_grad():
+        model.lm_head.weight.mul_(scale)
+
+
 def build_gemma3(folder: Path) -> Path:
     """Gemma 3 (``google/gemma-3-4b-it``, MedGemma's base): SigLIP + Gemma 3, pooled image
     tokens; the tokenizer's eos is ``<eos>`` but turns end at ``<end_of_turn>``."""
@@ -57,11 +67,13 @@ def build_gemma3(folder: Path) -> Path:
     config = tf.Gemma3Config(
         text_config=tf.Gemma3TextConfig(
             vocab_size=len(tok), bos_token_id=bos, eos_token_id=[eos, eot], pad_token_id=pad,
-            head_dim=16, sliding_window=64, **TEXT),
+            head_dim=16, sliding_window=64, **{**TEXT, "initializer_range": 0.1}),
         vision_config=tf.SiglipVisionConfig(**SIGLIP), mm_tokens_per_image=4,
+        tie_word_embeddings=False,
         boi_token_index=boi, eoi_token_index=eoi, image_token_index=img,
     )  # fmt: skip
     model = _model(tf.Gemma3ForConditionalGeneration, config)
+    _wide_logits(model)
     return _save(folder, model, processor, eos=[eos, eot], bos=bos, pad=pad)
 
 
