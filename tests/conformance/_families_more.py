@@ -176,7 +176,7 @@ def build_mllama(folder: Path) -> Path:
             supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]]),
         text_config=tf.MllamaTextConfig(
             vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=2, num_key_value_heads=2, cross_attention_layers=[1],
+            num_attention_heads=2, num_key_value_heads=2, cross_attention_layers=[0],
             bos_token_id=bos, eos_token_id=eot, pad_token_id=pad),
         image_token_index=img,
     )  # fmt: skip

@@ -120,8 +120,9 @@ class TransformersAnswerer(Answerer):
     # -- generation -------------------------------------------------------------------------
     def answer_batch(self, items: Sequence[Item]) -> list[str]:
         out: list[str] = []
-        for i in range(0, len(items), self.batch_size):
-            chunk = items[i : i + self.batch_size]
+        size = min(self.batch_size, self.vlm.max_batch or self.batch_size)
+        for i in range(0, len(items), size):
+            chunk = items[i : i + size]
             out.extend(self._generate([im for im, _ in chunk], [q for _, q in chunk]))
         return out
 

@@ -16,9 +16,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["images_only", "load_processor", "torchvision_available"]
+__all__ = ["UnsupportedModelError", "images_only", "load_processor", "torchvision_available"]
 
 VIDEO = "video_processor"
+#: Processors whose image path reads the video processor too (no images-only build).
+_NEEDS_VIDEO = {"SmolVLMProcessor": "it reads the video processor's frame settings for images"}
+
+
+class UnsupportedModelError(ValueError):
+    """A folder medibench cannot answer with (not an image-text-to-text model, no prompt
+    format, a processor that needs what is missing); the message names the folder and what
+    to do."""
 
 
 def torchvision_available() -> bool:
@@ -34,6 +42,11 @@ def load_processor(folder: Path) -> Any:
     cls = _processor_class(folder)
     if cls is None or torchvision_available() or VIDEO not in cls.get_attributes():
         return transformers.AutoProcessor.from_pretrained(folder)
+    if cls.__name__ in _NEEDS_VIDEO:
+        raise UnsupportedModelError(
+            f"model {folder}: {cls.__name__} needs torchvision, which is not installed: "
+            f"{_NEEDS_VIDEO[cls.__name__]} (install the torchvision build matching your torch)"
+        )
     processor = images_only(cls).from_pretrained(folder, **{VIDEO: None})
     print(f"medibench: torchvision is not installed: {cls.__name__} built for images only "
           "(no video processor)", file=sys.stderr)  # fmt: skip
@@ -46,6 +59,8 @@ def images_only(cls: type) -> type:
     and behaviour for images and text, ``video_processor`` left ``None``."""
 
     class ImagesOnly(cls):  # type: ignore[misc, valid-type]
+        video_processor = None  # read (never called) by some processors' image path
+
         @classmethod
         def get_attributes(klass) -> list[str]:
             return [a for a in cls.get_attributes() if a != VIDEO]

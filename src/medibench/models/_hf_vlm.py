@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from medibench.models._hf_processor import load_processor
+from medibench.models._hf_processor import UnsupportedModelError, load_processor
 from medibench.models._weights import import_transformers, transformers_folder
 
 __all__ = ["LLAVA_PROMPT", "PALIGEMMA_PROMPT", "LocalVLM", "UnsupportedModelError"]
@@ -33,11 +33,6 @@ LLAVA_PROMPT = "USER: {images}{question} ASSISTANT:"
 #: PaliGemma's VQA prefix (big_vision); the processor adds ``<bos>`` and the closing newline.
 PALIGEMMA_PROMPT = "{images}answer en {question}"
 _OWN_FORMATS = {"llava": (LLAVA_PROMPT, "<image>\n"), "paligemma": (PALIGEMMA_PROMPT, None)}
-
-
-class UnsupportedModelError(ValueError):
-    """A folder medibench cannot answer with (not an image-text-to-text model, no prompt
-    format); the message names the folder, the model type and what to do."""
 
 
 class LocalVLM:
@@ -86,6 +81,10 @@ class LocalVLM:
                 )
             self.template = _OWN_FORMATS[self.model_type][0]
         self.end_id = _turn_end(self.stop_ids, self.tokenizer, self.processor)
+        #: Prompts per ``generate`` call at most (``None``: any). Mllama's cross-attention mask
+        #: loses step with its cache once one row of a batch decodes past another (transformers
+        #: 5.24: a shape error), so it answers one prompt at a time.
+        self.max_batch: int | None = 1 if self.model_type == "mllama" else None
 
     # -- prompts ------------------------------------------------------------------------------
     def prompt_text(self, question: str, n_images: int = 1) -> str:
