@@ -17,6 +17,10 @@ WORDS = (
     "new", "fact", ":", "to", ".", ",", '"', "user", "assistant", "model", "system", "you",
     "are", "helpful", "abnormality", "modality", "ct", "mri", "x", "-", "ray", "scan", "of",
     "there", "pneumonia", "effusion", "fracture", "tumor", "present", "absent", "chest",
+    # the synthetic edit task set's questions, rephrasings, statements and answers
+    "how", "many", "lesions", "lesion", "are", "this", "number", "side", "highlighted",
+    "or", "on", "colour", "looking", "at", "briefly", "highlight", "zero", "one", "two",
+    "three", "four", "red", "green", "blue", "s",
 )  # fmt: skip
 
 
