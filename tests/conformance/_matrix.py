@@ -25,8 +25,24 @@ EDITING = ("ft", "lora", "grace", "in-context")
 #: the families the editing cells run on
 EDITED = ("llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "paligemma", "idefics3")
 
-_NO_TORCHVISION = ("not without torchvision: SmolVLMProcessor reads its video processor for "
-                   "images too; install torchvision")  # fmt: skip
+#: what a user of the family should know (docs/models.md's notes column)
+NOTES = {
+    "llava": "no chat template: `USER: <image>\\n{question} ASSISTANT:`",
+    "llava_next": "no pad token: pads with `</s>`",
+    "llava_onevision": "images only without torchvision",
+    "qwen2_vl": "images only without torchvision; `mm_token_type_ids` cover the answer",
+    "qwen2_5_vl": "images only without torchvision",
+    "qwen3_vl": "images only without torchvision",
+    "gemma3": "stops at `<end_of_turn>` (every generation-config eos); one image list per prompt",
+    "paligemma": "its own format: `<image>answer en {question}`, answer as the processor's suffix",
+    "idefics3": "stops at `<end_of_utterance>`",
+    "smolvlm": "without torchvision, a clear error: its processor reads the video processor's "
+               "frame settings for images too",
+    "mllama": "one prompt per `generate` call (batched decoding breaks its cross-attention mask)",
+    "internvl": "images only without torchvision",
+}
+
+_NO_TORCHVISION = "needs torchvision"
 
 
 def cell(family: str, path: str, *, torchvision: bool) -> tuple[str, str]:
