@@ -14,9 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from medibench.models._hf_processor import images_only
 from tests.conformance import _templates as T
 from tests.conformance._tokenizer import word_tokenizer
+
+from medibench.models._hf_processor import images_only
 
 TEXT = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 512,
@@ -48,7 +49,8 @@ def _model(cls: Any, config: Any, seed: int = 0) -> Any:
 
 
 def build_llava(folder: Path) -> Path:
-    """LLaVA-1.5 (``llava-hf/llava-1.5-7b-hf``): CLIP + Llama, ``USER: <image>\\n... ASSISTANT:``."""
+    """LLaVA-1.5 (``llava-hf/llava-1.5-7b-hf``): CLIP + Llama, ``USER: <image>\\n...
+    ASSISTANT:``."""
     import transformers as tf
 
     tok = word_tokenizer(["<s>", "</s>", "<pad>", "<image>"], bos="<s>", eos="</s>", pad="<pad>")
@@ -107,8 +109,9 @@ def _qwen_vl(folder: Path, kind: str) -> Path:
     import transformers as tf
 
     tok = _qwen_tokenizer()
-    end, im_end, vs, ve, ip, vp = _ids(tok, "<|endoftext|>", "<|im_end|>", "<|vision_start|>",
-                                       "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")  # fmt: skip
+    end, im_end, vs, ve, ip, vp = _ids(
+        tok, "<|endoftext|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+        "<|video_pad|>")  # fmt: skip
     image_processor = tf.Qwen2VLImageProcessorPil(min_pixels=16 * 16, max_pixels=32 * 32,
                                                   patch_size=8, merge_size=2)  # fmt: skip
     tokens = {"image_token_id": ip, "video_token_id": vp, "vision_start_token_id": vs,

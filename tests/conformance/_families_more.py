@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from medibench.models._hf_processor import images_only
 from tests.conformance import _templates as T
-from tests.conformance._families import CLIP, QWEN_SPECIALS, TEXT, _ids, _model, _save
+from tests.conformance._families import QWEN_SPECIALS, TEXT, _ids, _model, _save
 from tests.conformance._tokenizer import word_tokenizer
+
+from medibench.models._hf_processor import images_only
 
 SIGLIP = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
           "num_attention_heads": 2, "image_size": 16, "patch_size": 4}  # fmt: skip
@@ -195,7 +196,8 @@ def build_internvl(folder: Path) -> Path:
     processor = images_only(tf.InternVLProcessor)(
         image_processor=tf.GotOcr2ImageProcessorPil(size={"height": 16, "width": 16},
                                                     crop_to_patches=False),
-        tokenizer=tok, video_processor=None, image_seq_length=4, chat_template=T.INTERNVL)  # fmt: skip
+        tokenizer=tok, video_processor=None, image_seq_length=4,
+        chat_template=T.INTERNVL)  # fmt: skip
     end, im_end, ctx = _ids(tok, "<|endoftext|>", "<|im_end|>", "<IMG_CONTEXT>")
     config = tf.InternVLConfig(
         vision_config=tf.InternVLVisionConfig(
@@ -208,5 +210,3 @@ def build_internvl(folder: Path) -> Path:
     model = _model(tf.InternVLForConditionalGeneration, config)
     return _save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
 
-
-_ = CLIP  # shared sizes live in _families

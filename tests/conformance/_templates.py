@@ -52,7 +52,8 @@ INTERNVL = _PARTS + (
     "{%- endfor -%}{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif -%}"
 )
 
-#: Gemma 3: ``<bos><start_of_turn>user\n<start_of_image>{text}<end_of_turn>\n<start_of_turn>model\n``.
+#: Gemma 3: ``<bos><start_of_turn>user\n<start_of_image>{text}<end_of_turn>\n``, then
+#: ``<start_of_turn>model\n``.
 GEMMA3 = _PARTS + (
     "{{ bos_token }}{%- for m in messages -%}"
     "<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"

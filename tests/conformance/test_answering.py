@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
-
-from medibench.models._hf_processor import torchvision_available
 from tests.conformance._matrix import FAMILIES, cell
 from tests.conformance.conftest import QUESTION, TARGET, image
+
+from medibench.models._hf_processor import torchvision_available
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

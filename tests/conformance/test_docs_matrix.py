@@ -9,7 +9,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("models_matrix", ROOT / "docs" / "models_matrix.py")
+    path = ROOT / "docs" / "models_matrix.py"
+    spec = importlib.util.spec_from_file_location("models_matrix", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

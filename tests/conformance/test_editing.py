@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
-
 from tests.conformance._matrix import EDITED, EDITING
 from tests.conformance.conftest import QUESTION, TARGET, image
+from typer.testing import CliRunner
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -65,3 +64,33 @@ def test_an_edit_lands_and_undo_restores_the_model_bit_for_bit(family, editor, f
     assert after.keys() == before.keys()
     assert all(torch.equal(after[k], v) for k, v in before.items())
     assert model.answer(image(), QUESTION) == answer_before
+
+
+@pytest.mark.parametrize("family", ["llava", "qwen2_vl", "gemma3", "paligemma"])
+def test_grace_converges_with_a_codebook_key_per_edit(family, family_folder):
+    from medibench.knowledge_edit import TransformersAnswerer, load_editor
+    from medibench.knowledge_edit._editors import EditCase, decoder_layers
+
+    model = TransformersAnswerer(family_folder(family), max_new_tokens=4)
+    editor = load_editor("grace")
+    first = editor.edit(model, EditCase("a", image(), QUESTION, TARGET))
+    second = editor.edit(model, EditCase("b", image(7), "which organ is shown ?", "heart"))
+    assert first.converged and second.converged
+    assert first.loss <= editor.config.tol and second.loss <= editor.config.tol
+    codebook = decoder_layers(model)[editor.config.layer].mlp
+    assert len(codebook.keys) == 2  # one key per edit, at the chosen layer
+    assert model.answer_batch([(image(), QUESTION), (image(7), "which organ is shown ?")]) == [
+        TARGET, "heart"]  # fmt: skip
+    second.undo()
+    first.undo()
+    assert not hasattr(decoder_layers(model)[editor.config.layer].mlp, "keys")
+
+
+def test_gemma3_batched_edit_answers_equal_single_answers(family_folder):
+    from medibench.knowledge_edit import TransformersAnswerer
+
+    model = TransformersAnswerer(family_folder("gemma3"), max_new_tokens=3, batch_size=8)
+    items = [(image(i, (16 + i, 20)), q) for i in range(4)
+             for q in (QUESTION, "which organ is shown ?")]  # fmt: skip
+    assert len(items) == 8
+    assert model.answer_batch(items) == [model.answer(im, q) for im, q in items]

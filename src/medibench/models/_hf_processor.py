@@ -54,11 +54,11 @@ def load_processor(folder: Path) -> Any:
 
 
 @cache
-def images_only(cls: type) -> type:
+def images_only(cls: Any) -> Any:
     """``cls`` (a ``ProcessorMixin`` subclass) without its video processor: the same class name
     and behaviour for images and text, ``video_processor`` left ``None``."""
 
-    class ImagesOnly(cls):  # type: ignore[misc, valid-type]
+    class ImagesOnly(cls):
         video_processor = None  # read (never called) by some processors' image path
 
         @classmethod
@@ -70,7 +70,7 @@ def images_only(cls: type) -> type:
     return ImagesOnly
 
 
-def _processor_class(folder: Path) -> type | None:
+def _processor_class(folder: Path) -> Any:
     """The processor class ``folder``'s configs name (``processor_class``), or ``None``."""
     import transformers
 
@@ -83,5 +83,5 @@ def _processor_class(folder: Path) -> type | None:
         except (OSError, ValueError):
             continue
         if isinstance(value, str) and hasattr(transformers, value):
-            return getattr(transformers, value)  # type: ignore[no-any-return]
+            return getattr(transformers, value)
     return None
