@@ -15,37 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.conformance import _templates as T
+from tests.conformance._common import CLIP, QWEN_SPECIALS, TEXT, ids, make_model, save
 from tests.conformance._tokenizer import word_tokenizer
 
 from medibench.models._hf_processor import images_only
-
-TEXT = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 512,
-        "initializer_range": 0.5}  # fmt: skip
-CLIP = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "image_size": 32, "patch_size": 8}  # fmt: skip
-
-
-def _ids(tok: Any, *names: str) -> list[int]:
-    return [tok.convert_tokens_to_ids(n) for n in names]
-
-
-def _save(folder: Path, model: Any, processor: Any, *, eos: list[int], bos: int | None,
-          pad: int | None, seed: int = 0) -> Path:  # fmt: skip
-    """Save the model (its generation config with the Hub's stop ids) and the processor."""
-    model.generation_config.eos_token_id = eos if len(eos) > 1 else eos[0]
-    model.generation_config.bos_token_id = bos
-    model.generation_config.pad_token_id = pad
-    model.save_pretrained(folder)
-    processor.save_pretrained(folder)
-    return folder
-
-
-def _model(cls: Any, config: Any, seed: int = 0) -> Any:
-    import torch
-
-    torch.manual_seed(seed)
-    return cls(config).eval()
 
 
 def build_llava(folder: Path) -> Path:
@@ -60,15 +33,15 @@ def build_llava(folder: Path) -> Path:
         tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
         image_token="<image>", num_additional_image_tokens=1, chat_template=T.LLAVA_15,
     )  # fmt: skip
-    s, e, p, img = _ids(tok, "<s>", "</s>", "<pad>", "<image>")
+    s, e, p, img = ids(tok, "<s>", "</s>", "<pad>", "<image>")
     config = tf.LlavaConfig(
         vision_config=tf.CLIPVisionConfig(**CLIP),
         text_config=tf.LlamaConfig(vocab_size=len(tok), bos_token_id=s, eos_token_id=e,
                                    pad_token_id=p, **TEXT),
         image_token_index=img, vision_feature_select_strategy="default", vision_feature_layer=-1,
     )  # fmt: skip
-    model = _model(tf.LlavaForConditionalGeneration, config)
-    return _save(folder, model, processor, eos=[e], bos=s, pad=p)
+    model = make_model(tf.LlavaForConditionalGeneration, config)
+    return save(folder, model, processor, eos=[e], bos=s, pad=p)
 
 
 def build_llava_next(folder: Path) -> Path:
@@ -85,7 +58,7 @@ def build_llava_next(folder: Path) -> Path:
         tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
         image_token="<image>", num_additional_image_tokens=1, chat_template=T.LLAVA_NEXT_MISTRAL,
     )  # fmt: skip
-    s, e, img = _ids(tok, "<s>", "</s>", "<image>")
+    s, e, img = ids(tok, "<s>", "</s>", "<image>")
     config = tf.LlavaNextConfig(
         vision_config=tf.CLIPVisionConfig(**CLIP),
         text_config=tf.MistralConfig(vocab_size=len(tok), bos_token_id=s, eos_token_id=e,
@@ -93,12 +66,8 @@ def build_llava_next(folder: Path) -> Path:
         image_token_index=img, image_grid_pinpoints=grid,
         vision_feature_select_strategy="default", vision_feature_layer=-1,
     )  # fmt: skip
-    model = _model(tf.LlavaNextForConditionalGeneration, config)
-    return _save(folder, model, processor, eos=[e], bos=s, pad=None)
-
-
-QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
-                 "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]  # fmt: skip
+    model = make_model(tf.LlavaNextForConditionalGeneration, config)
+    return save(folder, model, processor, eos=[e], bos=s, pad=None)
 
 
 def _qwen_tokenizer() -> Any:
@@ -109,7 +78,7 @@ def _qwen_vl(folder: Path, kind: str) -> Path:
     import transformers as tf
 
     tok = _qwen_tokenizer()
-    end, im_end, vs, ve, ip, vp = _ids(
+    end, im_end, vs, ve, ip, vp = ids(
         tok, "<|endoftext|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
         "<|video_pad|>")  # fmt: skip
     image_processor = tf.Qwen2VLImageProcessorPil(min_pixels=16 * 16, max_pixels=32 * 32,
@@ -148,8 +117,8 @@ def _qwen_vl(folder: Path, kind: str) -> Path:
         cls, proc = tf.Qwen3VLForConditionalGeneration, tf.Qwen3VLProcessor
     processor = images_only(proc)(image_processor=image_processor, tokenizer=tok,
                                   chat_template=T.QWEN2_VL)  # fmt: skip
-    model = _model(cls, config)
-    return _save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
+    model = make_model(cls, config)
+    return save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
 
 
 def build_qwen2_vl(folder: Path) -> Path:
@@ -167,7 +136,7 @@ def build_qwen3_vl(folder: Path) -> Path:
     return _qwen_vl(folder, "qwen3_vl")
 
 
-from tests.conformance._families_more import (  # noqa: E402
+from tests.conformance._families_more import (  # noqa: E402 - they share _common
     build_gemma3,
     build_idefics3,
     build_internvl,

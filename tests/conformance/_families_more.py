@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conformance import _templates as T
-from tests.conformance._families import QWEN_SPECIALS, TEXT, _ids, _model, _save
+from tests.conformance._common import QWEN_SPECIALS, TEXT, ids, make_model, save
 from tests.conformance._tokenizer import word_tokenizer
 
 from medibench.models._hf_processor import images_only
@@ -28,7 +28,7 @@ def build_llava_onevision(folder: Path) -> Path:
         tokenizer=tok, video_processor=None, num_image_tokens=16,
         vision_feature_select_strategy="full", chat_template=T.LLAVA_ONEVISION,
     )  # fmt: skip
-    end, im_end, img, vid = _ids(tok, "<|endoftext|>", "<|im_end|>", "<image>", "<video>")
+    end, im_end, img, vid = ids(tok, "<|endoftext|>", "<|im_end|>", "<image>", "<video>")
     config = tf.LlavaOnevisionConfig(
         vision_config=tf.SiglipVisionConfig(**SIGLIP),
         text_config=tf.Qwen2Config(vocab_size=len(tok), bos_token_id=end, eos_token_id=im_end,
@@ -36,8 +36,8 @@ def build_llava_onevision(folder: Path) -> Path:
         image_token_index=img, video_token_index=vid, image_grid_pinpoints=grid,
         vision_feature_select_strategy="full", vision_feature_layer=-1,
     )  # fmt: skip
-    model = _model(tf.LlavaOnevisionForConditionalGeneration, config)
-    return _save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
+    model = make_model(tf.LlavaOnevisionForConditionalGeneration, config)
+    return save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
 
 
 def _wide_logits(model: Any, scale: float = 40.0) -> None:
@@ -63,7 +63,7 @@ def build_gemma3(folder: Path) -> Path:
     processor = tf.Gemma3Processor(
         image_processor=tf.Gemma3ImageProcessorPil(size={"height": 16, "width": 16}),
         tokenizer=tok, chat_template=T.GEMMA3, image_seq_length=4)  # fmt: skip
-    pad, eos, bos, eot, boi, eoi, img = _ids(tok, "<pad>", "<eos>", "<bos>", "<end_of_turn>",
+    pad, eos, bos, eot, boi, eoi, img = ids(tok, "<pad>", "<eos>", "<bos>", "<end_of_turn>",
                                              *named.values())  # fmt: skip
     config = tf.Gemma3Config(
         text_config=tf.Gemma3TextConfig(
@@ -73,9 +73,9 @@ def build_gemma3(folder: Path) -> Path:
         tie_word_embeddings=False,
         boi_token_index=boi, eoi_token_index=eoi, image_token_index=img,
     )  # fmt: skip
-    model = _model(tf.Gemma3ForConditionalGeneration, config)
+    model = make_model(tf.Gemma3ForConditionalGeneration, config)
     _wide_logits(model)
-    return _save(folder, model, processor, eos=[eos, eot], bos=bos, pad=pad)
+    return save(folder, model, processor, eos=[eos, eot], bos=bos, pad=pad)
 
 
 def build_paligemma(folder: Path) -> Path:
@@ -88,15 +88,15 @@ def build_paligemma(folder: Path) -> Path:
     image_processor = tf.SiglipImageProcessorPil(size={"height": 16, "width": 16})
     image_processor.image_seq_length = 16
     processor = tf.PaliGemmaProcessor(image_processor=image_processor, tokenizer=tok)
-    pad, eos, bos, img = _ids(tok, "<pad>", "<eos>", "<bos>", "<image>")
+    pad, eos, bos, img = ids(tok, "<pad>", "<eos>", "<bos>", "<image>")
     config = tf.PaliGemmaConfig(
         vision_config=tf.SiglipVisionConfig(**SIGLIP, projection_dim=32),
         text_config=tf.GemmaConfig(vocab_size=len(processor.tokenizer), bos_token_id=bos,
                                    eos_token_id=eos, pad_token_id=pad, head_dim=16, **TEXT),
         image_token_index=img, projection_dim=32,
     )  # fmt: skip
-    model = _model(tf.PaliGemmaForConditionalGeneration, config)
-    return _save(folder, model, processor, eos=[eos], bos=bos, pad=pad)
+    model = make_model(tf.PaliGemmaForConditionalGeneration, config)
+    return save(folder, model, processor, eos=[eos], bos=bos, pad=pad)
 
 
 def _idefics_tokenizer() -> Any:
@@ -118,7 +118,7 @@ def build_idefics3(folder: Path) -> Path:
             size={"longest_edge": 16}, max_image_size={"longest_edge": 16},
             do_image_splitting=False),
         tokenizer=tok, image_seq_len=4, chat_template=T.IDEFICS3)  # fmt: skip
-    bos, eos, pad, img, eou = _ids(tok, "<|begin_of_text|>", "<|end_of_text|>",
+    bos, eos, pad, img, eou = ids(tok, "<|begin_of_text|>", "<|end_of_text|>",
                                    "<|finetune_right_pad_id|>", "<image>", "<end_of_utterance>")
     config = tf.Idefics3Config(
         vision_config=tf.Idefics3VisionConfig(**SIGLIP),
@@ -126,8 +126,8 @@ def build_idefics3(folder: Path) -> Path:
                                    pad_token_id=pad, **TEXT),
         image_token_id=img, scale_factor=2,
     )  # fmt: skip
-    model = _model(tf.Idefics3ForConditionalGeneration, config)
-    return _save(folder, model, processor, eos=[eos, eou], bos=bos, pad=pad)
+    model = make_model(tf.Idefics3ForConditionalGeneration, config)
+    return save(folder, model, processor, eos=[eos, eou], bos=bos, pad=pad)
 
 
 def build_smolvlm(folder: Path) -> Path:
@@ -141,7 +141,7 @@ def build_smolvlm(folder: Path) -> Path:
             size={"longest_edge": 16}, max_image_size={"longest_edge": 16},
             do_image_splitting=False),
         tokenizer=tok, video_processor=None, image_seq_len=4, chat_template=T.IDEFICS3)  # fmt: skip
-    bos, eos, pad, img, eou = _ids(tok, "<|begin_of_text|>", "<|end_of_text|>",
+    bos, eos, pad, img, eou = ids(tok, "<|begin_of_text|>", "<|end_of_text|>",
                                    "<|finetune_right_pad_id|>", "<image>", "<end_of_utterance>")
     config = tf.SmolVLMConfig(
         vision_config=tf.SmolVLMVisionConfig(**SIGLIP),
@@ -149,8 +149,8 @@ def build_smolvlm(folder: Path) -> Path:
                                    pad_token_id=pad, **TEXT),
         image_token_id=img, scale_factor=2,
     )  # fmt: skip
-    model = _model(tf.SmolVLMForConditionalGeneration, config)
-    return _save(folder, model, processor, eos=[eou], bos=bos, pad=pad)
+    model = make_model(tf.SmolVLMForConditionalGeneration, config)
+    return save(folder, model, processor, eos=[eou], bos=bos, pad=pad)
 
 
 def build_mllama(folder: Path) -> Path:
@@ -166,7 +166,7 @@ def build_mllama(folder: Path) -> Path:
         image_processor=tf.MllamaImageProcessorPil(size={"height": 16, "width": 16},
                                                    max_image_tiles=2),
         tokenizer=tok, chat_template=T.MLLAMA)  # fmt: skip
-    bos, end, pad, eom, eot, img = _ids(tok, "<|begin_of_text|>", "<|end_of_text|>",
+    bos, end, pad, eom, eot, img = ids(tok, "<|begin_of_text|>", "<|end_of_text|>",
                                         "<|finetune_right_pad_id|>", "<|eom_id|>", "<|eot_id|>",
                                         "<|image|>")  # fmt: skip
     config = tf.MllamaConfig(
@@ -181,8 +181,8 @@ def build_mllama(folder: Path) -> Path:
             bos_token_id=bos, eos_token_id=eot, pad_token_id=pad),
         image_token_index=img,
     )  # fmt: skip
-    model = _model(tf.MllamaForConditionalGeneration, config)
-    return _save(folder, model, processor, eos=[end, eom, eot], bos=bos, pad=pad)
+    model = make_model(tf.MllamaForConditionalGeneration, config)
+    return save(folder, model, processor, eos=[end, eom, eot], bos=bos, pad=pad)
 
 
 def build_internvl(folder: Path) -> Path:
@@ -198,7 +198,7 @@ def build_internvl(folder: Path) -> Path:
                                                     crop_to_patches=False),
         tokenizer=tok, video_processor=None, image_seq_length=4,
         chat_template=T.INTERNVL)  # fmt: skip
-    end, im_end, ctx = _ids(tok, "<|endoftext|>", "<|im_end|>", "<IMG_CONTEXT>")
+    end, im_end, ctx = ids(tok, "<|endoftext|>", "<|im_end|>", "<IMG_CONTEXT>")
     config = tf.InternVLConfig(
         vision_config=tf.InternVLVisionConfig(
             hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -207,6 +207,6 @@ def build_internvl(folder: Path) -> Path:
                                    pad_token_id=end, **TEXT),
         image_token_id=ctx, downsample_ratio=0.5,
     )  # fmt: skip
-    model = _model(tf.InternVLForConditionalGeneration, config)
-    return _save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
+    model = make_model(tf.InternVLForConditionalGeneration, config)
+    return save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
 

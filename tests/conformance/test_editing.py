@@ -72,7 +72,7 @@ def test_grace_converges_with_a_codebook_key_per_edit(family, family_folder):
     from medibench.knowledge_edit._editors import EditCase, decoder_layers
 
     model = TransformersAnswerer(family_folder(family), max_new_tokens=4)
-    editor = load_editor("grace")
+    editor = load_editor("grace", {"max_steps": 200})
     first = editor.edit(model, EditCase("a", image(), QUESTION, TARGET))
     second = editor.edit(model, EditCase("b", image(7), "which organ is shown ?", "heart"))
     assert first.converged and second.converged
