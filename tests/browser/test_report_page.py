@@ -1,8 +1,6 @@
 """The HTML report driven in headless Chromium (selenium): loads cleanly, sorts, filters, shows
 a sample's images, every link resolves. CI installs Debian's chromium and chromium-driver."""
 
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -10,20 +8,11 @@ import numpy as np
 import pytest
 
 from medibench.report import build_report
+from tests.browser.conftest import NEEDS_CHROMIUM, open_page, start_chromium, stop_chromium
 from tests.report.helpers import make_run
 from tests.report.test_build import page_links
 
-CHROMIUM = Path("/usr/bin/chromium")
-DRIVER = Path("/usr/bin/chromedriver")
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (CHROMIUM.exists() and DRIVER.exists()),
-        reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, "
-        "/usr/bin/chromedriver): apt-get install chromium chromium-driver",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
 
 @pytest.fixture(scope="module")
@@ -35,41 +24,14 @@ def index(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def driver():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="medibench-chromium-")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = str(CHROMIUM)
-    # No network here: without these flags Chromium stalls on update and sync attempts.
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-        f"--user-data-dir={profile}",
-    ):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+    d, profile = start_chromium(1400, 1000)
     yield d
-    d.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    stop_chromium(d, profile)
 
 
 @pytest.fixture
 def page(driver, index):
-    driver.get(index.resolve().as_uri())
-    deadline = time.time() + 10
-    while driver.execute_script("return document.documentElement.dataset.ready") != "1":
-        assert time.time() < deadline, "the page never became ready"
-        time.sleep(0.05)
-    return driver
+    return open_page(driver, index)
 
 
 def _by(driver):

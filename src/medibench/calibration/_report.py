@@ -54,7 +54,15 @@ def calibration_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
         for svg in sorted(diagram_folder(run_dir, source).glob("*.svg")):
             text = svg.read_text(encoding="utf-8")
             figures.append({"title": f"{Path(source).name}: {svg.stem}", "svg": _inline(text)})
-    return {"id": "calibration", "title": "Calibration", "tables": tables, "figures": figures}
+    files = len({s for s, _, _ in grouped})
+    summary = f"{files} prediction file(s), {len(tables)} protocol table(s)"
+    return {
+        "id": "calibration",
+        "title": "Calibration",
+        "summary": summary,
+        "tables": tables,
+        "figures": figures,
+    }
 
 
 def _cell(value: tuple[float | None, float | None, float | None] | None) -> str:

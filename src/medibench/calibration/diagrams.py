@@ -1,7 +1,8 @@
 """Reliability diagrams and confidence histograms (PNG or SVG, by the file's suffix).
 
 The top panel draws each non-empty bin's accuracy as a bar at its edges, the gap to the bin's
-mean confidence hatched, and the diagonal; the bottom panel is the histogram of top-label
+mean confidence as a separate hatched bar (red where the bin is over-confident, blue where it is
+under-confident, each labelled in the legend), and the diagonal; the bottom panel is the histogram of top-label
 confidences over the same bins. Figures are built on ``matplotlib.figure.Figure`` (no pyplot
 state), SVGs without a date and with a fixed hash salt, so the same predictions give the same
 file.
@@ -78,7 +79,7 @@ def write_diagrams(
 def _figure(bins, n_bins: int, ece: float, n: int, title: str):
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.2, 5.2))
+    fig = Figure(figsize=(4.2, 5.8))
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     lo, hi = bins.edges[:n_bins], bins.edges[1 : n_bins + 1]
     full = bins.counts[:n_bins] > 0
@@ -95,26 +96,33 @@ def _figure(bins, n_bins: int, ece: float, n: int, title: str):
         linewidth=0.5,
         label="accuracy",
     )
+    # The gap is its own bar, coloured by its side: above the accuracy bar where the model is
+    # over-confident (confidence > accuracy), below its top where it is under-confident.
     gap_lo = np.minimum(acc, conf)
-    top.bar(
-        lo[full],
-        np.abs(conf - acc)[full],
-        bottom=gap_lo[full],
-        width=width[full],
-        align="edge",
-        color="#e8a0a0",
-        alpha=0.6,
-        hatch="//",
-        edgecolor="#b03030",
-        linewidth=0.5,
-        label="gap to confidence",
-    )
+    for side, color, edge, label in (
+        (conf > acc, "#e8a0a0", "#b03030", "gap, over-confident (confidence > accuracy)"),
+        (conf < acc, "#a8c8ec", "#2a5d9a", "gap, under-confident (accuracy > confidence)"),
+    ):
+        shown = full & side
+        top.bar(
+            lo[shown],
+            np.abs(conf - acc)[shown],
+            bottom=gap_lo[shown],
+            width=width[shown],
+            align="edge",
+            color=color,
+            alpha=0.7,
+            hatch="//",
+            edgecolor=edge,
+            linewidth=0.5,
+            label=label,
+        )
     top.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
     top.set_xlim(0, 1)
     top.set_ylim(0, 1)
     top.set_ylabel("accuracy")
-    top.set_title(title, fontsize=9)
-    top.legend(loc="upper left", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    top.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), fontsize=7, frameon=False)
     top.text(
         0.97,
         0.05,

@@ -16,7 +16,10 @@ __all__ = ["editing_panel", "editing_tables"]
 def editing_panel(store: Any, run_dir: Any = None) -> dict[str, Any] | None:
     """The report panel (:mod:`medibench.report._panels`): the tables below, or ``None``."""
     tables = editing_tables(store)
-    return {"id": "model-editing", "title": "Model editing", "tables": tables} if tables else None
+    if not tables:
+        return None
+    summary = f"{len(tables)} model x editor x setting table(s)"
+    return {"id": "model-editing", "title": "Model editing", "summary": summary, "tables": tables}
 
 
 def editing_tables(store: Any) -> list[dict[str, Any]]:

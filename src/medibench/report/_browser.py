@@ -9,7 +9,9 @@ output, or a score that is not ``ok``) and the judge's rationales when the run h
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import sqlite3
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -18,7 +20,17 @@ from typing import Any
 
 from medibench.samples import Prediction, Sample, Score
 
-__all__ = ["image_jobs", "read_judgements", "sample_browser_data"]
+__all__ = [
+    "image_jobs",
+    "read_judgements",
+    "reference_text",
+    "sample_browser_data",
+    "short_error",
+    "text_answer",
+]
+
+#: Characters of a text answer or reference the page holds (the file keeps all of it).
+TEXT_LIMIT = 6000
 
 _RATIONALE_COLUMNS = (
     "rationale",
@@ -67,7 +79,12 @@ def image_jobs(
                 outputs.append((i, None, f"prediction failed: {p.error or 'no file'}"))
             else:
                 path = Path(p.path)
-                outputs.append((i, str(path if path.is_absolute() else run_dir / path), None))
+                path = path if path.is_absolute() else run_dir / path
+                if path.suffix.lower() == ".txt":  # a text answer: its image beside it, if any
+                    image = path.with_suffix(".png")
+                    outputs.append((i, str(image) if image.is_file() else None, None))
+                else:
+                    outputs.append((i, str(path), None))
         jobs.append(
             {
                 "sid": s.sample_id,
@@ -116,11 +133,14 @@ def sample_browser_data(
     scores: Sequence[Score],
     metrics: Sequence[tuple[str, str, bool]],
     judgements: Mapping[tuple[str, str, int], list[list[str]]],
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
     """The blob: ``models``, ``metrics`` (``[protocol label, metric, lower_is_better]``) and
     ``samples``; each sample has ``id, task, region, modality, perspective, instruction, pics``
-    and ``runs`` (one per model: ``k, output, diff, status, error, v, score_error, notes,
-    failed, judge``)."""
+    and ``runs`` (one per model: ``k, output, diff, status, error, error_short, text, v,
+    score_error, notes, failed, judge``); ``text`` is an answering model's text answer,
+    ``reference`` the sample's reference answer (``metadata.answer``), ``error_short`` the error
+    class and first clause (:func:`short_error`)."""
     index = {(p, m): i for i, (p, m, _) in enumerate(metrics)}
     by_key: dict[tuple[str, str, int], list[Score]] = defaultdict(list)
     for sc in scores:
@@ -132,7 +152,9 @@ def sample_browser_data(
             p = shown.get((model, s.sample_id))
             k = p.k if p is not None else 0
             values: list[Any] = [None] * len(metrics)
-            errors, notes, failed = [], [], p is None or p.status != "ok"
+            errors: list[str] = []
+            notes: list[str] = []
+            failed = p is None or p.status != "ok"
             for sc in by_key.get((model, s.sample_id, k), []):
                 label = f"{sc.protocol}@{sc.protocol_version}"
                 failed = failed or sc.status != "ok"
@@ -143,13 +165,19 @@ def sample_browser_data(
                     errors.append(f"{label}: {sc.error}")
                 notes += [f"{label}: {n}" for n in sc.notes]
             pic = pics["outputs"].get(i, {"output": None, "diff": None})
+            # A prediction's error is often repeated by every protocol's "missing" record.
+            pred_error = None if p is None else p.error
+            errors = [e for e in dict.fromkeys(errors) if not pred_error or pred_error not in e]
+            notes = list(dict.fromkeys(notes))
             runs.append(
                 {
                     "k": k,
                     "output": pic["output"],
                     "diff": pic["diff"],
                     "status": "none" if p is None else p.status,
-                    "error": None if p is None else p.error,
+                    "error": pred_error,
+                    "error_short": short_error(pred_error or (errors[0] if errors else None)),
+                    "text": text_answer(p, run_dir) if p is not None else None,
                     "v": values,
                     "score_error": "; ".join(errors) or None,
                     "notes": "; ".join(notes) or None,
@@ -165,11 +193,64 @@ def sample_browser_data(
                 "modality": s.modality,
                 "perspective": s.perspective.value,
                 "instruction": s.instruction,
+                "reference": reference_text(s),
+                "description": s.description,
                 "pics": {key: pics[key] for key in ("input", "roi", "target")},
                 "runs": runs,
             }
         )
     return {"models": list(models), "metrics": [list(m) for m in metrics], "samples": out}
+
+
+def short_error(text: str | None, limit: int = 90) -> str | None:
+    """An error's class and first clause, for a one-line failure: ``"ValueError: unsupported
+    instruction"`` from a message that goes on to list every supported one."""
+    if not text:
+        return None
+    line = text.strip().splitlines()[0] if text.strip() else text
+    head, sep, rest = line.partition(": ")
+    if sep and (head.isidentifier() or head.endswith(("Error", "Exception"))) and " " not in head:
+        clause = re.split(r": |; | \(|\. ", rest, maxsplit=1)[0]
+        short = f"{head}: {clause}"
+    else:
+        short = re.split(r": |; | \(|\. ", line, maxsplit=1)[0]
+    return short if len(short) <= limit else short[: limit - 1].rstrip() + "\u2026"
+
+
+def text_answer(prediction: Prediction, run_dir: Path | None) -> str | None:
+    """An answering model's text (its ``.txt`` output, or the ``.txt`` beside its image)."""
+    if prediction.status != "ok" or not prediction.path:
+        return None
+    path = Path(prediction.path)
+    if not path.is_absolute() and run_dir is not None:
+        path = run_dir / path
+    text_file = path if path.suffix.lower() == ".txt" else path.with_suffix(".txt")
+    try:
+        with open(text_file, encoding="utf-8", errors="replace") as fh:
+            return fh.read(TEXT_LIMIT)
+    except OSError:
+        return None
+
+
+def reference_text(sample: Sample) -> str | None:
+    """The reference answer a text answer is compared with (``metadata.answer``, or MedGEN's
+    ``metadata.expected``): a string, or a report's sections one per line, with the
+    multiple-choice options when there are any."""
+    md = sample.metadata
+    expected = md.get("expected") if isinstance(md.get("expected"), dict) else {}
+    answer = md.get("answer") or expected.get("text") or expected.get("sections")
+    if not answer:
+        return None
+    if isinstance(answer, dict):
+        text = "\n".join(f"{k}: {v}" for k, v in answer.items())
+    elif isinstance(answer, str):
+        text = answer
+    else:
+        text = json.dumps(answer, ensure_ascii=False)
+    choice = md.get("choice") or md.get("choices")
+    if choice:
+        text += f"\n(choices: {choice if isinstance(choice, str) else json.dumps(choice)})"
+    return text[:TEXT_LIMIT]
 
 
 def _json_number(v: float | None) -> float | str | None:

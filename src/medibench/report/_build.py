@@ -165,7 +165,9 @@ def build_report(
         for sec in sections
         for m in sec.metrics
     ]
-    blob = sample_browser_data(samples, models, shown, pictures, scores, metric_index, judgements)
+    blob = sample_browser_data(
+        samples, models, shown, pictures, scores, metric_index, judgements, run_dir
+    )
     attach_attention(blob, attention, run_dir, out)
     return _html.write_html(
         out,

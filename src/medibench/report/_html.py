@@ -71,6 +71,7 @@ def write_html(
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    has_samples = counts["samples"] > 0 or counts["predictions"] > 0
     page = env.get_template("report.html.j2").render(
         title=f"medibench report: {run_dir.resolve().name}",
         run_dir=str(run_dir.resolve()),
@@ -82,7 +83,10 @@ def write_html(
         counts=counts,
         build_seconds=build_seconds,
         medibench_version=_version(),
-        no_scores=counts["scores"] == 0,
+        # The editing banner only where there is editing work to score: a calibration-only or
+        # model-editing-only run opens on its own panels instead.
+        no_scores=counts["scores"] == 0 and has_samples,
+        has_samples=has_samples,
         panels=panels or [],
         # "</" inside a script element would end it: escape it the JSON way.
         blob=json.dumps(blob, separators=(",", ":"), allow_nan=False).replace("</", "<\\/"),
@@ -152,7 +156,11 @@ def _cell(row: dict[str, Any], col: str, ci: tuple[str, str] | None) -> dict[str
     cell = {"text": text, "sort": sort, "ci": None}
     if ci and v is not None:
         low, high = row.get(ci[0]), row.get(ci[1])
-        if low is not None and high is not None and not (math.isinf(low) and low == high):
+        n = row.get(f"{col}_n")
+        if isinstance(n, int) and n < 2:
+            # One value has no spread to resample: a zero-width interval would claim certainty.
+            cell["ci"] = f"n={n}"
+        elif low is not None and high is not None and not (math.isinf(low) and low == high):
             cell["ci"] = f"[{format_number(low)}, {format_number(high)}]"
     return cell
 

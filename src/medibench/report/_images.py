@@ -100,8 +100,8 @@ def render_sample_images(
     if job.get("target"):
         _, res["target"] = _picture(job["target"], f"{sid}__target", out_dir, thumb_size, images)
     for index, path, why in job["outputs"]:
-        if path is None:
-            res["outputs"][index] = {"output": {"missing": why}, "diff": None}
+        if path is None:  # no why: a text answer, shown as text
+            res["outputs"][index] = {"output": {"missing": why} if why else None, "diff": None}
             continue
         out, pic = _picture(path, f"{sid}__m{index}", out_dir, thumb_size, images)
         diff = None

@@ -2,18 +2,27 @@
 
 For the first k mode of the protocol: a bar chart with CI whiskers per metric by region (or the
 protocol's first grouping when the run has one region), a histogram per metric, a model x task
-heat map per metric, and one metric-vs-metric scatter (a judged metric against the ROI metric
-when a judge has filled one; otherwise context preservation against ROI fidelity).
+heat map per metric (split into images of at most 25 tasks), and one metric-vs-metric scatter (a
+judged metric against the ROI metric when a judge has filled one; otherwise context
+preservation against ROI fidelity).
+
+A protocol with more than :data:`MAX_SINGLE_METRICS` metrics (MedGEN-Bench's thirty) gets one
+figure per metric *family* instead (:func:`metric_families`): bars as small multiples, and heat
+maps only for the family's first metric, so eight samples no longer make a hundred plots.
 """
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import Executor
 from pathlib import Path
 
 from medibench.report import _plots
 
 __all__ = ["describe", "draw", "plan", "run", "scatter_pair"]
+
+#: Above this many plotted metrics a section draws one figure per metric family.
+MAX_SINGLE_METRICS = 8
 
 _PREFERRED_Y = ("roi_ssim", "roi_psnr", "ssim", "dice")
 _PREFERRED_PAIRS = (("cp", "roi_ssim"), ("cp", "ssim"), ("cp_psnr", "psnr"))
@@ -30,15 +39,20 @@ def run(tasks: list[tuple], out: Path, pool: Executor | None = None) -> list[dic
 
 def describe(tasks: list[tuple], paths: list[list[Path]], out: Path) -> list[dict[str, str]]:
     """The page's figure entries for drawn ``tasks``."""
-    return [
-        {
+    entries = []
+    for t, p in zip(tasks, paths, strict=True):
+        entry = {
             "kind": t[0],
             "title": t[1],
             "png": p[0].relative_to(out).as_posix(),
             "svg": p[1].relative_to(out).as_posix(),
+            "wide": t[2] in ("heatmap", "small_multiples"),
         }
-        for t, p in zip(tasks, paths, strict=True)
-    ]
+        geometry = p[0].with_suffix(".json")
+        if t[0] == "heatmap" and geometry.is_file():
+            entry["geometry"] = json.loads(geometry.read_text(encoding="utf-8"))
+        entries.append(entry)
+    return entries
 
 
 def draw(task: tuple) -> list[Path]:
@@ -67,18 +81,37 @@ def plan(sec, out: Path) -> list[tuple]:
     heat_by = "task" if "task" in fields else bar_by
     keep = ("model", "by", "group", *_ci_keys(plotted))
     slim = [{k: r.get(k) for k in keep} for r in rows if r["by"] in (bar_by, heat_by)]
-    for m in plotted if bar_by else []:
-        stem = folder / f"bars_{bar_by}_{m}"
-        add("bars", f"{m} by {bar_by} ({label})", "group_bars", slim, m, bar_by, stem)
-    for m in plotted:
+    families = (
+        metric_families(plotted, sec.judged, [n for n, _, _ in sec.aggregation.pass_rates])
+        if len(plotted) > MAX_SINGLE_METRICS
+        else {m: [m] for m in plotted}
+    )
+    for fam, members in families.items() if bar_by else []:
+        stem = folder / f"bars_{bar_by}_{_slug(fam)}"
+        if len(members) == 1:
+            add("bars", f"{fam} by {bar_by} ({label})", "group_bars", slim, fam, bar_by, stem)
+        else:
+            title = f"{fam}: {len(members)} metrics by {bar_by} (mean, 95% CI; {label})"
+            add("bars", title, "small_multiples", slim, members, bar_by, title, stem)
+    for m in (members[0] for members in families.values()):
         per_model = {
             model: [vals.get(m) for has, vals in v.values() if has] for model, v in values.items()
         }
         stem = folder / f"dist_{m}"
         add("distribution", f"distribution of {m} ({label})", "distributions", per_model, m, stem)
-    for m in plotted if heat_by else []:
-        stem = folder / f"heat_{heat_by}_{m}"
-        add("heatmap", f"{m} by model and {heat_by} ({label})", "heatmap", slim, m, heat_by, stem)
+    heat_groups = sorted({r["group"] for r in slim if r["by"] == heat_by})
+    pages = [
+        heat_groups[i : i + _plots.HEAT_MAX_COLUMNS]
+        for i in range(0, len(heat_groups), _plots.HEAT_MAX_COLUMNS)
+    ]
+    for m in (members[0] for members in families.values()) if heat_by else []:
+        for p, page in enumerate(pages):
+            part = [r for r in slim if r["by"] == heat_by and r["group"] in set(page)]
+            suffix = f"_{p + 1}" if len(pages) > 1 else ""
+            of = f", part {p + 1} of {len(pages)}" if len(pages) > 1 else ""
+            stem = folder / f"heat_{heat_by}_{m}{suffix}"
+            title = f"{m} by model and {heat_by} ({label}{of})"
+            add("heatmap", title, "heatmap", part, m, heat_by, stem)
     pair = scatter_pair(plotted, sec.judged)
     if pair:
         x, y = pair
@@ -110,6 +143,36 @@ def scatter_pair(metrics: list[str], judged: list[str]) -> tuple[str, str] | Non
         if x in have and y in have:
             return x, y
     return (metrics[0], metrics[1]) if len(metrics) >= 2 else None
+
+
+def metric_families(
+    metrics: list[str], judged: list[str], pass_rates: list[str]
+) -> dict[str, list[str]]:
+    """``{family: metrics}`` in ``metrics`` order: the pass rates, the judged metrics, then one
+    family per name prefix (``entity_*``); prefixes with a single metric share one family."""
+    fams: dict[str, list[str]] = {}
+    for m in metrics:
+        if m in pass_rates or m.endswith("_pass_rate"):
+            key = "pass rates"
+        elif m in judged:
+            key = "judged"
+        else:
+            key = m.split("_")[0]
+        fams.setdefault(key, []).append(m)
+    merged: dict[str, list[str]] = {}
+    singles = [ms[0] for ms in fams.values() if len(ms) == 1]
+    for key, ms in fams.items():
+        if len(ms) > 1:
+            merged[key] = ms
+        elif len(singles) == 1:
+            merged[ms[0]] = ms
+    if len(singles) > 1:
+        merged["metrics"] = singles
+    return merged
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name)
 
 
 def _ci_keys(metrics: list[str]) -> list[str]:

@@ -4,6 +4,9 @@
 * :func:`distributions`: per-model histograms of one metric's per-sample values.
 * :func:`heatmap`: model x group (task) means of one metric, annotated.
 * :func:`scatter`: one metric against another, per sample, coloured by model.
+* :func:`small_multiples`: a family of metrics, one bar panel per metric, in one figure.
+
+Legends sit outside the axes, so they never cover a bar.
 
 Every function takes plain rows or values (from :mod:`medibench.report._tables`), never scores,
 and returns the paths it wrote (``[png, svg]``).
@@ -11,6 +14,7 @@ and returns the paths it wrote (``[png, svg]``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,7 +26,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["distributions", "group_bars", "heatmap", "scatter"]
+__all__ = [
+    "HEAT_CELL_PX",
+    "HEAT_MAX_COLUMNS",
+    "distributions",
+    "group_bars",
+    "heatmap",
+    "scatter",
+    "small_multiples",
+]
+
+#: A heat map's cells are at least this many pixels wide (and 0.6 of it tall) at 100 dpi.
+HEAT_CELL_PX = 48
+#: Groups per heat-map image; more are split over several images.
+HEAT_MAX_COLUMNS = 25
 
 plt.rcParams.update({"svg.fonttype": "none", "figure.dpi": 100, "font.size": 9})
 
@@ -55,7 +72,7 @@ def group_bars(rows: Sequence[Mapping[str, Any]], metric: str, by: str, stem: Pa
     )
     ax.set_ylabel(metric)
     ax.set_title(f"{metric} by {by} (mean, 95% CI)")
-    ax.legend(fontsize=8, frameon=False)
+    _legend_outside(ax)
     return _save(fig, stem)
 
 
@@ -76,7 +93,7 @@ def distributions(values: Mapping[str, Sequence[float]], metric: str, stem: Path
                     linewidth=1.5,
                     label=f"{model} (n={len(vs)})",
                 )
-        ax.legend(fontsize=8, frameon=False)
+        _legend_outside(ax)
     ax.set_xlabel(metric)
     ax.set_ylabel("samples")
     ax.set_title(f"distribution of {metric}")
@@ -84,7 +101,13 @@ def distributions(values: Mapping[str, Sequence[float]], metric: str, stem: Path
 
 
 def heatmap(rows: Sequence[Mapping[str, Any]], metric: str, by: str, stem: Path) -> list[Path]:
-    """Model x ``by`` matrix of ``metric`` means (cells without a value left blank)."""
+    """Model x ``by`` matrix of ``metric`` means, each value printed in its cell (cells without a
+    value left blank). Pass at most :data:`HEAT_MAX_COLUMNS` groups (``_plot_set`` pages them).
+
+    Cells are at least :data:`HEAT_CELL_PX` wide and tall at the figure's size; the axes'
+    place in the image goes into ``<stem>.json`` (``rows``, ``cols``, ``axes``: left, bottom,
+    right, top as fractions of the image) so a page can check the cells it shows.
+    """
     rows = [r for r in rows if r["by"] == by]
     groups = sorted({r["group"] for r in rows})
     models = sorted({r["model"] for r in rows})
@@ -92,24 +115,77 @@ def heatmap(rows: Sequence[Mapping[str, Any]], metric: str, by: str, stem: Path)
     for r in rows:
         if _finite(r.get(metric)):
             grid[models.index(r["model"]), groups.index(r["group"])] = r[metric]
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.4 + 0.75 * len(groups)), 1.9 + 0.4 * len(models)))
+    dpi = plt.rcParams["figure.dpi"]
+    cell_w, cell_h = HEAT_CELL_PX / dpi, 0.6 * HEAT_CELL_PX / dpi
+    label_w = 0.09 * max((len(m) for m in models), default=4)
+    fig, ax = plt.subplots(
+        figsize=(max(4.0, 1.9 + label_w + cell_w * len(groups)), 2.2 + cell_h * len(models))
+    )
     im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", aspect="auto")
+    middle = np.nanmean(grid) if np.isfinite(grid).any() else 0.0
     for (i, j), v in np.ndenumerate(grid):
         if not math.isnan(v):
-            ax.text(
-                j,
-                i,
-                f"{v:.3g}",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="white" if v < np.nanmean(grid) else "black",
-            )
+            color = "white" if v < middle else "black"
+            ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=8, color=color)
     ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right")
     ax.set_yticks(range(len(models)), models)
     ax.set_title(f"{metric} by model and {by}")
     fig.colorbar(im, ax=ax, fraction=0.04)
-    return _save(fig, stem)
+    paths = _save(fig, stem, close=False)
+    box = ax.get_position()
+    geometry = {
+        "rows": len(models),
+        "cols": len(groups),
+        "axes": [round(box.x0, 4), round(box.y0, 4), round(box.x1, 4), round(box.y1, 4)],
+    }
+    plt.close(fig)
+    stem.with_suffix(".json").write_text(json.dumps(geometry), encoding="utf-8")
+    return paths
+
+
+def small_multiples(
+    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], by: str, title: str, stem: Path
+) -> list[Path]:
+    """One panel per metric of a family (``metrics``): each model's mean per value of ``by``
+    with CI whiskers, in a grid of at most three columns and one legend outside the panels."""
+    n = len(metrics)
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    groups = sorted({r["group"] for r in rows if r["by"] == by})
+    models = sorted({r["model"] for r in rows if r["by"] == by})
+    wide = max(2.6, 0.3 * len(groups) * max(1, len(models)) + 0.8)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(wide * ncols + 1.6, 2.4 * nrows + 0.5), squeeze=False
+    )
+    width = 0.8 / max(1, len(models))
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        for i, model in enumerate(models):
+            got = {
+                r["group"]: r
+                for r in rows
+                if r["by"] == by and r["model"] == model and _finite(r.get(metric))
+            }
+            xs = [j + (i - (len(models) - 1) / 2) * width for j, g in enumerate(groups) if g in got]
+            mine = [got[g] for g in groups if g in got]
+            means = [r[metric] for r in mine]
+            err = np.array(
+                [
+                    [m - _or(r.get(f"{metric}_ci_low"), m) for r, m in zip(mine, means, strict=True)],
+                    [_or(r.get(f"{metric}_ci_high"), m) - m for r, m in zip(mine, means, strict=True)],
+                ]
+            ).reshape(2, len(means))
+            ax.bar(xs, means, width=width, label=model, yerr=err, capsize=2, ecolor="0.25")
+        ax.set_xticks(range(len(groups)), groups, rotation=30 if len(groups) > 3 else 0,
+                      ha="right" if len(groups) > 3 else "center", fontsize=7)  # fmt: skip
+        ax.set_title(metric, fontsize=9)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+                   frameon=False)  # fmt: skip
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, stem, tight_box=True)
 
 
 def scatter(
@@ -129,18 +205,26 @@ def scatter(
     ax.set_xlabel(x_metric)
     ax.set_ylabel(y_metric)
     ax.set_title(f"{y_metric} vs {x_metric}")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, frameon=False)
+    _legend_outside(ax)
     return _save(fig, stem)
 
 
-def _save(fig, stem: Path) -> list[Path]:
+def _legend_outside(ax) -> None:
+    # Beside the axes, never over the bars or lines it explains.
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def _save(fig, stem: Path, *, close: bool = True, tight_box: bool = False) -> list[Path]:
+    # ``tight_box``: grow the image to hold artists outside the axes (a figure legend).
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    fig.savefig(paths[0])
-    fig.savefig(paths[1])
-    plt.close(fig)
+    box = "tight" if tight_box else None
+    fig.savefig(paths[0], bbox_inches=box)
+    fig.savefig(paths[1], bbox_inches=box)
+    if close:
+        plt.close(fig)
     return paths
 
 

@@ -75,12 +75,26 @@
     apply();
   }
 
+  // ---- column chooser: hide a leaderboard column everywhere in its table ---------------------
+  function initColumnChooser(box) {
+    var table = document.getElementById(box.parentNode.getAttribute("data-for"));
+    if (!table) return;
+    Array.prototype.forEach.call(box.querySelectorAll("[data-col-toggle]"), function (cb) {
+      cb.addEventListener("change", function () {
+        var col = parseInt(cb.getAttribute("data-col-toggle"), 10);
+        Array.prototype.forEach.call(table.rows, function (tr) {
+          if (tr.cells[col]) tr.cells[col].classList.toggle("col-hidden", !cb.checked);
+        });
+      });
+    });
+  }
+
   // ---- sample browser ----------------------------------------------------------------------
   var PAGE = 48;
   var dataEl = document.getElementById("report-data");
   var data = dataEl ? JSON.parse(dataEl.textContent) : { models: [], metrics: [], samples: [] };
   var samples = data.samples, models = data.models, metrics = data.metrics;
-  var state = { task: "", region: "", modality: "", model: "", failed: false, sort: "id",
+  var state = { task: "", region: "", modality: "", model: "", status: "", sort: "id",
                 text: "", page: 0 };
   var current = [];
 
@@ -105,8 +119,8 @@
   function failed(s) {
     return shownModels().some(function (i) { return s.runs[i] && s.runs[i].failed; });
   }
-  // Sort key of "worst first": failures first, then the worst value over the shown models
-  // (higher is worse for lower-is-better metrics), samples without the metric last.
+  // Sort key of "worst first": the worst value over the shown models (higher is worse for
+  // lower-is-better metrics); samples without the metric, then failures, last.
   function worstKey(s, mi) {
     var lower = metrics[mi][2], key = null, anyFailed = false;
     shownModels().forEach(function (i) {
@@ -118,7 +132,7 @@
       var k = lower ? -v : v;
       if (key === null || k < key) key = k;
     });
-    return anyFailed ? -Infinity : key;
+    return anyFailed ? null : key;
   }
 
   function fillSelect(id, values, labels) {
@@ -135,28 +149,32 @@
     var text = state.text.toLowerCase();
     var out = samples.filter(function (s) {
       return (!state.task || s.task === state.task) && (!state.region || s.region === state.region) &&
-        (!state.modality || s.modality === state.modality) && (!state.failed || failed(s)) &&
+        (!state.modality || s.modality === state.modality) &&
+        (state.status !== "failed" || failed(s)) && (state.status !== "scored" || !failed(s)) &&
         (!text || s.id.toLowerCase().indexOf(text) >= 0 || s.instruction.toLowerCase().indexOf(text) >= 0);
     });
-    if (state.sort !== "id") {
-      var mi = parseInt(state.sort.slice(1), 10);
-      out = out.map(function (s, i) { return { s: s, i: i, k: worstKey(s, mi) }; });
-      out.sort(function (a, b) {
-        if (a.k === null || b.k === null) return a.k === b.k ? a.i - b.i : (a.k === null ? 1 : -1);
-        return a.k < b.k ? -1 : (a.k > b.k ? 1 : a.i - b.i);
-      });
-      out = out.map(function (x) { return x.s; });
-    }
-    return out;
+    var mi = state.sort !== "id" ? parseInt(state.sort.slice(1), 10) : -1;
+    out = out.map(function (s, i) {
+      return { s: s, i: i, f: failed(s) ? 1 : 0, k: mi >= 0 ? worstKey(s, mi) : 0 };
+    });
+    // Scored samples first; failures (kept behind the status filter) after them.
+    out.sort(function (a, b) {
+      if (a.f !== b.f) return a.f - b.f;
+      if (a.k === null || b.k === null) return a.k === b.k ? a.i - b.i : (a.k === null ? 1 : -1);
+      return a.k < b.k ? -1 : (a.k > b.k ? 1 : a.i - b.i);
+    });
+    return out.map(function (x) { return x.s; });
   }
 
-  function picture(p, caption, lazy, absent) {
+  function picture(p, caption, lazy, absent, short) {
     var fig = el("figure", { "class": "pic" });
     if (!p) {
       fig.appendChild(el("div", { "class": "absent" }, absent || "none"));
     } else if (p.missing) {
       fig.classList.add("is-missing");
-      fig.appendChild(el("div", { "class": "missing", title: p.missing }, "missing: " + p.missing));
+      // One short line (error class and first clause); the whole text on hover and in the
+      // sample's detail view.
+      fig.appendChild(el("div", { "class": "missing", title: p.missing }, short || "no output"));
     } else {
       var a = el("a", { href: p.full || p.thumb, target: "_blank" });
       a.appendChild(el("img", { src: p.thumb, alt: caption, loading: lazy ? "lazy" : "eager" }));
@@ -182,7 +200,15 @@
       var r = s.runs[i];
       var cap = models[i];
       if (state.sort !== "id") cap += " " + fmt(r.v[parseInt(state.sort.slice(1), 10)]);
-      row.appendChild(picture(r.output, cap, true));
+      if (r.text && !r.output) {
+        var t = el("div", { "class": "answer-thumb", title: r.text }, r.text.slice(0, 160));
+        var fig = el("figure", { "class": "pic" });
+        fig.appendChild(t);
+        fig.appendChild(el("figcaption", null, cap));
+        row.appendChild(fig);
+      } else {
+        row.appendChild(picture(r.output, cap, true, null, r.error_short));
+      }
     });
     c.appendChild(row);
     var open = function () { showDetail(s); };
@@ -221,8 +247,13 @@
     row.appendChild(picture(s.pics.roi, "ROI outline", false, "no ROI mask"));
     row.appendChild(picture(s.pics.target, "target", false, "no target"));
     shownModels().forEach(function (i) {
-      row.appendChild(picture(s.runs[i].output, models[i] + " output", false));
-      row.appendChild(picture(s.runs[i].diff, models[i] + " |output - input|", false, "no difference map"));
+      var r = s.runs[i];
+      if (r.text && !r.output) {  // an answering model: its text is shown below
+        row.appendChild(picture(null, models[i] + " output", false, "text answer (below)"));
+        return;
+      }
+      row.appendChild(picture(r.output, models[i] + " output", false, null, r.error_short));
+      row.appendChild(picture(r.diff, models[i] + " |output - input|", false, "no difference map"));
     });
     box.appendChild(row);
     // Attention heat maps (medibench analyze attention): one per model and k.
@@ -236,26 +267,83 @@
       });
       box.appendChild(arow);
     }
-    // Scores: one row per model, the metrics any model has a value for.
-    var used = metrics.map(function (_, mi) { return mi; }).filter(function (mi) {
-      return shownModels().some(function (i) { return s.runs[i].v[mi] !== null; });
+    // Text answers: each answering model's answer beside the reference.
+    var texts = shownModels().filter(function (i) { return s.runs[i].text; });
+    if (texts.length || s.reference) {
+      box.appendChild(el("h4", null, "text answers"));
+      var grid = el("div", { "class": "answers" });
+      if (s.reference) {
+        var ref = el("div", { "class": "answer reference" });
+        ref.appendChild(el("strong", null, "reference"));
+        ref.appendChild(el("pre", null, s.reference));
+        grid.appendChild(ref);
+      }
+      texts.forEach(function (i) {
+        var a = el("div", { "class": "answer" });
+        a.appendChild(el("strong", null, models[i] + " (k" + s.runs[i].k + ")"));
+        a.appendChild(el("pre", null, s.runs[i].text));
+        grid.appendChild(a);
+      });
+      box.appendChild(grid);
+    }
+    // Scores: one table per protocol (its name on every metric column), one row per model;
+    // a protocol with many metrics is split into tables of at most eight columns.
+    var protocols = [];
+    metrics.forEach(function (m, mi) {
+      if (!shownModels().some(function (i) { return s.runs[i].v[mi] !== null; })) return;
+      var last = protocols[protocols.length - 1];
+      if (!last || last.label !== m[0]) { last = { label: m[0], idx: [] }; protocols.push(last); }
+      last.idx.push(mi);
     });
-    var t = el("table", { "class": "scores" });
-    var hr = el("tr");
-    ["model", "k", "status"].forEach(function (h) { hr.appendChild(el("th", null, h)); });
-    used.forEach(function (mi) { hr.appendChild(el("th", { title: metrics[mi][0] }, metrics[mi][1])); });
-    hr.appendChild(el("th", null, "notes and errors"));
-    t.appendChild(hr);
+    protocols.forEach(function (pr) {
+      for (var start = 0; start < pr.idx.length; start += 8) {
+        var part = pr.idx.slice(start, start + 8);
+        var wrap = el("div", { "class": "scroll" });
+        var t = el("table", { "class": "scores", "data-protocol": pr.label });
+        var hr = el("tr");
+        hr.appendChild(el("th", null, "model"));
+        hr.appendChild(el("th", null, "k"));
+        part.forEach(function (mi) {
+          var th = el("th", { title: pr.label + " " + metrics[mi][1] });
+          th.appendChild(document.createTextNode(metrics[mi][1]));
+          th.appendChild(el("br"));
+          th.appendChild(el("small", { "class": "protocol-label" }, pr.label));
+          hr.appendChild(th);
+        });
+        t.appendChild(hr);
+        shownModels().forEach(function (i) {
+          var r = s.runs[i], tr = el("tr");
+          tr.appendChild(el("td", null, models[i]));
+          tr.appendChild(el("td", null, r.k));
+          part.forEach(function (mi) { tr.appendChild(el("td", null, fmt(r.v[mi]))); });
+          t.appendChild(tr);
+        });
+        wrap.appendChild(t);
+        box.appendChild(wrap);
+      }
+    });
+    // Status, errors and notes: one short line each, the whole text behind a click.
+    var st = el("table", { "class": "scores status" });
+    var sh = el("tr");
+    ["model", "k", "status", "errors and notes"].forEach(function (h) { sh.appendChild(el("th", null, h)); });
+    st.appendChild(sh);
     shownModels().forEach(function (i) {
       var r = s.runs[i], tr = el("tr");
       tr.appendChild(el("td", null, models[i]));
       tr.appendChild(el("td", null, r.k));
       tr.appendChild(el("td", { "class": r.failed ? "bad" : "" }, r.failed ? "failed" : r.status));
-      used.forEach(function (mi) { tr.appendChild(el("td", null, fmt(r.v[mi]))); });
-      tr.appendChild(el("td", { "class": "small" }, [r.error, r.score_error, r.notes].filter(Boolean).join("; ")));
-      t.appendChild(tr);
+      var td = el("td", { "class": "small" });
+      [r.error, r.score_error, r.notes].filter(Boolean).forEach(function (full) {
+        var d = el("details");
+        var line = full.length > 90 ? full.slice(0, 89) + "\u2026" : full;
+        d.appendChild(el("summary", null, full === r.error && r.error_short ? r.error_short : line));
+        d.appendChild(el("div", { "class": "full-text" }, full));
+        td.appendChild(d);
+      });
+      tr.appendChild(td);
+      st.appendChild(tr);
     });
-    box.appendChild(t);
+    box.appendChild(st);
     shownModels().forEach(function (i) {
       var j = s.runs[i].judge;
       if (!j || !j.length) return;
@@ -282,7 +370,7 @@
       var on = function () { state[k] = c.value; state.page = 0; render(); };
       c.addEventListener(k === "text" ? "input" : "change", on);
     });
-    $("f-failed").addEventListener("change", function () { state.failed = this.checked; state.page = 0; render(); });
+    $("f-status").addEventListener("change", function () { state.status = this.value; state.page = 0; render(); });
     $("page-prev").addEventListener("click", function () { state.page -= 1; render(); });
     $("page-next").addEventListener("click", function () { state.page += 1; render(); });
     render();
@@ -297,6 +385,7 @@
   function init() {
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), initSortable);
     Array.prototype.forEach.call(document.querySelectorAll(".table-filters[data-for]"), initTableFilters);
+    Array.prototype.forEach.call(document.querySelectorAll(".column-chooser"), initColumnChooser);
     initSamples();
     window.medibenchReadyMs = performance.now();
     document.documentElement.setAttribute("data-ready", "1");
