@@ -23,7 +23,8 @@ FAMILIES = {
 ANSWERING = ("transformers-vlm", "edit answerer", "medgen vqa")
 EDITING = ("ft", "lora", "grace", "in-context")
 #: the families the editing cells run on
-EDITED = ("llava", "qwen2_vl", "qwen2_5_vl", "gemma3", "paligemma", "idefics3")
+EDITED = ("llava", "llava_next", "llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3",
+          "paligemma", "idefics3", "internvl")  # fmt: skip
 
 #: what a user of the family should know (docs/models.md's notes column)
 NOTES = {
