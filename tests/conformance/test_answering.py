@@ -157,15 +157,27 @@ def test_qwen2_vl_loads_without_torchvision_for_images(family_folder, capfd):
 
 def test_a_text_only_model_is_a_clear_error(tmp_path):
     import transformers
+    from typer.testing import CliRunner
 
+    from medibench.cli import app
+    from medibench.knowledge_edit._synthetic import synthetic_taskset
     from medibench.models._hf_vlm import UnsupportedModelError
     from medibench.models.vlm import TransformersVLM
 
+    folder = tmp_path / "llama"
     config = transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16,
                                       num_hidden_layers=1, num_attention_heads=2)  # fmt: skip
-    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
     with pytest.raises(UnsupportedModelError, match="'llama' is not an image-text-to-text"):
-        TransformersVLM(tmp_path)
+        TransformersVLM(folder)
+    synthetic_taskset(tmp_path / "tasks", 1, seed=0)
+    result = CliRunner().invoke(app, ["edit", "run", "--tasks", str(tmp_path / "tasks"),
+                                      "--model", str(folder), "--editor", "ft",
+                                      "--run", str(tmp_path / "run")])  # fmt: skip
+    assert result.exit_code != 0
+    assert isinstance(result.exception, SystemExit)  # an error message and an exit, no crash
+    out = " ".join(result.output.split())
+    assert "is not an image-text-to-text model" in out and "Traceback" not in out
 
 
 def test_a_folder_without_chat_template_or_known_format_names_the_prompt_option(
