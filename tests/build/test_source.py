@@ -109,3 +109,33 @@ def test_not_yaml_and_missing_file(tmp_path):
         read_source(tmp_path / "nope.yaml")
     with pytest.raises(BuildError, match="not valid YAML"):
         read_source(_write(tmp_path, "name: [unclosed\n"))
+
+
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [
+        ("../t1.nii.gz", r"path '\.\./t1\.nii\.gz' escapes the dataset folder"),
+        ("a/../../t1.nii.gz", "path '.*' escapes the dataset folder"),
+        ("/etc/hostname", "path '/etc/hostname' is absolute; item paths must be relative"),
+        ("C:/t1.nii.gz", "path '.*' is absolute"),
+    ],
+)
+def test_an_item_path_out_of_the_yaml_folder_is_refused_naming_the_item(tmp_path, image, why):
+    text = GOOD.replace("image: t1.nii.gz", f"image: '{image}'")
+    with pytest.raises(BuildError, match=rf"items\[0\]: {why}"):
+        read_source(_write(tmp_path, text))
+
+
+def test_a_glob_out_of_the_yaml_folder_is_refused_and_a_linked_folder_is_followed(tmp_path):
+    outside, inside = tmp_path / "outside", tmp_path / "src"
+    outside.mkdir()
+    inside.mkdir()
+    (outside / "t1.nii.gz").write_bytes(b"")
+    glob = GOOD.replace("items:\n  - {image: t1.nii.gz, label: tissue.nii.gz, patient: p1}\n",
+                        "items: {glob: '../outside/*.nii.gz', label: '{stem}_seg.nii.gz'}\n")
+    with pytest.raises(BuildError, match=r"escapes the dataset folder"):
+        read_source(_write(inside, glob))
+    (inside / "raw").symlink_to(outside)  # the user's own link to data kept elsewhere
+    linked = glob.replace("../outside/", "raw/")
+    (item,) = read_source(_write(inside, linked)).items
+    assert item.image == inside.resolve() / "raw" / "t1.nii.gz"

@@ -9,8 +9,18 @@ Serves, on 127.0.0.1 only, the paths huggingface_hub 2.x requests (read from its
 - ``HEAD``/``GET /datasets/{owner}/{name}/resolve/{rev}/{path}``: a file, with ``ETag``,
   ``X-Repo-Commit`` and ``Content-Length``.
 
+As on the Hub, a file's tree ``oid`` is its git blob id (sha1 of ``blob <size>\\0`` + bytes)
+and an LFS file (``lfs_suffixes``) also has ``lfs: {oid: sha256, size, pointerSize}``; the ETag
+is the sha256 of an LFS file, the blob id of any other.
+
 An unknown repo or revision is a 404 with the ``X-Error-Code`` the client maps to its errors.
 ``requests`` records every path asked for, so a test can show nothing else was called.
+
+Faults, for the tests of what a download refuses: ``FakeRepo.faults`` maps a file's path to
+``wrong-bytes`` (other bytes of the same size, under the promised hashes), ``truncate`` (the
+body cut off half way), ``redirect-loop`` (a redirect to itself), ``500`` or ``404``;
+``FakeRepo.answer_sha`` is the commit the repo info claims whatever was asked;
+``FakeHub.api_fault`` (``500``, ``redirect-loop``) breaks the API routes.
 """
 
 from __future__ import annotations
@@ -34,6 +44,12 @@ class FakeRepo:
     sha: str = "0123456789abcdef0123456789abcdef01234567"
     branches: tuple[str, ...] = ("main",)
     licence: str = "cc-by-4.0"
+    lfs_suffixes: tuple[str, ...] = (".parquet", ".tar", ".zip", ".png")
+    faults: dict[str, str] = field(default_factory=dict)
+    answer_sha: str | None = None
+
+    def is_lfs(self, path: str) -> bool:
+        return path.endswith(self.lfs_suffixes)
 
     def commit(self, revision: str) -> str | None:
         return self.sha if revision == self.sha or revision in self.branches else None
@@ -44,6 +60,7 @@ class FakeHub:
     repos: dict[str, FakeRepo] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
     url: str = ""
+    api_fault: str | None = None
 
     def add(self, repo: FakeRepo) -> FakeRepo:
         self.repos[repo.repo_id] = repo
@@ -85,6 +102,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             path = unquote(urlsplit(self.path).path)
             hub.requests.append(f"{self.command} {path}")
             parts = path.strip("/").split("/")
+            if parts[:2] == ["api", "datasets"] and hub.api_fault:
+                return self._fault(hub.api_fault, b"", body)
             if parts[:2] == ["api", "datasets"] and len(parts) >= 6:
                 repo, rest = "/".join(parts[2:4]), parts[4:]
                 if rest[0] == "revision":
@@ -115,7 +134,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 {
                     "id": repo.repo_id,
                     "author": repo.repo_id.split("/")[0],
-                    "sha": sha,
+                    "sha": repo.answer_sha or sha,
                     "private": False,
                     "gated": False,
                     "disabled": False,
@@ -132,18 +151,10 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             repo, _ = found
             prefix = f"{under}/" if under else ""
             self._json(
-                [
-                    {
-                        "type": "file",
-                        "path": p,
-                        "size": len(data),
-                        "oid": hashlib.sha1(data).hexdigest(),
-                    }
-                    for p, data in sorted(repo.files.items())
-                    if p.startswith(prefix)
-                ],
+                [_entry(repo, p, data) for p, data in sorted(repo.files.items())
+                 if p.startswith(prefix)],
                 body,
-            )
+            )  # fmt: skip
 
         def _file(self, repo_id: str, revision: str, path: str, body: bool) -> None:
             found = self._repo(repo_id, revision, body)
@@ -153,16 +164,36 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             if path not in repo.files:
                 return self._error(404, "EntryNotFound", f"{path} not in {repo_id}", body)
             data = repo.files[path]
-            self._send(
-                200,
-                data,
-                body,
-                {
-                    "Content-Type": "application/octet-stream",
-                    "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
-                    "X-Repo-Commit": sha,
-                },
-            )
+            etag = hashlib.sha256(data).hexdigest() if repo.is_lfs(path) else _blob_id(data)
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "ETag": f'"{etag}"',
+                "X-Repo-Commit": sha,
+            }
+            fault = repo.faults.get(path)
+            if fault:
+                return self._fault(fault, data, body, headers)
+            self._send(200, data, body, headers)
+
+        def _fault(self, fault: str, data: bytes, body: bool,
+                   headers: dict[str, str] | None = None) -> None:  # fmt: skip
+            if fault == "wrong-bytes":
+                return self._send(200, bytes(b ^ 0xFF for b in data), body, headers or {})
+            if fault == "redirect-loop":
+                return self._send(302, b"", body, {**(headers or {}), "Location": self.path})
+            if fault == "truncate":
+                self.send_response(200)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(data[: len(data) // 2])
+                self.close_connection = True
+                return None
+            status = int(fault)
+            code = "EntryNotFound" if status == 404 else "InternalError"
+            return self._error(status, code, f"fault {fault}", body)
 
         def _json(self, obj: object, body: bool) -> None:
             self._send(200, json.dumps(obj).encode(), body, {"Content-Type": "application/json"})
@@ -190,3 +221,23 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
 
     return Handler
+
+
+def _blob_id(data: bytes) -> str:
+    """The git blob id of ``data``: what the Hub's tree gives as a file's ``oid``."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _entry(repo: FakeRepo, path: str, data: bytes) -> dict[str, object]:
+    entry: dict[str, object] = {"type": "file", "path": path, "size": len(data)}
+    if repo.is_lfs(path):
+        sha256 = hashlib.sha256(data).hexdigest()
+        pointer = (
+            f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {len(data)}\n"
+        ).encode()
+        entry["oid"] = _blob_id(pointer)
+        entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data),
+                        "pointerSize": len(pointer)}  # fmt: skip
+    else:
+        entry["oid"] = _blob_id(data)
+    return entry

@@ -15,7 +15,7 @@ from medibench.sources._hf import HfSpec, parse_hf_path
 from tests.benchmarks.medgen.test_parquet import _comparable
 from tests.benchmarks.medgen.test_parquet import trees as medgen_trees  # noqa: F401
 from tests.sources.fake_hub import FakeRepo, fake_hub
-from tests.sources.test_hub import _native_repo, hub_env  # noqa: F401
+from tests.sources.test_hub import _native_repo
 
 pytest.importorskip("huggingface_hub")
 
@@ -48,7 +48,7 @@ def test_parse():
             parse_hf_path(bad)
 
 
-def test_not_cached_says_how_to_download(tmp_path, hub_env):  # noqa: F811
+def test_not_cached_says_how_to_download(tmp_path, hub_env):
     with pytest.raises(HubDownloadError) as info:
         load_dataset("native:hf:someone/tiny-native@v2")
     message = str(info.value)
@@ -64,7 +64,7 @@ def test_not_cached_says_how_to_download(tmp_path, hub_env):  # noqa: F811
     assert res.exit_code == 2 and "not in the local Hugging Face cache" in res.output
 
 
-def test_download_then_offline_gives_the_same_samples_and_pixels(tmp_path, hub_env):  # noqa: F811
+def test_download_then_offline_gives_the_same_samples_and_pixels(tmp_path, hub_env):
     repo = _native_repo(tmp_path)
     folder = load_dataset(f"native:{tmp_path / 'src'}")
     with fake_hub(repo) as hub:
@@ -97,7 +97,7 @@ def test_download_is_only_for_hub_paths(tmp_path):
         load_dataset(f"native:{tmp_path}", download=True)
 
 
-def test_medgen_release_by_repo_name_at_its_pinned_commit(medgen_trees, tmp_path, hub_env):  # noqa: F811
+def test_medgen_release_by_repo_name_at_its_pinned_commit(medgen_trees, tmp_path, hub_env):
     """``hf:Jack04810/MedGEN-Bench`` is the medgen benchmark, at its pinned commit, with only
     ``parquet/**`` fetched; its score records equal the folder's."""
     release, preds = medgen_trees["release"], medgen_trees["preds"]

@@ -26,21 +26,6 @@ runner = CliRunner()
 MEDGEN_SHA = BENCHMARKS.get("medgen").hub.revision
 
 
-@pytest.fixture
-def hub_env(tmp_path, monkeypatch):
-    """The hub client pointed at a temporary cache, online, with no token of the user's."""
-    from huggingface_hub import constants
-
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf_home" / "hub"))
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
-    return monkeypatch
-
-
 def _native_repo(tmp_path, repo_id="someone/tiny-native"):
     data = make_native(tmp_path / "src", n=3)
     files = {p.relative_to(data).as_posix(): p.read_bytes() for p in data.rglob("*") if p.is_file()}

@@ -30,6 +30,7 @@ from typing import Any
 import cv2
 
 from medibench.build._errors import BuildError
+from medibench.build._exports import EXPORTS
 from medibench.build._items import Slice, item_slices
 from medibench.build._modification import MODIFICATION_DEFAULTS, modification
 from medibench.build._perception import check_operators, perception, transformation
@@ -37,6 +38,7 @@ from medibench.build._post import assign_splits, near_duplicates, phash, split_g
 from medibench.build._records import BuildContext, Triplet
 from medibench.build._source import ItemSpec, SourceSpec, read_source
 from medibench.io import atomic_write_text, encode_image, sha256_file
+from medibench.io._write import DiskFullError, is_disk_full
 from medibench.samples import Sample
 
 __all__ = ["BUILD_VERSION", "PERSPECTIVES", "BuildResult", "build", "finalize", "read_records"]
@@ -112,6 +114,10 @@ def build(
     if perspective != "modification" and (inpainter or verifier or inpainter_options):
         raise BuildError("--inpainter and --verifier apply to modification builds only")
     split_groups(spec)  # a missing patient field fails before anything is built
+    unknown_exports = [f for f in exports if f not in EXPORTS]
+    if unknown_exports:  # checked before building, not after every item is built
+        raise BuildError(f"unknown export format(s) {unknown_exports}; choose from "
+                         f"{', '.join(EXPORTS)}")  # fmt: skip
     if perspective == "modification":
         unknown = sorted(set(options or {}) - set(MODIFICATION_DEFAULTS))
         if unknown:
@@ -121,6 +127,8 @@ def build(
     elif options:
         raise BuildError(f"{perspective} builds take no options, got {sorted(options)}")
     folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise BuildError(f"--out {folder} is a file; give a folder for the build")
     job = {
         "version": BUILD_VERSION, "perspective": perspective,
         "source": str(Path(source).resolve()), "source_sha256": sha256_file(source),
@@ -263,6 +271,15 @@ def build_item(job: dict[str, Any], item_id: str) -> dict[str, Any]:
             samples += _write(Path(job["out"]), source, job, sl, made.triplets)
     except BuildError as exc:
         return {"status": "error", "error": str(exc)}
+    except DiskFullError:
+        raise  # the build stops with the run's clean message; finished items are kept
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFullError(exc.errno, exc.strerror, exc.filename) from None
+        return {"status": "error", "error": f"item '{item_id}': {exc}"}
+    except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
+        # an item that cannot be built fails alone: the other items still are
+        return {"status": "error", "error": f"item '{item_id}': {type(exc).__name__}: {exc}"}
     return {
         "status": "ok", "item": item.id, "patient": item.patient, "slices": n_slices,
         "samples": samples, "filters": dict(filters), "attempts": attempts,

@@ -93,6 +93,11 @@ def _volume_planes(source: SourceSpec, item: ItemSpec) -> Iterator[Plane]:
     image = _load_volume(item.image, item)
     values = np.asanyarray(image.dataobj)
     lo, hi = source.intensity or _finite_range(values, item)
+    if not lo < hi:
+        raise BuildError(
+            f"item '{item.id}': 'intensity: [{lo:g}, {hi:g}]' is an empty range for "
+            f"{item.image} (the first value must be below the second)"
+        )
     maps = _label_volumes(source, item, values.shape)
     axis = source.axis
     for index in range(values.shape[axis]):
@@ -258,7 +263,14 @@ def _series(item: ItemSpec) -> list[tuple[Path, str]]:
             raise BuildError(
                 f"item '{item.id}': {path}: not a readable DICOM file ({type(exc).__name__}: {exc})"
             ) from exc
-        entries.append((int(ds.get("InstanceNumber", 0) or 0), path, str(ds.get("SOPInstanceUID"))))
+        uid = ds.get("SOPInstanceUID")
+        if not uid or "Rows" not in ds or "Columns" not in ds:
+            raise BuildError(
+                f"item '{item.id}': {path}: not a complete DICOM image (no "
+                f"{'SOPInstanceUID' if not uid else 'Rows/Columns'}: the file is cut off or "
+                "damaged)"
+            )
+        entries.append((int(ds.get("InstanceNumber", 0) or 0), path, str(uid)))
     entries.sort(key=lambda e: (e[0], str(e[1])))
     return [(p, uid) for _, p, uid in entries]
 

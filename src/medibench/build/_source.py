@@ -10,6 +10,7 @@ it and the known ones.
 from __future__ import annotations
 
 import glob as globbing
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from medibench.build._errors import BuildError
+from medibench.datasets._base import inside_problem
 
 __all__ = ["ItemSpec", "SourceSpec", "SplitRule", "read_source", "source_from_dict"]
 
@@ -162,7 +164,7 @@ def source_from_dict(data: Any, *, base: Path, where: str = "source") -> SourceS
         intensity=_pair(data.get("intensity"), "intensity", where),
         operators=tuple(_list_of_text(data, "operators", where)) if "operators" in data else None,
         dedupe_bits=_choice(data.get("dedupe_bits", 0), range(0, 65), "dedupe_bits", where),
-        label_threshold=float(data.get("label_threshold", 0.0)),
+        label_threshold=_number(data, "label_threshold", 0.0, where),
         missing_labels=_choice(
             data.get("missing_labels", "error"), ("error", "skip"), "missing_labels", where
         ),
@@ -221,6 +223,13 @@ def _fraction(data: dict, key: str, default: float, where: str) -> float:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise BuildError(f"{where}: '{key}' must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _number(data: dict, key: str, default: float, where: str) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BuildError(f"{where}: '{key}' must be a number, got {value!r}")
     return float(value)
 
 
@@ -347,16 +356,24 @@ def _glob_items(value: dict, base: Path, where: str, region: str) -> tuple[ItemS
             raise BuildError(
                 f"{at}: unknown placeholder {exc} (known: stem, name, parent)"
             ) from None
-        entry = {"image": m, "label": label, "patient": patient, "region": value.get("region")}
+        entry = {"image": os.path.relpath(m, base), "label": label, "patient": patient,
+                 "region": value.get("region")}  # fmt: skip
         entries.append({k: v for k, v in entry.items() if v is not None})
     return _items(entries, base, where, region)
 
 
 def _path(base: Path, value: Any, where: str) -> Path:
+    """An item's file, which must lie in the YAML's folder (a symbolic link there to data
+    elsewhere is followed: ``ln -s /data/raw raw``)."""
     if not isinstance(value, str) or not value:
         raise BuildError(f"{where}: a path must be a non-empty string, got {value!r}")
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path
+    problem = inside_problem(base, value, follow_links=True)
+    if problem is not None:
+        raise BuildError(
+            f"{where}: path '{value}' {problem.replace('image paths', 'item paths')} (link "
+            "data kept elsewhere into that folder: ln -s /data/raw raw)"
+        )
+    return base / os.path.normpath(value)
 
 
 def _stem(path: Path) -> str:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import csv
 import io
 import re
+import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -274,29 +276,47 @@ def _check_probs(p: np.ndarray, source: str, atol: float) -> None:
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path}: empty file (0 bytes), not an .npz archive")
     try:
         with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):  # a bare .npy saved under an .npz name
+                raise ValueError("a single array, not an archive of named arrays")
             arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a readable .npz file ({exc})") from exc
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"{path}: not a readable .npz file ({why})") from None
     return arrays
 
 
 def _read_csv(path: Path) -> dict[str, list[str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise ValueError(f"{path}: empty CSV file") from None
-        cols: dict[str, list[str]] = {h: [] for h in header}
+    """The columns of a UTF-8 CSV (a byte-order mark, as spreadsheet programs write, is
+    dropped); text in another encoding is an error naming the file and the first bad byte."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}); save "
+            "the CSV as UTF-8"
+        ) from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+        cols: dict[str, list[str]] = {h.strip(): [] for h in header}
+        if len(cols) != len(header):
+            raise ValueError(f"{path}: the header names a column twice ({', '.join(header)})")
         for line, row in enumerate(reader, start=2):
             if len(row) != len(header):
                 raise ValueError(
                     f"{path}: line {line} has {len(row)} fields, the header has {len(header)}"
                 )
-            for h, v in zip(header, row, strict=True):
+            for h, v in zip(cols, row, strict=True):
                 cols[h].append(v)
+    except StopIteration:
+        raise ValueError(f"{path}: empty CSV file") from None
+    except csv.Error as exc:
+        raise ValueError(f"{path}: not a readable CSV file ({exc})") from None
     return cols
 
 

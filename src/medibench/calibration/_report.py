@@ -4,8 +4,9 @@ beside them (:func:`diagram_folder`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,12 @@ _SHOWN = ("accuracy", "ece", "mce", "ace", "brier", "nll")
 
 
 def diagram_folder(run_dir: str | Path, source: str) -> Path:
-    """Where the reliability diagrams of predictions ``source`` go in a run folder."""
+    """Where the reliability diagrams of predictions ``source`` go in a run folder: the file's
+    name (for the reader) and a hash of its whole path (its identity: two files of one name
+    scored into one run keep their own diagrams)."""
     safe = "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in Path(source).name) or "_"
-    return Path(run_dir) / "calibration" / safe
+    identity = hashlib.sha256(str(source).encode("utf-8")).hexdigest()[:10]
+    return Path(run_dir) / "calibration" / f"{safe}-{identity}"
 
 
 def calibration_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
@@ -34,6 +38,8 @@ def calibration_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
         group = grouped[key].setdefault(r["group_key"], {"n": r["n"], "by": r["group_by"]})
         group[r["metric"]] = (r["value"], r["ci_low"], r["ci_high"])
         settings[key] = r["settings"]
+    names = Counter(Path(s).name for s in {s for s, _, _ in grouped})
+    label = {s: s if names[Path(s).name] > 1 else Path(s).name for s, _, _ in grouped}
     tables = []
     for (source, protocol, version), groups in sorted(grouped.items()):
         lines = [
@@ -42,7 +48,7 @@ def calibration_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
         ]
         tables.append(
             {
-                "title": f"{Path(source).name} · {protocol}@{version}",
+                "title": f"{label[source]} · {protocol}@{version}",
                 "columns": ["group", "n", *_SHOWN],
                 "rows": lines,
                 "notes": [f"settings: {_settings(settings[(source, protocol, version)])}",
@@ -53,7 +59,7 @@ def calibration_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     for source in sorted({s for s, _, _ in grouped}):
         for svg in sorted(diagram_folder(run_dir, source).glob("*.svg")):
             text = svg.read_text(encoding="utf-8")
-            figures.append({"title": f"{Path(source).name}: {svg.stem}", "svg": _inline(text)})
+            figures.append({"title": f"{label[source]}: {svg.stem}", "svg": _inline(text)})
     files = len({s for s, _, _ in grouped})
     summary = f"{files} prediction file(s), {len(tables)} protocol table(s)"
     return {

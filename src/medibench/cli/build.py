@@ -115,17 +115,15 @@ def _build(
     ray_address: str | None, export: list[str] | None, **kwargs: Any,
 ) -> None:  # fmt: skip
     from medibench.build import BuildError, build
-    from medibench.runs import RunFolderInUse
+    from medibench.runs._cli import run_folder_errors
 
     t0 = time.perf_counter()
     try:
-        result = build(
-            perspective, source, out, seed=seed, executor=executor, ray_address=ray_address,
-            exports=tuple(export) if export else ("miedb", "omnigen2"), **kwargs,
-        )  # fmt: skip
-    except RunFolderInUse as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(code=3) from None
+        with run_folder_errors(out):  # in use: exit 3; a full disk: the run's message, exit 1
+            result = build(
+                perspective, source, out, seed=seed, executor=executor, ray_address=ray_address,
+                exports=tuple(export) if export else ("miedb", "omnigen2"), **kwargs,
+            )  # fmt: skip
     except (BuildError, ValueError, ImportError) as exc:
         fail(str(exc))
     elapsed = time.perf_counter() - t0

@@ -54,6 +54,9 @@ def score(
     from medibench.calibration import load_predictions
     from medibench.calibration import score as score_predictions
 
+    _writable_file(json_out, "--json")
+    if run is not None and run.exists() and not run.is_dir():
+        fail(f"--run {run} is a file; give a run folder")
     try:
         predictions = load_predictions(pred, kind=kind)  # type: ignore[arg-type]
         result = score_predictions(
@@ -71,10 +74,13 @@ def score(
         from medibench.calibration._report import diagram_folder
         from medibench.calibration.diagrams import write_diagrams
         from medibench.calibration.store import store_results
+        from medibench.runs._cli import run_folder_session
 
-        n = store_results(run, result)
-        folder = diagram_folder(run, result["source"])
-        drawn = write_diagrams(predictions, folder, n_bins=bins or 15, by=by or (), formats=["svg"])
+        with run_folder_session(run, create=True):  # one writer; a killed one's temps go
+            n = store_results(run, result)
+            folder = diagram_folder(run, result["source"])
+            drawn = write_diagrams(predictions, folder, n_bins=bins or 15, by=by or (),
+                                   formats=["svg"])  # fmt: skip
         console.print(
             f"{n} rows -> {run / 'run.sqlite'} (table calibration_results); {len(drawn)} "
             f"reliability diagrams -> {folder} (shown by `medibench report {run}`)"
@@ -103,6 +109,7 @@ def fit(
         fail("no validation split: pass --val PRED (calibrators are fitted on validation data)")
     if out is None:
         fail("pass --out PARAMS.json: where to write the fitted parameters")
+    _writable_file(out, "--out")
     try:
         cal = fit_calibrator(
             load_predictions(val, kind=kind),  # type: ignore[arg-type]
@@ -131,6 +138,7 @@ def apply(
     from medibench.calibration import load_predictions, save_predictions
     from medibench.calibration.calibrators import apply_calibrator, load_calibrator
 
+    _writable_file(out, "--out")
     try:
         cal = load_calibrator(params)
         original = load_predictions(pred, kind=kind)  # type: ignore[arg-type]
@@ -157,6 +165,8 @@ def diagram(
     from medibench.calibration import load_predictions
     from medibench.calibration.diagrams import FORMATS, write_diagrams
 
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out} is a file; give a folder for the diagrams")
     try:
         written = write_diagrams(
             load_predictions(pred, kind=kind),  # type: ignore[arg-type]
@@ -169,6 +179,12 @@ def diagram(
         fail(str(exc))
     for path in written:
         console.print(f"diagram -> {path}")
+
+
+def _writable_file(path: Path | None, option: str) -> None:
+    """Refuse, before any work, an output file option that names a folder."""
+    if path is not None and path.is_dir():
+        fail(f"{option} {path} is a folder; give a file name (e.g. {path / 'results.json'})")
 
 
 def _print_scores(result: dict[str, Any]) -> None:
@@ -203,3 +219,10 @@ def _cell(r: dict[str, Any], name: str) -> str:
     ci = r.get("ci", {}).get(name)
     value = f"{r[name]:.4f}"
     return f"{value} [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else value
+
+
+# Few-shot prompt tuning (medibench.prompt_tuning): `calibration train` and `calibration grid`.
+from medibench.prompt_tuning._cli import grid_command, train_command  # noqa: E402
+
+calibration_app.command("train")(train_command)
+calibration_app.command("grid")(grid_command)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from medibench.cli._app import console, fail
+from medibench.cli._app import console, fail, load
 
 edit_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Model editing of medical VLMs (M3Bench style).")  # fmt: skip
@@ -49,6 +49,9 @@ def tasks(
 
     if not (slake or vqarad or synthetic):
         fail("give --slake DIR, --vqarad DIR or --synthetic N")
+    _at_least(limit, 1, "--limit")
+    _at_least(synthetic, 0, "--synthetic")
+    _at_least(per_type, 1, "--per-type")
     if language not in ("en", "zh", "all"):
         fail(f"--language must be en, zh or all, got {language!r}")
     if synthetic and (slake or vqarad):
@@ -102,6 +105,7 @@ def run(
 ) -> None:
     """Edit, answer the probes before and after, undo; store results and print the scores."""
     from medibench.knowledge_edit import (
+        AnswererError,
         TaskError,
         load_answerer,
         load_editor,
@@ -113,6 +117,12 @@ def run(
     from medibench.knowledge_edit._store import setting_name, store_edit_run
     from medibench.runs import RunFolderInUse, RunStore, run_folder_lock
 
+    _at_least(limit, 1, "--limit")
+    _at_least(sequential, 0, "--sequential")
+    _at_least(batch_size, 1, "--batch-size")
+    _at_least(max_new_tokens, 1, "--max-new-tokens")
+    if judge is not None and not judge.is_file():
+        fail(f"judge config {judge} does not exist")
     try:
         ts = read_taskset(tasks)
     except TaskError as exc:
@@ -122,11 +132,13 @@ def run(
         options = {"base_url": base_url} if base_url else {}
     elif Path(model).is_dir():
         options = {"batch_size": batch_size, "max_new_tokens": max_new_tokens}
+    answerer = load(load_answerer, model, **options)
+    settings = _read_config(config)
     try:
-        answerer = load_answerer(model, **options)
-        ed = load_editor(editor, _read_config(config))
-    except (ImportError, FileNotFoundError, ValueError, KeyError) as exc:
-        fail(str(exc))
+        ed = load_editor(editor, settings)
+    except (ImportError, ValueError, KeyError, TypeError) as exc:
+        where = f"editor config {config}: " if config is not None else ""
+        fail(where + " ".join(str(exc).split()))
     names = list(matcher or []) or (
         ["exact", "fuzzy", "token_accuracy"] if Path(model).is_dir() else ["exact", "fuzzy"]
     )
@@ -139,13 +151,13 @@ def run(
                 from medibench.judges import load_judge_config
                 from medibench.knowledge_edit._judge import JudgeMatcher
 
-                judge_matcher = JudgeMatcher(load_judge_config(judge), store)
+                judge_matcher = JudgeMatcher(load(load_judge_config, judge), store)
             try:
                 matchers = make_matchers(names, answerer, judge_matcher)
-            except ValueError as exc:
-                fail(str(exc))
-            report = run_edits(ts, answerer, ed, sequential=sequential, matchers=matchers,
-                               limit=limit, model_name=model)  # fmt: skip
+                report = run_edits(ts, answerer, ed, sequential=sequential, matchers=matchers,
+                                   limit=limit, model_name=model)  # fmt: skip
+            except (TaskError, AnswererError, ValueError) as exc:
+                fail(" ".join(str(exc).split()))
             spec = {
                 "tasks": str(tasks), "taskset": ts.manifest, "limit": limit,
                 "editor": _settings(ed), "matchers": names, "model_options": options,
@@ -234,16 +246,22 @@ def _read_config(path: Path | None) -> dict[str, Any]:
         return {}
     if not path.is_file():
         fail(f"editor config {path} does not exist")
-    text = path.read_text()
-    if path.suffix == ".json":
-        data = json.loads(text)
-    else:
-        import yaml
+    import yaml
 
-        data = yaml.safe_load(text)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        fail(f"editor config {path}: not readable {'JSON' if path.suffix == '.json' else 'YAML'} "
+             f"({' '.join(str(exc).split())})")  # fmt: skip
     if not isinstance(data, dict):
         fail(f"editor config {path}: expected a mapping of options")
     return data
+
+
+def _at_least(value: int | None, lowest: int, option: str) -> None:
+    if value is not None and value < lowest:
+        fail(f"{option} must be at least {lowest}, got {value}")
 
 
 def _settings(editor: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from medibench.benchmarks._benchmark import registry_from_benchmarks
 from medibench.datasets._base import (
     DatasetError,
     SampleImages,
+    inside_problem,
     load_images,
     require_samples,
     resolve_inside,
@@ -37,6 +38,7 @@ __all__ = [
     "DatasetError",
     "PredictionIndex",
     "index_predictions",
+    "inside_problem",
     "require_samples",
     "resolve_inside",
     "size_mismatch",

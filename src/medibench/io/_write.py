@@ -8,6 +8,7 @@ disk is a :class:`DiskFullError` that names the file being written.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -25,6 +26,7 @@ __all__ = [
     "atomic_write_text",
     "encode_image",
     "is_disk_full",
+    "remove_stale_temps",
     "write_image",
     "sha256_file",
     "sha256_bytes",
@@ -117,6 +119,21 @@ def encode_image(
     if not ok:
         raise ValueError(f"{where}: OpenCV could not encode '{suffix}'")
     return buf.tobytes()
+
+
+def remove_stale_temps(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files (``.NAME.XXXXXXXX.tmp``) that a killed atomic write left
+    anywhere under ``folder``; the paths removed. Only for a folder whose writers are all
+    stopped (the caller holds its lock): a live writer's temp file would go too."""
+    removed = []
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            if name.startswith(".") and name.endswith(".tmp"):
+                path = Path(parent) / name
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
+    return removed
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -10,7 +10,12 @@ starts from the original model. Answers before any edit are computed once per di
 
 An editor that does not converge is recorded with its last loss and its probes are scored as
 they are; an edit that fails outright (:class:`EditError` or an error raised by the model) is
-recorded with its error and the experiment goes on.
+recorded with its error and the experiment goes on. A question the model fails to answer (an
+HTTP 500 after the call layer's retries, say) is that question's failure: its line has no
+answer, ``pre_error`` / ``post_error`` says why, and its correctness is ``null`` (missing,
+never wrong); when a batch fails, its questions are asked one by one so one bad reply costs
+only its own question. Only when no question at all can be answered before any edit (the
+endpoint is down, the key is missing) does the run stop, with that error.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from medibench.calls._redact import redact
 from medibench.io import read_image
 from medibench.knowledge_edit._answerers import Answerer, AnswererError, TransformersAnswerer
 from medibench.knowledge_edit._editors import EditCase, EditError, EditHandle, Editor
 from medibench.knowledge_edit._matching import Match, exact_match, fuzzy_match
 from medibench.knowledge_edit._results import ResultLine
-from medibench.knowledge_edit._tasks import EditRequest, Probe, TaskSet
+from medibench.knowledge_edit._tasks import EditRequest, Probe, TaskError, TaskSet
+from medibench.knowledge_edit._validate import set_problems
 
 __all__ = ["EditRecord", "EditRunReport", "Matcher", "make_matchers", "run_edits"]
 
@@ -121,6 +128,13 @@ def run_edits(
     model_name: str | None = None,
 ) -> EditRunReport:
     """Run ``editor`` over the task set's requests (the first ``limit``, in order)."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    if sequential < 0:
+        raise ValueError(f"sequential must be 0 (single edits) or more, got {sequential}")
+    problems = set_problems(list(taskset.requests), str(taskset.root))
+    if problems:
+        raise TaskError("; ".join(problems))
     t_start = time.perf_counter()
     report = EditRunReport()
     matchers = list(matchers) if matchers is not None else make_matchers(["exact"], answerer)
@@ -130,6 +144,7 @@ def run_edits(
     name = model_name or answerer.name
     probes = [p for r in requests for p in r.probes]
     pre = _answers(answerer, probes, images, matchers, timer, shared=True)
+    _require_some_answer(pre)
     size = sequential if sequential > 0 else 1
     for seq, start in enumerate(range(0, len(requests), size)):
         group = requests[start : start + size]
@@ -198,16 +213,62 @@ def _answers(answerer, probes: Sequence[Probe], images, matchers, timer, *, shar
     (image, question), the state of the model being the same for all."""
     keys = list(dict.fromkeys((p.image, p.question) for p in probes)) if shared else [
         (p.image, p.question) for p in probes]  # fmt: skip
-    answers = timer.call(answerer.answer_batch, [(images(i), q) for i, q in keys])
+    answers = _ask(answerer, [(images(i), q) for i, q in keys], timer)
     by_key = dict(zip(keys, answers, strict=True))
-    out: dict[str, dict[str, tuple[str, Match]]] = {p.probe_id: {} for p in probes}
+    out: dict[str, dict[str, tuple[str | AnswerFailure, Match]]] = {p.probe_id: {} for p in probes}
     for m in matchers:
         items = [(p, by_key[(p.image, p.question)], images(p.image)) for p in probes]
+        good = [it for it in items if not isinstance(it[1], AnswerFailure)]
         call = timer.call if m.name == "token_accuracy" else (lambda f, *a: f(*a))
-        matches = call(m.match_batch, items)
-        for p, (_, answer, _), match in zip(probes, items, matches, strict=True):
-            out[p.probe_id][m.name] = (answer, match)
+        matches = iter(call(m.match_batch, good) if good else [])
+        for p, answer, _ in items:
+            failed = isinstance(answer, AnswerFailure)
+            out[p.probe_id][m.name] = (answer, _MISSING if failed else next(matches))
     return out
+
+
+class AnswerFailure:
+    """A question the model failed to answer, and why (one line)."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+_MISSING = Match(None, None)
+#: What an answerer raises for a question it cannot answer (a remote error, a missing key).
+_ANSWER_ERRORS = (AnswererError, RuntimeError, ValueError, OSError)
+
+
+def _ask(answerer, items, timer) -> list[str | AnswerFailure]:
+    """The answers to ``items``; when the batch fails, each question is asked alone, so a
+    failure is recorded for its own question only."""
+    try:
+        return list(timer.call(answerer.answer_batch, items))
+    except _ANSWER_ERRORS as exc:
+        if len(items) <= 1:
+            return [AnswerFailure(_why(exc))] * len(items)
+    out: list[str | AnswerFailure] = []
+    for item in items:
+        try:
+            out += list(timer.call(answerer.answer_batch, [item]))
+        except _ANSWER_ERRORS as exc:
+            out.append(AnswerFailure(_why(exc)))
+    return out
+
+
+def _why(exc: BaseException) -> str:
+    return redact(" ".join(f"{type(exc).__name__}: {exc}".split()))
+
+
+def _require_some_answer(pre: dict[str, dict[str, tuple[Any, Match]]]) -> None:
+    """Stop the run when not one question could be answered before any edit."""
+    answers = [a for by_matcher in pre.values() for a, _ in by_matcher.values()]
+    if answers and all(isinstance(a, AnswerFailure) for a in answers):
+        first = next(a for a in answers if isinstance(a, AnswerFailure))
+        raise AnswererError(
+            f"no question could be answered before any edit ({len(pre)} probes); the first "
+            f"failure: {first.error}"
+        )
 
 
 def _edit(answerer, editor, request: EditRequest, images, timer, seq: int):
@@ -231,13 +292,19 @@ def _lines(
         for m in matchers:
             pre_answer, pre_match = pre[p.probe_id][m.name]
             post_answer, post_match = post[p.probe_id][m.name]
+            failures = {f"{when}_error": a.error for when, a in (("pre", pre_answer),
+                        ("post", post_answer)) if isinstance(a, AnswerFailure)}  # fmt: skip
             out.append(ResultLine(
                 request.edit_id, p.probe_id, p.kind, p.task_type, stage, pre_match.correct,
                 post_match.correct, m.name,
-                {"question": p.question, "gold": p.answer, "pre_answer": pre_answer,
-                 "post_answer": post_answer, "pre_score": pre_match.score,
+                {"question": p.question, "gold": p.answer, "pre_answer": _text(pre_answer),
+                 "post_answer": _text(post_answer), "pre_score": pre_match.score,
                  "post_score": post_match.score, "model": model, "editor": editor.name,
                  "converged": record.converged, "edit_loss": record.loss,
-                 "sequence": record.sequence, "order": request.order},
+                 "sequence": record.sequence, "order": request.order, **failures},
             ))  # fmt: skip
     return out
+
+
+def _text(answer: str | AnswerFailure) -> str | None:
+    return None if isinstance(answer, AnswerFailure) else answer

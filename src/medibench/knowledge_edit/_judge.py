@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from medibench.calls._redact import redact
 from medibench.knowledge_edit._experiment import Matcher
 from medibench.knowledge_edit._matching import Match
 from medibench.knowledge_edit._tasks import Probe
@@ -140,9 +141,9 @@ class JudgeMatcher(Matcher):
                     self.config.model,
                     self.config.endpoint,
                     status,
-                    c.text,
+                    redact(c.text),  # a judge server may echo the key in its answer
                     None if verdict is None else int(verdict),
-                    c.error,
+                    redact(c.error),
                     time.time(),
                 )
             )

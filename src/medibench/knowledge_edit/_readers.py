@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from medibench.datasets._base import resolve_inside
 from medibench.knowledge_edit._build import VQARow
 from medibench.knowledge_edit._tasks import TaskError, store_image
 from medibench.sources import (
@@ -87,7 +88,7 @@ def read_vqarad(path: str | os.PathLike, images: Path, *, split: str = "test") -
                 rec,
                 qid,
                 where,
-                folder / str(rec.get("image_name", "")),
+                _inside(folder, rec.get("image_name"), where),
                 images,
                 modality=str(rec.get("image_organ", "")),
                 organ=str(rec.get("image_organ", "")),
@@ -100,6 +101,12 @@ def read_vqarad(path: str | os.PathLike, images: Path, *, split: str = "test") -
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _inside(folder: Path, name: object, where: str) -> Path:
+    """The image a row names, which must lie inside the dataset's image ``folder``."""
+    return resolve_inside(folder.resolve(), str(name or ""), what=f"{where}, image",
+                          error=TaskError)  # fmt: skip
 
 
 def _find(root: Path, name: str) -> Path | None:
@@ -137,7 +144,7 @@ def _slake_rows(file: Path, records: Iterable[dict], folder: Path, images: Path,
                 rec,
                 str(rec.get("qid", i)),
                 where,
-                folder / str(rec.get("img_name", "")),
+                _inside(folder, rec.get("img_name"), where),
                 images,
                 modality=str(rec.get("modality", "")),
                 organ=str(rec.get("location", "")),
@@ -191,7 +198,7 @@ def _parquet_rows(source: str, root: Path, split: str, images: Path,
                 raise TaskError(f"{where}: question {qid} ({question!r}): {exc}") from None
             rel = _relative(stored, images, where)
         elif v.get("img_name"):
-            rel = store_image(prow.file.parent / "imgs" / str(v["img_name"]), images,
+            rel = store_image(_inside(prow.file.parent / "imgs", v["img_name"], where), images,
                               where=f"{where}: question {qid} ({question!r})")  # fmt: skip
         else:
             raise TaskError(f"{where}: question {qid} ({question!r}) has no image "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medibench.calls._redact import redact_value
 from medibench.datasets._base import read_jsonl
 from medibench.knowledge_edit._tasks import KINDS, TASK_TYPES
 
@@ -99,5 +100,6 @@ def write_results(path: str | os.PathLike, lines: Iterable[ResultLine], *, appen
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("a" if append else "w", encoding="utf-8") as fh:
         for line in lines:
-            fh.write(json.dumps(line.to_dict(), ensure_ascii=False, sort_keys=True) + "\n")
+            record = redact_value(line.to_dict())  # answers may quote an echoed key
+            fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
     return p

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench.calls._redact import redact_value
 from medibench.io import atomic_write_text
 from medibench.knowledge_edit._experiment import EditRecord, EditRunReport
 from medibench.knowledge_edit._results import ResultLine, parse_line
@@ -120,14 +121,16 @@ def edit_records(store: Any) -> Sequence[tuple[Any, ...]]:
 
 def _request_row(model: str, editor: str, setting: str, r: EditRecord) -> tuple[Any, ...]:
     conv = None if r.converged is None else int(r.converged)
-    return (model, editor, setting, r.edit_id, r.order, r.sequence, conv, r.loss, r.steps,
-            r.elapsed_s, r.error)  # fmt: skip
+    return redact_value((model, editor, setting, r.edit_id, r.order, r.sequence, conv, r.loss,
+                         r.steps, r.elapsed_s, r.error))  # fmt: skip
 
 
 def _line_row(model: str, editor: str, setting: str, x: ResultLine) -> tuple[Any, ...]:
     def b(v: bool | None) -> int | None:
         return None if v is None else int(v)
 
-    line = json.dumps({**x.to_dict(), "setting": setting}, ensure_ascii=False, sort_keys=True)
+    # answers and errors may quote a server that echoed the key: none is stored
+    record = redact_value({**x.to_dict(), "setting": setting})
+    line = json.dumps(record, ensure_ascii=False, sort_keys=True)
     return (model, editor, setting, x.edit_id, x.probe_id, x.stage, x.matcher, x.kind,
             x.task_type, b(x.pre_correct), b(x.post_correct), line)  # fmt: skip

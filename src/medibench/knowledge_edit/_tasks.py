@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from medibench.io import atomic_write_text, read_image
+from medibench.knowledge_edit._validate import (
+    image_problem,
+    request_problems,
+    set_problems,
+    typed_problems,
+)
 from medibench.sources import store_image_cell
 
 __all__ = [
@@ -114,27 +120,11 @@ class TaskSet:
 
 def validate_request(request: EditRequest, *, where: str) -> None:
     """Refuse a request that cannot be scored: an empty question, target or gold answer, a
-    missing image, an unknown kind or task type, duplicate probe ids, no reliability probe."""
-    if not request.question.strip():
-        raise TaskError(f"{where}: edit {request.edit_id}: empty question")
-    if not request.target.strip():
-        raise TaskError(f"{where}: edit {request.edit_id}: empty gold answer (the edit target)")
-    seen: set[str] = set()
-    for p in request.probes:
-        at = f"{where}: edit {request.edit_id}, probe {p.probe_id}"
-        if p.probe_id in seen:
-            raise TaskError(f"{at}: duplicate probe id")
-        seen.add(p.probe_id)
-        if p.kind not in KINDS:
-            raise TaskError(f"{at}: unknown kind {p.kind!r} (valid: {', '.join(KINDS)})")
-        if p.task_type not in TASK_TYPES:
-            raise TaskError(f"{at}: unknown task type {p.task_type!r}")
-        if not p.question.strip():
-            raise TaskError(f"{at}: empty question")
-        if not p.answer.strip():
-            raise TaskError(f"{at}: empty gold answer")
-    if not any(p.kind == "reliability" for p in request.probes):
-        raise TaskError(f"{where}: edit {request.edit_id}: no reliability probe")
+    missing image, an unknown kind or task type, duplicate probe ids, no reliability probe
+    (the first problem; :func:`read_taskset` names them all)."""
+    problems = request_problems(request, where=where, kinds=KINDS, task_types=TASK_TYPES)
+    if problems:
+        raise TaskError(problems[0])
 
 
 def store_image(source: str | os.PathLike, images: Path, *, where: str) -> str:
@@ -188,38 +178,73 @@ def write_taskset(
 
 
 def read_taskset(path: str | os.PathLike) -> TaskSet:
-    """Read a task set folder written by :func:`write_taskset` (requests in their order).
+    """Read a task set folder written by :func:`write_taskset` (requests in their order),
+    checked completely first (:mod:`._validate`).
 
     Raises:
-        TaskError: no ``tasks.jsonl``, a line that is not a request, a request that does not
-            validate, or an image that is missing (naming the line and the question).
+        TaskError: no ``tasks.jsonl``; or, naming every problem at once, a corrupt
+            ``taskset.json``, a line that is not a request or has a field of the wrong type, a
+            request that does not validate, an image that leaves the folder, is missing or does
+            not decode, an ``edit_id`` or a ``probe_id`` used twice in the set.
     """
     root = Path(path)
     tasks = root / "tasks.jsonl"
     if not tasks.is_file():
         raise TaskError(f"{root}: not an edit task set (no tasks.jsonl; build one with "
                         "`medibench edit tasks`)")  # fmt: skip
-    manifest_path = root / "taskset.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    requests = []
-    for n, line in enumerate(tasks.read_text(encoding="utf-8").splitlines(), start=1):
+    problems: list[str] = []
+    manifest = _manifest(root / "taskset.json", problems)
+    requests, checked = [], {}  # type: ignore[var-annotated]
+    try:
+        text = tasks.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{tasks}: cannot be read ({exc})") from None
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{tasks} line {n}"
         try:
-            request = EditRequest.from_dict(json.loads(line))
-        except (json.JSONDecodeError, TypeError) as exc:
-            raise TaskError(f"{where}: not an edit request ({exc})") from None
-        validate_request(request, where=where)
-        items: list[EditRequest | Probe] = [request, *request.probes]
-        for item in items:
-            if not (root / item.image).is_file():
-                raise TaskError(
-                    f"{where}: the image {item.image} of question {item.question!r} is missing"
-                )
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}: not JSON ({exc.msg}, column {exc.colno})")
+            continue
+        typed = typed_problems(data, where)
+        if typed:
+            problems += typed
+            continue
+        try:
+            request = EditRequest.from_dict(data)
+        except TypeError as exc:
+            problems.append(f"{where}: not an edit request ({exc})")
+            continue
+        problems += request_problems(request, where=where, kinds=KINDS, task_types=TASK_TYPES)
+        for item in [request, *request.probes]:
+            bad = image_problem(root, item.image, checked)
+            if bad is not None:
+                problems.append(f"{where}: question {item.question!r}: {bad}")
         requests.append(request)
+    problems += set_problems(requests, str(tasks))
+    if problems:
+        shown = "; ".join(problems[:20])
+        more = f"; ... ({len(problems)} problems in all)" if len(problems) > 20 else ""
+        raise TaskError(f"{root}: the task set has {len(problems)} problem(s): {shown}{more}")
     requests.sort(key=lambda r: r.order)
     return TaskSet(root, tuple(requests), manifest)
+
+
+def _manifest(path: Path, problems: list[str]) -> dict[str, Any]:
+    """``taskset.json`` (``{}`` when absent); a corrupt one is a problem."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        problems.append(f"{path}: not a readable JSON manifest ({exc})")
+        return {}
+    if not isinstance(data, dict):
+        problems.append(f"{path}: expected a JSON object, got {type(data).__name__}")
+        return {}
+    return data
 
 
 def load_image(taskset: TaskSet, relative: str) -> Any:

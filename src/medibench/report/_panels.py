@@ -19,6 +19,7 @@ __all__ = ["PANEL_PROVIDERS", "collect_panels"]
 #: The stages with a report panel, in page order.
 PANEL_PROVIDERS = (
     "medibench.calibration._report:calibration_panel",  # medibench calibration score --run
+    "medibench.prompt_tuning._tables:grid_panel",  # medibench calibration grid --run
     "medibench.knowledge_edit._report:editing_panel",  # medibench edit run
     "medibench.benchmarks.medgen.controls:pairing_panel",  # medibench medgen delta
 )

@@ -33,6 +33,7 @@ import numpy as np
 from rich.console import Console
 
 from medibench._progress import progress_bar
+from medibench.calls._redact import redact, redact_value
 from medibench.io import read_image, write_image
 from medibench.io._write import atomic_write_text, is_disk_full
 from medibench.runs._models import output_folder
@@ -156,6 +157,8 @@ def _answer_one(
             row["calls"] = [{"role": "vlm", "model": model.name, "prompt": prompt, "answer": text}]
         if not isinstance(text, str):
             raise TypeError(f"the model answered {type(text).__name__}, not text")
+        # a server may echo the key in an answer: nothing stored or scored may hold it
+        text, row["calls"] = redact(text), redact_value(row["calls"])
         row["text"] = text
         if not text.strip():
             return row, "the model's answer is empty (a failed prediction, not a wrong answer)"
@@ -178,7 +181,7 @@ def _relative(store: RunStore, path: str | None) -> str | None:
 
 
 def _put(store: RunStore, model: str, sample_id: str, k: int, row: dict[str, Any]) -> None:
-    values = (
+    values = redact_value((
         model,
         sample_id,
         k,
@@ -190,7 +193,7 @@ def _put(store: RunStore, model: str, sample_id: str, k: int, row: dict[str, Any
         row.get("contact_sheet"),
         json.dumps(row.get("calls") or [], default=str),
         time.time(),
-    )
+    ))
     with store.transaction():
         store.connection.execute(
             f"INSERT OR REPLACE INTO {ANSWER_TABLE} VALUES ({', '.join('?' * len(values))})",

@@ -1,8 +1,11 @@
 """One process per run folder: an advisory ``flock`` on ``RUN/.lock``.
 
-Every stage that writes a run folder (``run``, ``judge``, ``report``, ``merge``) holds the lock
-for as long as it works. The kernel drops an ``flock`` when its process dies, so a SIGKILLed run
-never leaves a stale lock; the PID in the file is only there to name the holder.
+Every stage that writes a run folder (``run``, ``judge``, ``report``, ``merge``, ``build``,
+``edit run``, ``calibration score --run``) holds the lock for as long as it works. The kernel
+drops an ``flock`` when its process dies, so a SIGKILLed run never leaves a stale lock; the PID
+in the file is only there to name the holder. Taking the lock removes the hidden temporary
+files (``.NAME.XXXX.tmp``) a killed writer left in the folder (``outputs/``, ``exports/``, ...):
+no writer can be running then.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from medibench.io._write import remove_stale_temps
 
 try:
     import fcntl
@@ -58,6 +63,8 @@ def run_folder_lock(run_dir: str | os.PathLike, *, create: bool = True) -> Itera
             held[1] += 1
         else:
             _held[key] = [_acquire(folder, path), 1]
+            # no writer of this folder runs now: what a killed one left half-written goes
+            remove_stale_temps(folder)
     try:
         yield path
     finally:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from medibench._sql import where_equal
+from medibench.calls._redact import redact, redact_value
 from medibench.runs import _tables
 from medibench.runs._schema import (
     CORE_TABLES,
@@ -165,7 +166,7 @@ class RunStore:
                     p.seed,
                     p.path,
                     p.status,
-                    p.error,
+                    redact(p.error),  # an error may quote a server that echoed the key
                     p.elapsed_s,
                     time.time(),
                 ),
@@ -191,7 +192,7 @@ class RunStore:
     def put_score(self, s: Score) -> None:
         """Insert or replace a score row; its per-metric reasons (``s.reasons``) go to the
         ``reasons`` column, the record's ``error`` text beside them."""
-        reasons = dict(s.reasons)
+        reasons = redact_value(dict(s.reasons))  # notes and reasons may quote an answer
         with self._tx():
             self._db.execute(
                 f"INSERT OR REPLACE INTO scores ({SCORE_COLUMNS}) "
@@ -204,8 +205,8 @@ class RunStore:
                     s.protocol_version,
                     json.dumps({k: encode_metric(v) for k, v in s.metrics.items()}),
                     s.status,
-                    s.error,
-                    json.dumps(list(s.notes)),
+                    redact(s.error),
+                    json.dumps(redact_value(list(s.notes))),
                     time.time(),
                     json.dumps(reasons) if reasons else None,
                 ),
@@ -259,7 +260,7 @@ class RunStore:
     def _fill_judged(self, fill: dict[str, Any]) -> None:
         model, sample_id, k = fill["model"], fill["sample_id"], fill["k"]
         protocol, version, values = fill["protocol"], fill["version"], fill["values"]
-        reasons = fill.get("reasons") or {}
+        reasons = redact_value(fill.get("reasons") or {})
         row = self._db.execute(
             "SELECT metrics, error, reasons FROM scores WHERE model = ? AND sample_id = ? "
             "AND k = ? AND protocol = ? AND protocol_version = ?",

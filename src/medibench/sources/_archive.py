@@ -22,6 +22,7 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from medibench.datasets._base import inside_problem
 from medibench.sources._errors import SourceError
 
 __all__ = ["ARCHIVE_SUFFIXES", "CACHE_SUFFIX", "is_archive", "resolve_source"]
@@ -164,18 +165,26 @@ def _extract_tar(archive: Path, dest: Path) -> int:
         members = tar.getmembers()  # reads every header: a cut-off archive fails here or below
         for member in members:
             _check_tar_member(archive, member)
-        for member in members:
-            if hasattr(tarfile, "data_filter"):
-                try:
-                    tar.extract(member, dest, filter="data")
-                except tarfile.FilterError as exc:
-                    raise SourceError(
-                        f"archive {archive}: member '{member.name}' is refused ({exc})"
-                    ) from None
-            else:  # pragma: no cover - Python without extraction filters; members are checked
-                tar.extract(member, dest)
+        # links last: no file is ever written through a link the archive made
+        ordered = [m for m in members if not m.issym()] + [m for m in members if m.issym()]
+        for member in ordered:
+            if member.issym():
+                _check_link_place(archive, dest, member.name, member.linkname)
+            _extract_tar_member(archive, tar, member, dest)
+        _check_links_end_inside(archive, dest, [m.name for m in members if m.issym()])
         _check_tar_end(archive, tar, members)  # after the data: a forward seek, even in a .gz
     return len(members)
+
+
+def _extract_tar_member(archive: Path, tar: tarfile.TarFile, member: tarfile.TarInfo,
+                        dest: Path) -> None:  # fmt: skip
+    if not hasattr(tarfile, "data_filter"):  # pragma: no cover - Python without filters
+        tar.extract(member, dest)
+        return
+    try:
+        tar.extract(member, dest, filter="data")
+    except tarfile.FilterError as exc:
+        raise SourceError(f"archive {archive}: member '{member.name}' is refused ({exc})") from None
 
 
 def _check_tar_end(archive: Path, tar: tarfile.TarFile, members: list[tarfile.TarInfo]) -> None:
@@ -205,19 +214,66 @@ def _check_tar_member(archive: Path, member: tarfile.TarInfo) -> None:
 def _extract_zip(archive: Path, dest: Path) -> int:
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
+        links = []
         for info in infos:
             _check_name(archive, info.filename)
-        for info in infos:
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
-                target = zf.read(info).decode("utf-8")
+                target = zf.read(info).decode("utf-8", errors="replace")
                 _check_link(archive, info.filename, target, PurePosixPath(info.filename).parent)
-                link = dest / info.filename
-                link.parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(target, link)
-            else:
+                links.append((info.filename, target))
+            elif stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise SourceError(
+                    f"archive {archive}: member '{info.filename}' is a device or FIFO; refused"
+                )
+        for info in infos:  # links last: no file is ever written through a link
+            if not stat.S_ISLNK(info.external_attr >> 16):
                 zf.extract(info, dest)  # reads and CRC-checks the member's data
+        for name, target in links:
+            _check_link_place(archive, dest, name, target)
+            link = dest / name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, link)
+        _check_links_end_inside(archive, dest, [name for name, _ in links])
     return len(infos)
+
+
+def _check_link_place(archive: Path, dest: Path, name: str, target: str) -> None:
+    """Refuse a link whose folder, or whose target, leads outside ``dest`` through the links
+    already made (the file system as extracted so far, not the text), or that would replace
+    a member already extracted."""
+    root = dest.resolve()
+    parent = PurePosixPath(name.replace("\\", "/")).parent
+    for path, what in ((str(parent), "its folder"), (str(parent / target), "its target")):
+        if inside_problem(root, path) is not None:
+            raise SourceError(
+                f"archive {archive}: member '{name}' is a link to '{target}', outside the "
+                f"extraction folder ({what} leads to {_shown(root, path)} through the links "
+                "made before it); refused"
+            )
+    if os.path.lexists(dest / name):
+        raise SourceError(
+            f"archive {archive}: member '{name}' is a link to '{target}' where another member "
+            "already is; refused"
+        )
+
+
+def _check_links_end_inside(archive: Path, dest: Path, names: list[str]) -> None:
+    """Refuse the archive when any link, once every link is made, leads out of ``dest``: a
+    link checked before a later one changed what its target's path means."""
+    root = dest.resolve()
+    for name in names:
+        if inside_problem(root, name) is not None:
+            raise SourceError(
+                f"archive {archive}: member '{name}' is a link to "
+                f"'{os.readlink(dest / name)}', outside the extraction folder once the "
+                f"archive's other links are made (it leads to {_shown(root, name)}); refused"
+            )
+
+
+def _shown(root: Path, path: str) -> str:
+    """Where ``path`` really leads, relative to the extraction folder (``../..``)."""
+    return os.path.relpath((root / path).resolve(), root)
 
 
 def _check_name(archive: Path, name: str) -> None:
@@ -236,18 +292,14 @@ def _check_name(archive: Path, name: str) -> None:
 
 
 def _check_link(archive: Path, name: str, target: str, base: PurePosixPath) -> None:
-    """Refuse a link whose target is absolute or resolves outside the folder."""
-    posix = target.replace("\\", "/")
-    depth = 0
-    for part in (base / posix).parts if not posix.startswith("/") else ("/",):
-        if part == "/":
-            depth = -1
-            break
-        depth += -1 if part == ".." else 0 if part == "." else 1
-        if depth < 0:
-            break
-    if depth < 0:
+    """Refuse, before anything is written, a link whose target as written is absolute or
+    climbs out of the folder (where it really leads is checked as links are made)."""
+    if inside_problem(_ROOT, str(base / target.replace("\\", "/")), follow_links=True):
         raise SourceError(
             f"archive {archive}: member '{name}' is a link to '{target}', outside the "
             "extraction folder; refused"
         )
+
+
+#: The extraction folder, for checks of a member's text before the folder exists.
+_ROOT = Path("/extraction-folder")

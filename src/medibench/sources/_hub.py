@@ -1,26 +1,30 @@
 """Pinned Hugging Face Hub downloads of a benchmark's official files, and their manifest.
 
 A benchmark on the Hub declares a :class:`HubSource` (``Benchmark.hub``). :func:`download_source`
-fetches it with ``huggingface_hub.snapshot_download`` into a folder and writes
-``medibench-source.json`` there: the repository, the revision asked for and the commit actually
-downloaded, and each file's relative path, size and sha256. :func:`verify_source` re-checks those
-hashes; ``load_dataset`` calls it for any folder that has the manifest, so a file changed after
-the download is an error naming it, never a silently different benchmark.
+fetches it file by file into a folder (:mod:`._hub_fetch`: each file checked against the Hub's
+own metadata) and writes ``medibench-source.json`` there: the repository, the revision asked for
+and the commit actually downloaded, and each file's relative path, size and sha256.
+:func:`verify_source` re-checks those hashes; ``load_dataset`` calls it for any path inside a
+download, so a file changed after the download is an error naming it, never a silently
+different benchmark.
 
 ``huggingface_hub`` (extra ``hf``) is imported only when a download runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from medibench.datasets._base import inside_problem
 from medibench.io import atomic_write_text, sha256_file
 from medibench.sources._errors import SourceError
 
@@ -164,61 +168,74 @@ def download_source(
     out: str | os.PathLike,
     *,
     benchmark: str = "",
+    revision: str | None = None,
 ) -> SourceManifest:
     """Download ``source`` into the folder ``out`` and write ``out/medibench-source.json``.
 
-    Online, the revision is resolved to its commit first (one API call that also reads the
-    dataset card's licence) and exactly that commit is downloaded, so the manifest names what
-    is on disk. Offline (``HF_HUB_OFFLINE=1``), a folder already downloaded at that revision is
+    Online, the revision (``revision`` when given, else the source's own) is resolved to its
+    commit first (one API call that also reads the dataset card's licence); a revision that is
+    a commit sha must resolve to exactly that commit. Then every file of that commit's tree
+    listing (the source's ``allow_patterns``) is fetched and its bytes checked against the
+    Hub's metadata (the LFS sha256, or the git blob id) before the manifest records it. Any
+    failure is a :class:`HubDownloadError` naming the file and the status, and leaves no
+    manifest (an earlier one in ``out`` is removed first: the folder is being changed).
+    Offline (``HF_HUB_OFFLINE=1``), a folder already downloaded at that revision is
     re-verified and returned; anything else is a :class:`HubDownloadError` saying how to
     download. Files already in ``out`` at the right commit are not fetched again.
     """
-    from huggingface_hub import HfApi, snapshot_download
-    from huggingface_hub.errors import (
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
+    from medibench.sources._hub_fetch import describe_failure, fetch_verified
+
+    if revision is not None and revision != source.revision:
+        source = dataclasses.replace(source, revision=revision)
     folder = Path(out)
     settings = _hub_settings()
     if settings["offline"]:
         return _offline(source, folder, benchmark)
     api = HfApi(endpoint=settings["endpoint"])
     try:
-        info = api.repo_info(source.repo_id, repo_type=source.repo_type, revision=source.revision)
-        if not info.sha:
-            raise HubDownloadError(
-                f"{source.repo_id}: the hub returned no commit for {source.revision!r}"
+        with _hub_quiet():
+            info = api.repo_info(
+                source.repo_id, repo_type=source.repo_type, revision=source.revision
             )
-        snapshot_download(
-            source.repo_id,
-            repo_type=source.repo_type,
-            revision=info.sha,
-            allow_patterns=list(source.allow_patterns) if source.allow_patterns else None,
-            local_dir=folder,
-            cache_dir=settings["cache_dir"],
-            endpoint=settings["endpoint"],
-        )
-    except RevisionNotFoundError as exc:
+    except RevisionNotFoundError:
         raise HubDownloadError(
             f"{source.repo_id} has no revision {source.revision!r} on {api.endpoint}"
-        ) from exc
-    except RepositoryNotFoundError as exc:
+        ) from None
+    except RepositoryNotFoundError:
         raise HubDownloadError(
             f"{source.repo_type} repository {source.repo_id} not found on {api.endpoint} "
             "(private or gated repositories need HF_TOKEN)"
-        ) from exc
-    except LocalEntryNotFoundError as exc:  # the hub could not be reached
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - unreachable, 5xx, redirect loop: one line
         raise HubDownloadError(
-            f"cannot reach {api.endpoint} to download {source.repo_id}: {exc}"
-        ) from exc
+            f"cannot read {source.repo_id}@{source.revision} from {api.endpoint}: "
+            f"{describe_failure(exc)}"
+        ) from None
+    if not info.sha or not _COMMIT.fullmatch(str(info.sha)):
+        raise HubDownloadError(
+            f"{source.repo_id}: the hub returned no commit for {source.revision!r} "
+            f"(got {info.sha!r})"
+        )
+    if source.pinned and info.sha != source.revision:
+        raise HubDownloadError(
+            f"{source.repo_id}: asked for commit {source.revision}, the hub at {api.endpoint} "
+            f"answered commit {info.sha}; refused (to download another revision on purpose, "
+            "give it: medibench download ... --revision REV)"
+        )
+    for stale in (SOURCE_MANIFEST, _VERIFIED):
+        (folder / stale).unlink(missing_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _hub_quiet():  # its retry warnings would bury the one line that says what failed
+        files = fetch_verified(api, source, info.sha, folder, settings)
     manifest = SourceManifest(
         repo_id=source.repo_id,
         repo_type=source.repo_type,
         requested_revision=source.revision,
         resolved_revision=info.sha,
-        files=_hashed(folder, source.allow_patterns),
+        files=files,
         benchmark=benchmark,
         pinned=source.pinned,
         allow_patterns=source.allow_patterns,
@@ -230,42 +247,50 @@ def download_source(
 
 
 def verify_source(folder: str | os.PathLike, *, full: bool = False) -> SourceManifest | None:
-    """Re-check every file ``folder/medibench-source.json`` lists; ``None`` without a manifest.
+    """Re-check the download that ``folder`` belongs to; ``None`` when it is not in one.
 
-    ``folder`` may also be a file in a downloaded folder (``DIR/dataBenchmark_00.tar``): the
-    folder holding it is checked. A missing file, or one whose sha256 differs, is a
-    :class:`SourceMismatchError` naming the file and both hashes.
+    ``folder`` may be the download's folder, a sub folder of it (``DL/parquet/vqa``) or a file
+    in it (``DL/dataBenchmark_00.tar``): the nearest folder above it holding
+    ``medibench-source.json`` is the download, and every file that manifest lists is checked.
+    A missing file, or one whose sha256 differs, is a :class:`SourceMismatchError` naming the
+    file and both hashes; so is a file under ``folder`` of a kind the download holds (a
+    ``.parquet`` shard dropped in later) that the download did not bring (hidden files,
+    huggingface_hub's ``.cache/`` and archive extraction folders aside).
 
     A file verified before is hashed again only when its size or modification time changed
     (they are kept in ``.medibench-verified.json`` beside the manifest), so loading a
     multi-gigabyte download costs a ``stat`` per file; ``full=True`` hashes every file.
     """
     path = Path(folder)
-    root = path.parent if path.is_file() else path
-    if not (root / SOURCE_MANIFEST).is_file():
+    root = _download_root(path)
+    if root is None:
         return None
     manifest = SourceManifest.read(root)
     verified = {} if full else _verified(root, manifest)
     checked: dict[str, list[Any]] = {}
     for entry in manifest.files:
-        path = root / entry.path
-        if not path.is_file():
+        problem = inside_problem(root.resolve(), entry.path)
+        if problem is not None:
+            raise SourceMismatchError(f"{root / SOURCE_MANIFEST}: path '{entry.path}' {problem}")
+        file = root / entry.path
+        if not file.is_file():
             raise SourceMismatchError(
-                f"{path}: listed in {root / SOURCE_MANIFEST} (sha256 {entry.sha256}) but "
+                f"{file}: listed in {root / SOURCE_MANIFEST} (sha256 {entry.sha256}) but "
                 f"missing; download it again: medibench download "
                 f"{manifest.benchmark or 'BENCHMARK'} --out {root}"
             )
-        st = path.stat()
+        st = file.stat()
         seen = [entry.sha256, st.st_size, st.st_mtime_ns]
         if verified.get(entry.path) != seen:
-            actual = sha256_file(path)
+            actual = sha256_file(file)
             if actual != entry.sha256:
                 raise SourceMismatchError(
-                    f"{path}: sha256 {actual} does not match {entry.sha256} recorded in "
+                    f"{file}: sha256 {actual} does not match {entry.sha256} recorded in "
                     f"{root / SOURCE_MANIFEST} ({manifest.repo_id}@"
                     f"{manifest.resolved_revision}); the file changed after the download"
                 )
         checked[entry.path] = seen
+    _refuse_unlisted(path, root, manifest)
     if checked != verified:
         try:
             atomic_write_text(root / _VERIFIED, json.dumps(checked))
@@ -276,6 +301,38 @@ def verify_source(folder: str | os.PathLike, *, full: bool = False) -> SourceMan
 
 #: Size and mtime of each file at its last successful check, beside the manifest.
 _VERIFIED = ".medibench-verified.json"
+
+
+def _download_root(path: Path) -> Path | None:
+    """The nearest folder at or above ``path`` with a source manifest."""
+    start = path.absolute()
+    for folder in (start, *start.parents) if start.is_dir() else start.parents:
+        if (folder / SOURCE_MANIFEST).is_file():
+            return folder
+    return None
+
+
+def _refuse_unlisted(path: Path, root: Path, manifest: SourceManifest) -> None:
+    """Refuse a file under the loaded ``path`` that the download did not bring: it would be
+    read as part of the benchmark without any check."""
+    if not path.is_dir():
+        return
+    from medibench.sources._archive import CACHE_SUFFIX
+
+    listed = {f.path for f in manifest.files}
+    kinds = {Path(f.path).suffix.lower() for f in manifest.files}  # a user's notes.txt is no shard
+    for file in sorted(path.absolute().rglob("*")):
+        rel = file.relative_to(root).parts
+        if any(p.startswith(".") or p.endswith(CACHE_SUFFIX) for p in rel) or file.is_dir():
+            continue
+        if file.suffix.lower() not in kinds:
+            continue
+        if "/".join(rel) not in listed and "/".join(rel) not in (SOURCE_MANIFEST, _VERIFIED):
+            raise SourceMismatchError(
+                f"{file}: not part of the download recorded in {root / SOURCE_MANIFEST} "
+                f"({manifest.repo_id}@{manifest.resolved_revision}); remove it, or download "
+                "again into a new folder"
+            )
 
 
 def _verified(root: Path, manifest: SourceManifest) -> dict[str, Any]:
@@ -303,6 +360,19 @@ def _hub_settings() -> dict[str, Any]:
     return {"offline": offline, "endpoint": env.get("HF_ENDPOINT") or None, "cache_dir": cache}
 
 
+@contextlib.contextmanager
+def _hub_quiet() -> Iterator[None]:
+    """huggingface_hub's logger at errors only, for the duration."""
+    from huggingface_hub.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(before)
+
+
 def _offline(source: HubSource, folder: Path, benchmark: str) -> SourceManifest:
     how = (
         f"unset HF_HUB_OFFLINE and run `medibench download {benchmark or 'BENCHMARK'} --out "
@@ -325,21 +395,6 @@ def _offline(source: HubSource, folder: Path, benchmark: str) -> SourceManifest:
         )
     verify_source(folder)
     return manifest
-
-
-def _hashed(folder: Path, patterns: Sequence[str] | None) -> tuple[SourceFile, ...]:
-    """Every file the download put in ``folder`` (huggingface_hub's ``.cache/`` and the
-    manifest left out), sorted by path."""
-    from huggingface_hub.utils import filter_repo_objects
-
-    paths = sorted(
-        p.relative_to(folder).as_posix()
-        for p in folder.rglob("*")
-        if p.is_file() and not p.relative_to(folder).parts[0] == ".cache"
-    )
-    paths = [p for p in paths if p not in (SOURCE_MANIFEST, _VERIFIED)]
-    kept = filter_repo_objects(paths, allow_patterns=list(patterns) if patterns else None)
-    return tuple(SourceFile(p, (folder / p).stat().st_size, sha256_file(folder / p)) for p in kept)
 
 
 def _card_licence(info: Any) -> str:

@@ -1,0 +1,122 @@
+"""``medibench calibration train`` and ``medibench calibration grid``: thin commands over
+:mod:`medibench.prompt_tuning`, mounted on the ``calibration`` group by ``cli/calibration.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from medibench.cli._app import console, fail
+
+__all__ = ["grid_command", "train_command"]
+
+
+def train_command(
+    dataset: Annotated[str, typer.Option(help="labelled images: PATH or PATH@SPLIT")],
+    backbone: Annotated[
+        str, typer.Option(help="clip:PATH, siglip:PATH, hf:PATH or module:callable")
+    ],
+    method: Annotated[
+        str,
+        typer.Option(
+            help="zero-shot, linear-probe, coop, cocoop, kgcoop, prograd, maple, promptsrc"
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="output folder")],
+    shots: Annotated[int, typer.Option(help="images per class for training")] = 16,
+    seed: Annotated[
+        int, typer.Option(help="seed of the shots, the initialisation, the batches")
+    ] = 1,
+    loss: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME[:key=value,...], repeatable: ce, mcm, focal, ls, mbls (weight=W)"),
+    ] = None,
+    template: Annotated[str, typer.Option(help="hard prompt, one {} for the class")] = (
+        "a photo of a {}."
+    ),
+    epochs: Annotated[int | None, typer.Option(help="epochs (default: the method's)")] = None,
+    lr: Annotated[float | None, typer.Option(help="learning rate (default: the method's)")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="batch size (default: the method's)")
+    ] = None,
+    eval_: Annotated[
+        list[str] | None,
+        typer.Option("--eval", help="NAME=SPEC, repeatable (default: the images beside the shots)"),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="KEY=VALUE method option, repeatable")
+    ] = None,
+    augment: Annotated[bool, typer.Option(help="random resized crop and flip")] = True,
+    device: Annotated[str, typer.Option(help="torch device: cpu, cuda, cuda:1")] = "cpu",
+) -> None:
+    """Few-shot prompt tuning of a CLIP-family backbone; writes predictions that `calibration
+    score` reads."""
+    from medibench.prompt_tuning._defaults import option_value
+
+    try:
+        from medibench.prompt_tuning._train import TrainSettings, train
+    except ImportError as exc:
+        fail(
+            "calibration train needs torch and transformers: "
+            f"pip install 'medibench[torch]' ({exc})"
+        )
+    try:
+        settings = TrainSettings(
+            dataset=dataset,
+            backbone=backbone,
+            method=method,
+            out=str(out),
+            shots=shots,
+            seed=seed,
+            losses=list(loss or ["ce"]),
+            template=template,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            evals=_pairs(eval_ or [], "--eval", str),
+            options=_pairs(set_ or [], "--set", option_value),
+            augment=augment,
+            device=device,
+        )
+        result = train(settings, log=console.print)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        fail(str(exc))
+    for name, acc in result["accuracy"].items():
+        console.print(f"{name}: accuracy {acc:.4f} -> {out / 'predictions' / (name + '.npz')}")
+
+
+def grid_command(
+    config: Annotated[Path, typer.Argument(help="grid YAML (docs/calibration.md)")],
+    executor: Annotated[str, typer.Option(help="local or ray")] = "local",
+    out: Annotated[
+        Path | None, typer.Option(help="output folder (default: the YAML's out)")
+    ] = None,
+    run: Annotated[
+        Path | None, typer.Option(help="also store the tables in this run folder's report")
+    ] = None,
+) -> None:
+    """Methods x losses x seeds x templates x backbones: trains what is not done, then writes
+    accuracy/ECE/MCE/ACE tables, spreads and Kendall tau between in-domain and shifted."""
+    from medibench.prompt_tuning._grid import load_grid, run_grid
+
+    try:
+        grid = load_grid(config, out=out)
+        summary = run_grid(grid, executor=executor, log=console.print, run_dir=run)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        fail(str(exc))
+    console.print(
+        f"{summary['cells']} cells ({summary['trained']} trained, {summary['skipped']} done "
+        f"before); tables -> {summary['tables']}"
+    )
+
+
+def _pairs(items: list[str], option: str, convert) -> dict:
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"{option} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = convert(value.strip())
+    return out

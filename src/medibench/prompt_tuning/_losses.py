@@ -1,0 +1,80 @@
+"""``--loss`` specs: ``NAME[:key=value,...]``, repeatable; the training loss is the sum of the
+terms, each ``weight * loss(logits, labels)`` (``weight=`` among the keys, default 1).
+
+Names: ``ce`` (cross-entropy), ``mcm`` (MVC-Bench's Multi-Class Margin loss, CE included:
+``alpha``, ``beta``, ``variance_mode``, ``include_ce``), ``focal`` (``gamma``), ``ls`` (label
+smoothing: ``alpha``, ``convention``), ``mbls`` (``margin``, ``alpha``): the classes of
+:mod:`medibench.calibration.losses`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from medibench.prompt_tuning._defaults import LOSSES, option_value
+
+__all__ = ["LOSSES", "LossTerm", "parse_losses"]
+
+
+@dataclass
+class LossTerm:
+    """One term: its ``label`` in ``train.jsonl`` (the spec's name, numbered when repeated),
+    ``weight``, the loss module and the spec's options."""
+
+    label: str
+    weight: float
+    loss: nn.Module
+    options: dict[str, Any]
+
+    def __call__(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.weight * self.loss(logits, labels)
+
+
+class _CrossEntropy(nn.Module):
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, labels)
+
+
+def parse_losses(specs: list[str] | tuple[str, ...]) -> list[LossTerm]:
+    """The terms of ``specs`` (``["ce"]`` when empty).
+
+    Raises:
+        ValueError: an unknown name, a malformed ``key=value``, an option the loss does not take.
+    """
+    from medibench.calibration import losses as cal
+
+    classes = {
+        "ce": _CrossEntropy,
+        "mcm": cal.MultiClassMarginLoss,
+        "focal": cal.FocalLoss,
+        "ls": cal.LabelSmoothingLoss,
+        "mbls": cal.MarginLogitSuppressionLoss,
+    }
+    terms: list[LossTerm] = []
+    for spec in specs or ["ce"]:
+        name, _, rest = spec.partition(":")
+        name = name.strip()
+        if name not in classes:
+            raise ValueError(f"--loss {spec!r}: unknown loss {name!r} (one of {', '.join(LOSSES)})")
+        options: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in rest.split(","))):
+            key, eq, value = part.partition("=")
+            if not eq or not key.strip():
+                raise ValueError(f"--loss {spec!r}: {part!r} is not key=value")
+            options[key.strip()] = option_value(value.strip())
+        weight = float(options.pop("weight", 1.0))
+        try:
+            module = classes[name](**options)
+        except TypeError as exc:
+            raise ValueError(f"--loss {spec!r}: {exc}") from None
+        label = name
+        count = sum(1 for t in terms if t.label.split("#")[0] == name)
+        if count:
+            label = f"{name}#{count + 1}"
+        terms.append(LossTerm(label, weight, module, {"weight": weight, **options}))
+    return terms
