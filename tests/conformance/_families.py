@@ -14,11 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from medibench.models._hf_processor import images_only
 from tests.conformance import _templates as T
 from tests.conformance._common import CLIP, QWEN_SPECIALS, TEXT, ids, make_model, save
 from tests.conformance._tokenizer import word_tokenizer
-
-from medibench.models._hf_processor import images_only
 
 
 def build_llava(folder: Path) -> Path:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from medibench.models._hf_processor import images_only
 from tests.conformance import _templates as T
 from tests.conformance._common import QWEN_SPECIALS, TEXT, ids, make_model, save
 from tests.conformance._tokenizer import word_tokenizer
-
-from medibench.models._hf_processor import images_only
 
 SIGLIP = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
           "num_attention_heads": 2, "image_size": 16, "patch_size": 4}  # fmt: skip

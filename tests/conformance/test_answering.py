@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from tests.conformance._matrix import FAMILIES, cell
-from tests.conformance.conftest import QUESTION, TARGET, image
 
 from medibench.models._hf_processor import torchvision_available
+from tests.conformance._matrix import FAMILIES, cell
+from tests.conformance.conftest import QUESTION, TARGET, image
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -196,3 +196,21 @@ def test_a_folder_without_chat_template_or_known_format_names_the_prompt_option(
     model = TransformersAnswerer(folder, prompt="User:{images}{question}<end_of_utterance>\n"
                                  "Assistant:")  # fmt: skip
     assert model.prompt_text("q") == "User:<image>q<end_of_utterance>\nAssistant:"
+
+
+def test_in_context_examples_need_a_chat_template(family_folder):
+    from medibench.models._examples import Demonstration, ExamplesNotSupportedError
+    from medibench.models.vlm import TransformersVLM
+
+    example = Demonstration("d1", (image(4),), QUESTION, answer=TARGET)
+    vlm = TransformersVLM(family_folder("paligemma"), max_new_tokens=2)
+    with pytest.raises(ExamplesNotSupportedError, match="no chat template"):
+        vlm.answer_with_examples([image()], QUESTION, [example], seed=0)
+    assert vlm.answer_with_examples([image()], QUESTION, [], seed=0) == vlm.answer(
+        [image()], QUESTION, seed=0)  # fmt: skip
+    chat = TransformersVLM(family_folder("qwen2_vl"), max_new_tokens=2)
+    text = chat.vlm.chat_text([("user", 1, QUESTION), ("assistant", 0, TARGET),
+                               ("user", 1, QUESTION)])  # fmt: skip
+    assert text.count("<|vision_start|><|image_pad|><|vision_end|>") == 2
+    assert text.endswith("<|im_start|>assistant\n")
+    assert isinstance(chat.answer_with_examples([image()], QUESTION, [example], seed=0), str)

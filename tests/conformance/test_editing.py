@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from typer.testing import CliRunner
+
 from tests.conformance._matrix import EDITED, EDITING
 from tests.conformance.conftest import QUESTION, TARGET, image
-from typer.testing import CliRunner
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

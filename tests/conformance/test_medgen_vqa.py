@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 from PIL import Image
-from tests.conformance._matrix import FAMILIES, cell
-from tests.conformance.conftest import image
 
 from medibench.models._hf_processor import torchvision_available
+from tests.conformance._matrix import FAMILIES, cell
+from tests.conformance.conftest import image
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

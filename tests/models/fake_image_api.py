@@ -1,8 +1,9 @@
 """A local HTTP server that speaks the image-editing APIs medibench's adapters call.
 
-- ``POST /v1/images/edits`` (OpenAI, multipart) -> ``{"data": [{"b64_json": ...}]}``;
-- ``POST /v1beta/models/{model}:generateContent`` (Gemini, JSON with ``inline_data``) ->
-  ``candidates[0].content.parts[].inlineData``;
+- ``POST /v1/images/edits`` (OpenAI, multipart; ``image``, or several ``image[]`` whose last is
+  edited) -> ``{"data": [{"b64_json": ...}]}``;
+- ``POST /v1beta/models/{model}:generateContent`` (Gemini, JSON with ``inline_data``; the last
+  turn is edited) -> ``candidates[0].content.parts[].inlineData``;
 - ``POST /edit`` (a plain JSON endpoint for the ``http`` adapter) -> ``{"image": ...}``.
 
 The edit is ``255 - input``. The prompt steers a sample's answer: ``REFUSE`` (content filter),
@@ -122,8 +123,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _openai(self, body: bytes, record: dict) -> None:
         if self.api.echo:
             return self._send(200, {"created": 1, "data": [{"b64_json": _echo(body)}]})
-        fields, files = _multipart(self.headers["content-type"], body)
+        fields, files, uploads = _multipart(self.headers["content-type"], body)
         record.update(fields=fields, files={k: (n, t) for k, (n, t, _) in files.items()})
+        record["uploads"] = uploads  # every file, in order: (field, filename, type, bytes)
         prompt = fields.get("prompt", "")
         auth = self.headers.get("Authorization", "")
         if "ECHOKEY400" in prompt:
@@ -140,13 +142,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(400, {"error": error})
         if "NOIMAGE" in prompt:
             return self._send(200, {"created": 1, "data": []})
-        out = _edited(files["image"][2], prompt)
+        query = files["image"][2] if "image" in files else uploads[-1][3]  # image[]: the last
+        out = _edited(query, prompt)
         return self._send(200, {"created": 1, "data": [{"b64_json": out}], "usage": {}})
 
     def _gemini(self, body: bytes, record: dict) -> None:
         payload = json.loads(body)
         record["json"] = payload
-        parts = payload["contents"][0]["parts"]
+        parts = payload["contents"][-1]["parts"]  # the query: the last turn
         prompt = next(p["text"] for p in parts if "text" in p)
         image = next(p["inline_data"] for p in parts if "inline_data" in p)
         if "REFUSE" in prompt:
@@ -194,16 +197,17 @@ def _multipart(content_type: str, body: bytes):
     msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
         f"Content-Type: {content_type}\r\n\r\n".encode() + body
     )
-    fields, files = {}, {}
+    fields, files, uploads = {}, {}, []
     for part in msg.iter_parts():
         name = part.get_param("name", header="content-disposition")
         filename = part.get_param("filename", header="content-disposition")
         payload = part.get_payload(decode=True)
         if filename:
             files[name] = (filename, part.get_content_type(), payload)
+            uploads.append((name, filename, part.get_content_type(), payload))
         else:
             fields[name] = payload.decode()
-    return fields, files
+    return fields, files, uploads
 
 
 def _echo(body: bytes) -> str:

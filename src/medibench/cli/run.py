@@ -118,6 +118,32 @@ def run(
     progress: ProgressOption = True,
     download: DownloadOption = False,
     dataset_option: DatasetOptionsOption = None,
+    icl_k: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--icl-k",
+            min=0,
+            help="in-context demonstrations per query (repeatable: each K runs every model as "
+            "its own entry MODEL@icl-K; 0 shows none)",
+        ),
+    ] = None,
+    icl_pool: Annotated[
+        str | None,
+        typer.Option(help="dataset spec the demonstrations come from (default: the run's own)"),
+    ] = None,
+    icl_select: Annotated[
+        str,
+        typer.Option(
+            help="how demonstrations are chosen: random, same-task, same-modality or nearest"
+        ),
+    ] = "random",
+    icl_embedding: Annotated[
+        str,
+        typer.Option(
+            help="image embedding of --icl-select nearest: thumbnail (no weights) or a "
+            "feature extractor spec (NAME:PATH)"
+        ),
+    ] = "thumbnail",
 ) -> None:
     """Run models on a dataset and score their outputs; re-running resumes.
 
@@ -133,6 +159,7 @@ def run(
         fail(f"--stage must be generate, score or all, not {stage!r}")
     if executor not in {"local", "ray"}:
         fail(f"--executor must be local or ray, not {executor!r}")
+    _check_icl(icl_k or [], icl_select)
     config = RunConfig(
         dataset=dataset,
         models=tuple(model),
@@ -153,6 +180,10 @@ def run(
             **({"download": True} if download else {}),
         },
         max_cost=max_cost,
+        icl_k=tuple(icl_k or ()),
+        icl_pool=icl_pool,
+        icl_select=icl_select,
+        icl_embedding=icl_embedding,
     )
     plan = _plan(config)
     print_dataset_notes(plan.dataset)
@@ -160,6 +191,15 @@ def run(
         _execute(plan, progress)
     for p in plan.protocols:
         print_leaderboards(plan.folder, p)
+
+
+def _check_icl(ks: list[int], select: str) -> None:
+    from medibench.runs._config import ICL_SELECTIONS
+
+    if select not in ICL_SELECTIONS:
+        fail(f"--icl-select must be one of {', '.join(ICL_SELECTIONS)}, not {select!r}")
+    if len(set(ks)) != len(ks):
+        fail(f"--icl-k values must be distinct, got {ks}")
 
 
 def _dataset_options(texts: list[str] | None) -> dict:

@@ -89,16 +89,31 @@ class LocalVLM:
     # -- prompts ------------------------------------------------------------------------------
     def prompt_text(self, question: str, n_images: int = 1) -> str:
         """The prompt for ``question`` about ``n_images`` images, up to the answer."""
+        return self.chat_text([("user", n_images, question)])
+
+    def chat_text(self, turns: Sequence[tuple[str, int, str]]) -> str:
+        """The prompt for a conversation of ``(role, number of images, text)`` turns ending
+        with the user's, up to the answer. A prompt template (the ``prompt`` option, the
+        family's own format) takes one user turn only."""
         if self.template is not None:
+            if len(turns) != 1 or turns[0][0] != "user":
+                raise UnsupportedModelError(
+                    f"model {self.folder}: its prompt template takes one question, not a "
+                    "conversation (it has no chat template)"
+                )
+            _, n_images, question = turns[0]
             own = _OWN_FORMATS.get(self.model_type, (None, None))[1]
             image = own if own is not None else str(getattr(self.processor, "image_token", ""))
             return self.template.replace("{images}", image * n_images).replace(
                 "{question}", question
             )
-        content: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images)]
-        content.append({"type": "text", "text": question})
+        messages = []
+        for role, n_images, text in turns:
+            content: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images)]
+            content.append({"type": "text", "text": text})
+            messages.append({"role": role, "content": content})
         return str(self.processor.apply_chat_template(
-            [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+            messages, add_generation_prompt=True, tokenize=False
         ))  # fmt: skip
 
     def encode(self, images: Sequence[Sequence[np.ndarray]], texts: Sequence[str],

@@ -46,6 +46,7 @@ __all__ = [
     "json_or_text",
     "key_from_env",
     "multipart_body",
+    "multipart_files",
     "to_base64",
 ]
 
@@ -62,7 +63,9 @@ class TransportOptions(TypedDict, total=False):
     requests in flight (the runner's default worker count for the model); ``image_format``: how
     the input is sent: ``png`` (lossless), ``jpeg`` or ``webp``; ``price_per_image``: USD per
     answered request (the provider's price for one edit), charged to the run's cost budget
-    (``--max-cost``); ``None``: unknown (a run with ``--max-cost`` then refuses the model).
+    (``--max-cost``); ``None``: unknown (a run with ``--max-cost`` then refuses the model);
+    ``price_per_input_image``: USD per image a request sends (the query's and each in-context
+    demonstration's), added to ``price_per_image`` (``None``: nothing).
     """
 
     timeout: float
@@ -72,6 +75,7 @@ class TransportOptions(TypedDict, total=False):
     concurrency: int
     image_format: str
     price_per_image: float | None
+    price_per_input_image: float | None
 
 
 class APIImageModel(SharedOptions):
@@ -101,6 +105,7 @@ class APIImageModel(SharedOptions):
         concurrency: int = 8,
         image_format: str = "png",
         price_per_image: float | None = None,
+        price_per_input_image: float | None = None,
     ) -> None:
         if image_format not in _MIME:
             raise ValueError(f"image_format must be one of {sorted(_MIME)}, not {image_format!r}")
@@ -109,6 +114,13 @@ class APIImageModel(SharedOptions):
         if price_per_image is not None and not price_per_image >= 0:
             raise ValueError(f"price_per_image must be >= 0 (USD), got {price_per_image}")
         self.price_per_image = None if price_per_image is None else float(price_per_image)
+        if price_per_input_image is not None and not price_per_input_image >= 0:
+            raise ValueError(
+                f"price_per_input_image must be >= 0 (USD), got {price_per_input_image}"
+            )
+        self.price_per_input_image = (
+            None if price_per_input_image is None else float(price_per_input_image)
+        )
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.timeout = float(timeout)
@@ -125,10 +137,14 @@ class APIImageModel(SharedOptions):
     # -- the EditModel contract ---------------------------------------------------------------
     def edit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:
         """One request, blocking; see :meth:`aedit`."""
+        return self._blocking(lambda: self.aedit(image, instruction, seed=seed))
+
+    def _blocking(self, make: Any) -> Any:
+        """Run the coroutine ``make()`` on this model's own event loop (the blocking forms)."""
         with self._sync_lock:
             if self._sync_loop is None:
                 self._sync_loop = asyncio.new_event_loop()
-            return self._sync_loop.run_until_complete(self.aedit(image, instruction, seed=seed))
+            return self._sync_loop.run_until_complete(make())
 
     async def aedit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:
         """Edit ``image`` (uint8 RGB); returns the answer's image at its own size and mode.
@@ -138,7 +154,15 @@ class APIImageModel(SharedOptions):
         or a 2xx answer without one) is charged ``price_per_image``, a failed one nothing.
         """
         data, mime = encode_image(as_rgb_uint8(image), self.image_format)
-        budget, estimate = self.cost_budget, self.price_per_image or 0.0
+        return await self._charged(1, lambda: self._edit(data, mime, instruction, seed))
+
+    async def _charged(self, images_sent: int, send: Any) -> np.ndarray:
+        """Await ``send()`` (one request carrying ``images_sent`` images) within the run's cost
+        budget: the request costs ``price_per_image`` plus ``price_per_input_image`` per image
+        sent (in-context demonstrations count), reserved before and settled after."""
+        budget = self.cost_budget
+        price = self.request_price(images_sent)
+        estimate = price or 0.0
         if budget is not None and not budget.reserve(estimate):
             raise CostBudgetSpent(
                 f"{self.name}: not sent: the run's cost budget of {budget.max_cost:g} USD is "
@@ -146,17 +170,24 @@ class APIImageModel(SharedOptions):
             )
         cost = None
         try:
-            out = await self._edit(data, mime, instruction, seed)
-            cost = self.price_per_image
+            out = await send()
+            cost = price
             return out
         except APIError as exc:  # one last pass: no adapter's message may carry a key
             if isinstance(exc, NoImageError):  # answered (and billed) without an image
-                cost = self.price_per_image
+                cost = price
             exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
             raise
         finally:
             if budget is not None:
                 budget.settle(estimate, cost)
+
+    def request_price(self, images_sent: int) -> float | None:
+        """USD for one answered request carrying ``images_sent`` images: ``price_per_image``
+        plus ``price_per_input_image`` per image; ``None`` when ``price_per_image`` is."""
+        if self.price_per_image is None:
+            return None
+        return self.price_per_image + (self.price_per_input_image or 0.0) * int(images_sent)
 
     @property
     def concurrency(self) -> int:
@@ -278,16 +309,26 @@ def multipart_body(
 ) -> tuple[bytes, str]:
     """A ``multipart/form-data`` body in one piece (httpx streams its own in many small writes,
     which costs its connection pool more CPU than the request is worth under concurrency)."""
+    return multipart_files(fields, [(file_field, filename, data, mime)])
+
+
+def multipart_files(
+    fields: dict[str, str], uploads: list[tuple[str, str, bytes, str]]
+) -> tuple[bytes, str]:
+    """:func:`multipart_body` with several files, ``(field, filename, data, mime)`` each, in
+    order (``image[]`` several times for the OpenAI edits of several images)."""
     boundary = os.urandom(16).hex()
     parts = [
         f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
         for k, v in fields.items()
     ]
-    head = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; '
-        f'filename="{filename}"\r\nContent-Type: {mime}\r\n\r\n'
-    )
-    body = b"".join([*parts, head.encode(), data, f"\r\n--{boundary}--\r\n".encode()])
+    for file_field, filename, data, mime in uploads:
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; '
+            f'filename="{filename}"\r\nContent-Type: {mime}\r\n\r\n'
+        )
+        parts += [head.encode(), data, b"\r\n"]
+    body = b"".join([*parts, f"--{boundary}--\r\n".encode()])
     return body, f"multipart/form-data; boundary={boundary}"
 
 

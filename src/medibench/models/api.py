@@ -7,6 +7,12 @@
   ``inlineData``; key ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``).
 - ``http``: any endpoint, through a JSON request template and a path to the image in the answer.
 
+In-context demonstrations (``edit_with_examples``, :mod:`medibench.models._examples`):
+``openai-image`` sends every image as ``image[]`` (example 1's input, its edited image, ...,
+the query last) with one prompt from the versioned template that says which image is which;
+``gemini-image`` sends interleaved turns, a user turn (text, input image) and a model turn (the
+edited image) per example, then the query's user turn. ``http`` takes no examples.
+
 Keys come from the environment only (a missing one fails when the model is built, naming the
 variable). Requests run ``concurrency`` at a time and are retried on 429s, 5xx answers, timeouts
 and dropped connections (:mod:`medibench.models._http`). A refusal or content filter raises
@@ -18,10 +24,12 @@ seed is sent where the API takes one (Gemini, ``http``) and recorded either way.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, ClassVar, Unpack
 
 import numpy as np
 
+from medibench.models._base import as_rgb_uint8
 from medibench.models._errors import (
     APIError,
     ContentRefusedError,
@@ -29,6 +37,7 @@ from medibench.models._errors import (
     MissingAPIKeyError,
     NoImageError,
 )
+from medibench.models._examples import Demonstration, gemini_turns, openai_image_prompt
 from medibench.models._http import (
     EXCERPT_CHARS,
     APIImageModel,
@@ -39,7 +48,7 @@ from medibench.models._http import (
     excerpt,
     json_or_text,
     key_from_env,
-    multipart_body,
+    multipart_files,
     to_base64,
 )
 
@@ -57,7 +66,63 @@ __all__ = [
 ]
 
 
-class OpenAIImageModel(APIImageModel):
+class _TakesExamples(APIImageModel):
+    """``edit_with_examples`` for the adapters whose API takes several images (in-context
+    demonstrations, :mod:`medibench.models._examples`): each example's input and edited image
+    go with the query, and the request counts them all in the cost budget."""
+
+    def edit_with_examples(
+        self,
+        image: np.ndarray,
+        instruction: str,
+        examples: Sequence[Demonstration],
+        *,
+        seed: int,
+    ) -> np.ndarray:
+        """One request with ``examples`` before the query, blocking; no examples: :meth:`edit`."""
+        return self._blocking(
+            lambda: self.aedit_with_examples(image, instruction, examples, seed=seed)
+        )
+
+    async def aedit_with_examples(
+        self,
+        image: np.ndarray,
+        instruction: str,
+        examples: Sequence[Demonstration],
+        *,
+        seed: int,
+    ) -> np.ndarray:
+        """:meth:`aedit` with ``examples`` shown first (the API's own way, module docstring)."""
+        if not examples:
+            return await self.aedit(image, instruction, seed=seed)
+        query = encode_image(as_rgb_uint8(image), self.image_format)
+        shown = []
+        for ex in examples:
+            if ex.output is None:
+                raise ValueError(f"demonstration {ex.sample_id!r} has no edited image to show")
+            shown.append(
+                (
+                    encode_image(as_rgb_uint8(ex.input), self.image_format),
+                    encode_image(as_rgb_uint8(ex.output), self.image_format),
+                )
+            )
+        n_images = 1 + 2 * len(shown)
+        return await self._charged(
+            n_images, lambda: self._edit_with(query, instruction, examples, shown, seed)
+        )
+
+    async def _edit_with(
+        self,
+        query: tuple[bytes, str],
+        instruction: str,
+        examples: Sequence[Demonstration],
+        shown: list[tuple[tuple[bytes, str], tuple[bytes, str]]],
+        seed: int,
+    ) -> np.ndarray:
+        raise NotImplementedError
+
+
+class OpenAIImageModel(_TakesExamples):
     """OpenAI image edits (``gpt-image-1`` and later; ``dall-e-2`` works too).
 
     Args:
@@ -98,11 +163,24 @@ class OpenAIImageModel(APIImageModel):
         self.fields = {k: v for k, v in fields.items() if v is not None}
 
     async def _edit(self, data: bytes, mime: str, instruction: str, seed: int) -> np.ndarray:
-        form = {"model": self.model, "prompt": instruction, "n": "1", **self.fields}
+        ext = "jpg" if self.image_format == "jpeg" else self.image_format
+        return await self._post(instruction, [("image", f"image.{ext}", data, mime)])
+
+    async def _edit_with(self, query, instruction, examples, shown, seed) -> np.ndarray:
+        # image[] in order: example 1 input, example 1 output, ..., the query last.
+        ext = "jpg" if self.image_format == "jpeg" else self.image_format
+        uploads = []
+        for i, ((src, src_mime), (out, out_mime)) in enumerate(shown, start=1):
+            uploads.append(("image[]", f"example{i}_input.{ext}", src, src_mime))
+            uploads.append(("image[]", f"example{i}_output.{ext}", out, out_mime))
+        uploads.append(("image[]", f"query.{ext}", query[0], query[1]))
+        return await self._post(openai_image_prompt(examples, instruction), uploads)
+
+    async def _post(self, prompt: str, uploads: list[tuple[str, str, bytes, str]]) -> np.ndarray:
+        form = {"model": self.model, "prompt": prompt, "n": "1", **self.fields}
         if self.model.startswith("dall-e"):
             form["response_format"] = "b64_json"  # gpt-image models always answer in base64
-        ext = "jpg" if self.image_format == "jpeg" else self.image_format
-        body, content_type = multipart_body(form, "image", f"image.{ext}", data, mime)
+        body, content_type = multipart_files(form, uploads)
         resp = await self._request(
             "POST",
             f"{self.base_url}/images/edits",
@@ -129,7 +207,7 @@ class OpenAIImageModel(APIImageModel):
         return None
 
 
-class GeminiImageModel(APIImageModel):
+class GeminiImageModel(_TakesExamples):
     """Gemini image models through ``generateContent`` (image in, image out).
 
     Args:
@@ -169,21 +247,23 @@ class GeminiImageModel(APIImageModel):
         self.temperature = temperature
 
     async def _edit(self, data: bytes, mime: str, instruction: str, seed: int) -> np.ndarray:
+        return await self._edit_with((data, mime), instruction, (), [], seed)
+
+    async def _edit_with(self, query, instruction, examples, shown, seed) -> np.ndarray:
+        # Interleaved turns: per example a user turn (text, input) and a model turn (output).
         config: dict[str, Any] = {"responseModalities": ["TEXT", "IMAGE"], "seed": int(seed)}
         if self.temperature is not None:
             config["temperature"] = self.temperature
-        payload = {
-            "contents": [
-                {
-                    "role": "user",
-                    "parts": [
-                        {"text": instruction},
-                        {"inline_data": {"mime_type": mime, "data": to_base64(data)}},
-                    ],
-                }
-            ],
-            "generationConfig": config,
-        }
+        turns = [
+            (ex.instruction, _inline(*src), _inline(*out))
+            for ex, (src, out) in zip(examples, shown, strict=True)
+        ]
+        if turns:
+            contents = gemini_turns(turns, instruction, _inline(*query))
+        else:  # no examples: the request as it always was
+            parts = [{"text": instruction}, _inline(*query)]
+            contents = [{"role": "user", "parts": parts}]
+        payload = {"contents": contents, "generationConfig": config}
         resp = await self._request(
             "POST",
             f"{self.base_url}/v1beta/models/{self.model}:generateContent",
@@ -294,6 +374,10 @@ class HTTPImageModel(APIImageModel):
 
 
 # -- request templates ----------------------------------------------------------------------
+def _inline(data: bytes, mime: str) -> dict[str, Any]:
+    return {"inline_data": {"mime_type": mime, "data": to_base64(data)}}
+
+
 def _fill_env(value: str) -> str:
     while "{env:" in value:
         start = value.index("{env:")

@@ -9,7 +9,9 @@
 2. the editor (any :class:`~medibench.models.EditModel`) edits the first input image (the
    contact sheet of several, for one-image editors) with ``edit_prompt`` and the same seed.
 
-Both calls are recorded, in order, in :attr:`GeneratedAnswer.calls`. When no image is wanted
+Both calls are recorded, in order, in :attr:`GeneratedAnswer.calls`. In-context demonstrations
+(``generate_with_examples``) go to the VLM as prior turns; the system takes them when its VLM
+does (:attr:`CompositionalSystem.takes_examples`). When no image is wanted
 (a VQA sample), only the VLM is asked, with the task's prompt as it is. A plan that is not a JSON
 object with a non-empty ``edit_prompt`` is an :class:`~medibench.models.vlm.AnswerError` (a
 failed prediction; the VLM's raw answer is quoted).
@@ -95,15 +97,44 @@ class CompositionalSystem:
         """The VLM's: the images one call may carry (``None``: any)."""
         return getattr(self.vlm, "max_images", None)
 
+    @property
+    def takes_examples(self) -> bool:
+        """Whether the VLM takes in-context demonstrations (the system passes them to it)."""
+        from medibench.models._examples import takes_examples
+
+        return takes_examples(self.vlm)
+
     def generate(
         self, images: Sequence[np.ndarray], prompt: str, *, seed: int, want_image: bool
     ) -> GeneratedAnswer:
+        return self.generate_with_examples(images, prompt, (), seed=seed, want_image=want_image)
+
+    def generate_with_examples(
+        self,
+        images: Sequence[np.ndarray],
+        prompt: str,
+        examples: Sequence[Any],
+        *,
+        seed: int,
+        want_image: bool,
+    ) -> GeneratedAnswer:
+        """:meth:`generate` with in-context ``examples`` passed to the VLM (as prior turns of
+        its ``answer_with_examples``); the editor is asked as always."""
+        shown = [ex.sample_id for ex in examples]
+
+        def ask(question: str) -> tuple[str, dict[str, Any]]:
+            if examples:
+                text = self.vlm.answer_with_examples(images, question, examples, seed=seed)
+            else:
+                text = self.vlm.answer(images, question, seed=seed)
+            call = _call("vlm", self.vlm.name, question, text)
+            return text, ({**call, "examples": shown} if shown else call)
+
         if not want_image:
-            text = self.vlm.answer(images, prompt, seed=seed)
-            return GeneratedAnswer(text, None, (_call("vlm", self.vlm.name, prompt, text),))
+            text, call = ask(prompt)
+            return GeneratedAnswer(text, None, (call,))
         plan_prompt = PLAN_PROMPT.format(instruction=prompt)
-        raw = self.vlm.answer(images, plan_prompt, seed=seed)
-        vlm_call = _call("vlm", self.vlm.name, plan_prompt, raw)
+        raw, vlm_call = ask(plan_prompt)
         text, edit_prompt = parse_plan(raw, who=self.vlm.name)
         source = images_for(_OneImage, images)[0]
         image = self.editor.edit(source, edit_prompt, seed=seed)

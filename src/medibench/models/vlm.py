@@ -21,6 +21,9 @@ Adapters (registered in :data:`VLMS`):
   (``save_pretrained`` folder), greedy decoding with ``torch.manual_seed(seed)``.
 * ``module:callable``: a factory returning an object with ``answer`` or ``generate``, or a
   function ``(images, prompt, *, seed) -> str`` (see :func:`as_answering_model`).
+
+Both adapters take in-context demonstrations (``answer_with_examples``) as prior chat turns
+(:func:`medibench.models._examples.chat_examples`).
 """
 
 from __future__ import annotations
@@ -220,6 +223,14 @@ class OpenAIChatVLM:
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
         """One chat call (blocking; thread-safe); see the class docstring."""
+        return self.answer_with_examples(images, prompt, (), seed=seed)
+
+    def answer_with_examples(
+        self, images: Sequence[np.ndarray], prompt: str, examples: Sequence[Any], *, seed: int
+    ) -> str:
+        """:meth:`answer` after in-context ``examples`` (:class:`~medibench.models._examples.
+        Demonstration`) as prior turns: a user turn (its images, its prompt) and an assistant
+        turn (its answer) each."""
         if getattr(self._local, "loop", None) is None:
             from medibench.judges import JudgeClient
 
@@ -228,20 +239,33 @@ class OpenAIChatVLM:
             with self._lock:
                 self._opened.append((self._local.loop, self._local.client))
         return self._local.loop.run_until_complete(
-            self._answer(self._local.client, images, prompt, seed)
+            self._answer(self._local.client, images, prompt, seed, examples)
         )
 
     async def _answer(
-        self, client: Any, images: Sequence[np.ndarray], prompt: str, seed: int
+        self,
+        client: Any,
+        images: Sequence[np.ndarray],
+        prompt: str,
+        seed: int,
+        examples: Sequence[Any] = (),
     ) -> str:
         from medibench.judges import png_data_url
+        from medibench.models._examples import chat_examples
 
-        parts: list[dict[str, Any]] = []
-        for image in images_for(self, images):
-            url, _ = png_data_url(image, max_side=self.config.max_image_side)
-            parts.append({"type": "image_url", "image_url": {"url": url}})
-        parts.append({"type": "text", "text": prompt})
-        done = await client.complete([{"role": "user", "content": parts}], seed=seed)
+        def content(shown: Sequence[np.ndarray], text: str) -> list[dict[str, Any]]:
+            parts: list[dict[str, Any]] = []
+            for image in images_for(self, shown):
+                url, _ = png_data_url(image, max_side=self.config.max_image_side)
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+            return [*parts, {"type": "text", "text": text}]
+
+        messages: list[dict[str, Any]] = [
+            {"role": role, "content": content(shown, text) if role == "user" else text}
+            for role, shown, text in chat_examples(examples)
+        ]
+        messages.append({"role": "user", "content": content(images, prompt)})
+        done = await client.complete(messages, seed=seed)
         if done.refused:
             raise ContentRefusedError(f"{self.name}: refused: {done.refused}")
         if done.text is None:
@@ -306,8 +330,25 @@ class TransformersVLM:
         self.model = self.vlm.model
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
-        shown = images_for(self, images)
-        enc = self.vlm.encode([shown], [self.vlm.prompt_text(prompt, len(shown))])
+        return self.answer_with_examples(images, prompt, (), seed=seed)
+
+    def answer_with_examples(
+        self, images: Sequence[np.ndarray], prompt: str, examples: Sequence[Any], *, seed: int
+    ) -> str:
+        """:meth:`answer` after in-context ``examples`` as prior chat turns (as
+        :meth:`OpenAIChatVLM.answer_with_examples`), through the processor's chat template."""
+        from medibench.models._examples import ExamplesNotSupportedError, chat_examples
+
+        if examples and self.vlm.template is not None:
+            raise ExamplesNotSupportedError(
+                f"{self.name}: in-context examples are prior chat turns, and {self.path} has no "
+                "chat template (its prompt is a single-turn format)"
+            )
+        turns = [*chat_examples(examples), ("user", list(images), prompt)]
+        seen = [(role, images_for(self, pictures) if pictures else [], words)
+                for role, pictures, words in turns]  # fmt: skip
+        text = self.vlm.chat_text([(role, len(ims), words) for role, ims, words in seen])
+        enc = self.vlm.encode([[im for _, ims, _ in seen for im in ims]], [text])
         self._torch.manual_seed(int(seed))
         seq = self.vlm.generate(enc, self.max_new_tokens)
         return self.vlm.decode(seq[0, enc["input_ids"].shape[1] :])

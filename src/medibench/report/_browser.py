@@ -21,6 +21,7 @@ from typing import Any
 from medibench.samples import Prediction, Sample, Score
 
 __all__ = [
+    "attach_demonstrations",
     "image_jobs",
     "read_judgements",
     "reference_text",
@@ -200,6 +201,22 @@ def sample_browser_data(
             }
         )
     return {"models": list(models), "metrics": [list(m) for m in metrics], "samples": out}
+
+
+def attach_demonstrations(
+    blob: dict[str, Any], shown_demos: Mapping[tuple[str, str, int], dict[str, Any]]
+) -> int:
+    """Add to each run of the browser blob the ids of the in-context demonstrations its shown
+    prediction was given, in order (``demos``; ``[]`` for none). Returns how many runs had
+    some."""
+    models = blob["models"]
+    count = 0
+    for sample in blob["samples"]:
+        for model, r in zip(models, sample["runs"], strict=True):
+            row = shown_demos.get((model, sample["id"], r["k"]))
+            r["demos"] = list(row["demo_ids"]) if row else []
+            count += bool(r["demos"])
+    return count
 
 
 def short_error(text: str | None, limit: int = 90) -> str | None:

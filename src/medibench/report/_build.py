@@ -27,6 +27,7 @@ from medibench._progress import progress_bar
 from medibench.analysis._store import attach_attention, read_attention
 from medibench.protocols import Aggregation, load_protocol
 from medibench.report._browser import (
+    attach_demonstrations,
     image_jobs,
     read_judgements,
     sample_browser_data,
@@ -37,6 +38,7 @@ from medibench.report._html import COMPARE_COLUMNS
 from medibench.report._images import ImageMode, render_all
 from medibench.report._tables import comparisons, leaderboard, per_model_values
 from medibench.runs import RunStore
+from medibench.runs._demos import read_demonstrations
 from medibench.samples import Sample, Score
 
 __all__ = ["ProtocolSection", "build_report"]
@@ -116,6 +118,7 @@ def build_report(
         meta = store.meta()
         judgements = read_judgements(store.connection)
         attention = read_attention(store.connection)  # medibench analyze attention
+        demos = read_demonstrations(store)  # in-context demonstrations (--icl-k)
         panels = collect_panels(store, run_dir)  # calibration, model editing
     out.mkdir(parents=True, exist_ok=True)
     by_id = {s.sample_id: s for s in samples}
@@ -169,6 +172,7 @@ def build_report(
         samples, models, shown, pictures, scores, metric_index, judgements, run_dir
     )
     attach_attention(blob, attention, run_dir, out)
+    attach_demonstrations(blob, demos)
     return _html.write_html(
         out,
         run_dir=run_dir,

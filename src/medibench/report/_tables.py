@@ -25,6 +25,7 @@ from medibench.report._aggregate import (
     sample_field,
     summarize,
 )
+from medibench.report._icl import against_icl_zero
 from medibench.samples import Sample, Score
 from medibench.stats import compare_models
 
@@ -98,7 +99,8 @@ def comparisons(
     level: float = 0.95,
 ) -> list[dict[str, Any]]:
     """Paired comparisons (:func:`~medibench.stats.compare_models`) of every pair of
-    models, per k mode and metric, on the samples where both have a value; ``k_mode`` first."""
+    models, per k mode and metric, on the samples where both have a value; ``k_mode`` first.
+    In-context entries are compared K against K = 0 first (:mod:`medibench.report._icl`)."""
     rows = []
     labels = list(dict.fromkeys(label for _, label in values))
     for label in labels:
@@ -111,9 +113,10 @@ def comparisons(
             }
             if sum(any(x is not None for x in d.values()) for d in by_model.values()) < 2:
                 continue
-            for row in compare_models(
-                by_model, metric=metric, n_resamples=n_resamples, seed=seed, level=level
-            ):
+            stats: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "level": level}
+            pairs = compare_models(by_model, metric=metric, **stats)
+            pairs = against_icl_zero(pairs, by_model, metric=metric, **stats)  # K vs K = 0
+            for row in pairs:
                 rows.append({"k_mode": label, **row})
     return rows
 

@@ -97,7 +97,7 @@ def generate_answers(
 
     def one(task: Task) -> tuple[dict[str, Any], str | None, float]:
         t0 = time.perf_counter()
-        row, error = _answer_one(model, task.sample, task.k, task.seed, out_dir)
+        row, error = _answer_one(model, task.sample, task.k, task.seed, out_dir, task.demos)
         return row, error, time.perf_counter() - t0
 
     with (
@@ -138,7 +138,7 @@ def read_answers(store: RunStore, model: str | None = None) -> dict[tuple[str, s
 
 # -- helpers ----------------------------------------------------------------------------------
 def _answer_one(
-    model: Any, sample: Sample, k: int, seed: int, out_dir: Path
+    model: Any, sample: Sample, k: int, seed: int, out_dir: Path, demos: Sequence[Sample] = ()
 ) -> tuple[dict[str, Any], str | None]:
     prompt = answer_prompt(sample)
     row: dict[str, Any] = {"prompt": prompt, "calls": []}
@@ -149,12 +149,24 @@ def _answer_one(
         row["images_shown"] = len(images)
         row["contact_sheet"] = int(limit is not None and len(images) > int(limit))
         image: np.ndarray | None = None
+        examples = _examples(demos)  # in-context demonstrations (medibench.runs._icl)
         if callable(getattr(model, "generate", None)):
-            made = model.generate(images, prompt, seed=seed, want_image=wants_image(sample))
+            want = wants_image(sample)
+            made = (
+                model.generate_with_examples(images, prompt, examples, seed=seed, want_image=want)
+                if examples
+                else model.generate(images, prompt, seed=seed, want_image=want)
+            )
             text, image, row["calls"] = made.text, made.image, list(made.calls)
         else:
-            text = model.answer(images, prompt, seed=seed)
+            text = (
+                model.answer_with_examples(images, prompt, examples, seed=seed)
+                if examples
+                else model.answer(images, prompt, seed=seed)
+            )
             row["calls"] = [{"role": "vlm", "model": model.name, "prompt": prompt, "answer": text}]
+            if examples:
+                row["calls"][0]["examples"] = [ex.sample_id for ex in examples]
         if not isinstance(text, str):
             raise TypeError(f"the model answered {type(text).__name__}, not text")
         # a server may echo the key in an answer: nothing stored or scored may hold it
@@ -171,6 +183,14 @@ def _answer_one(
             raise
         return row, failure(exc)
     return row, None
+
+
+def _examples(demos: Sequence[Sample]) -> list[Any]:
+    if not demos:
+        return []
+    from medibench.runs._demos import load_examples
+
+    return load_examples(demos, "answer")
 
 
 def _relative(store: RunStore, path: str | None) -> str | None:

@@ -14,6 +14,8 @@ ExecutorName = Literal["local", "ray"]
 
 _STAGES = ("generate", "score", "all")
 _EXECUTORS = ("local", "ray")
+#: ``icl_select`` values (:mod:`medibench.runs._icl`).
+ICL_SELECTIONS = ("random", "same-task", "same-modality", "nearest")
 
 
 class RunError(Exception):
@@ -48,6 +50,12 @@ class RunConfig:
             models, charged their ``price_per_image`` per answered request; earlier runs' spend
             counts); past it no further request is sent and the items stay to do. ``None``: no
             limit. Needs a price for every API model, and the local executor.
+        icl_k: in-context demonstrations per query (``--icl-k``, repeatable): each value runs
+            every model as its own entry ``NAME@icl-K``; ``()``: no demonstrations, plain names.
+        icl_pool: the dataset spec demonstrations come from; ``None``: the run's dataset.
+        icl_select: ``random``, ``same-task``, ``same-modality`` or ``nearest``.
+        icl_embedding: the image embedding of ``nearest``: ``thumbnail`` (no weights) or any
+            ``--features`` spec (:func:`medibench.analysis.features.load_extractor`).
 
     Lists are stored as tuples and ``out`` as a ``Path``.
     """
@@ -68,6 +76,10 @@ class RunConfig:
     shard: str | None = None
     dataset_options: Mapping[str, Any] = field(default_factory=dict)
     max_cost: float | None = None
+    icl_k: tuple[int, ...] = ()
+    icl_pool: str | None = None
+    icl_select: str = "random"
+    icl_embedding: str = "thumbnail"
 
     def __post_init__(self) -> None:
         for name in ("models", "protocols", "model_options"):
@@ -85,6 +97,13 @@ class RunConfig:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.max_cost is not None and not self.max_cost >= 0:
             raise ValueError(f"max_cost must be >= 0 (USD), got {self.max_cost}")
+        icl = (self.icl_k,) if isinstance(self.icl_k, int) else tuple(int(k) for k in self.icl_k)
+        object.__setattr__(self, "icl_k", icl)
+        if any(k < 0 for k in icl) or len(set(icl)) != len(icl):
+            raise ValueError(f"icl_k values must be distinct and >= 0, got {list(icl)}")
+        if self.icl_select not in ICL_SELECTIONS:
+            known = ", ".join(ICL_SELECTIONS)
+            raise ValueError(f"icl_select must be one of {known}, not {self.icl_select!r}")
 
     @property
     def generates(self) -> bool:

@@ -32,6 +32,7 @@ from typing import Any
 from medibench.calls import Ahead, run_bounded
 from medibench.io import write_image
 from medibench.io._write import is_disk_full
+from medibench.runs._demos import load_examples
 from medibench.runs._ray import RayExecutor
 from medibench.runs._work import (
     Outcome,
@@ -152,7 +153,7 @@ def _generate_concurrent(model, tasks, out_dir: Path, workers: int) -> Iterator[
 
     async def one(index: int) -> None:
         task = tasks[index]
-        if aedit is None:
+        if aedit is None or (task.demos and not hasattr(model, "aedit_with_examples")):
             results.put(await asyncio.to_thread(_one_item, model, task, out_dir))
             return
         image_ahead = reads.take(index)
@@ -166,7 +167,12 @@ def _generate_concurrent(model, tasks, out_dir: Path, workers: int) -> Iterator[
         reads.account(image.nbytes)
         t0 = time.perf_counter()
         try:
-            out = await aedit(image, task.sample.instruction, seed=task.seed)
+            if task.demos:  # in-context demonstrations, read off the loop
+                examples = await asyncio.to_thread(load_examples, task.demos)
+                instruction = task.sample.instruction
+                out = await model.aedit_with_examples(image, instruction, examples, seed=task.seed)
+            else:
+                out = await aedit(image, task.sample.instruction, seed=task.seed)
         except Exception as exc:  # recorded on the sample; the run goes on
             results.put(Outcome(task, None, failure(exc), time.perf_counter() - t0))
             return

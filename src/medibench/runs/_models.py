@@ -125,8 +125,9 @@ def _same_spec(before: dict[str, Any], now: dict[str, Any]) -> bool:
         return True
     old, new = before.get("options", {}), now.get("options", {})
     added = set(new) - set(old)
+    rest = {k: v for k, v in before.items() if k != "options"}  # model, icl settings
     return (
-        before.get("model") == now.get("model")
+        rest == {k: v for k, v in now.items() if k != "options"}
         and all(new[k] is None for k in added)
         and {k: v for k, v in new.items() if k not in added} == old
     )
@@ -160,17 +161,24 @@ def recorded_specs(store: RunStore) -> dict[str, dict[str, Any]]:
 def generation_budget(store: RunStore, max_cost: float) -> CostBudget:
     """``max_cost`` (USD) for the run folder's paid model calls; what its earlier runs paid
     counts first: each model's recorded ``price_per_image`` times its answered requests (stored
-    outputs, and answers without an image, which are billed too). A request answered without
+    outputs, and answers without an image, which are billed too), plus its
+    ``price_per_input_image`` per image those requests sent (the in-context demonstrations'
+    too, :data:`~medibench.runs._demos.DEMO_TABLE`). A request answered without
     an image and then made again on a re-run is counted once: its row was replaced."""
-    prices = {
-        name: spec.get("options", {}).get("price_per_image")
-        for name, spec in recorded_specs(store).items()
+    from medibench.runs._demos import read_demonstrations
+
+    specs = recorded_specs(store)
+    prices = {name: spec.get("options", {}).get("price_per_image") for name, spec in specs.items()}
+    per_image = {
+        n: spec.get("options", {}).get("price_per_input_image") for n, spec in specs.items()
     }
+    shown = read_demonstrations(store)  # a request with demonstrations carried more images
     before = 0.0
     for p in store.predictions():
         price = prices.get(p.model)
-        if price and (p.status == "ok" or (p.error or "").startswith("NoImageError")):
-            before += float(price)
+        if price is not None and (p.status == "ok" or (p.error or "").startswith("NoImageError")):
+            sent = shown.get((p.model, p.sample_id, p.k), {}).get("images_sent", 1)
+            before += float(price) + float(per_image.get(p.model) or 0.0) * int(sent)
     return CostBudget(max_cost, before)
 
 

@@ -18,6 +18,14 @@ from rich.console import Console
 from medibench.datasets import Dataset
 from medibench.runs._config import RunConfig, RunError
 from medibench.runs._executors import LocalExecutor, RayExecutor
+from medibench.runs._icl import (
+    IclPlan,
+    check_takes_examples,
+    entry_spec,
+    icl_entries,
+    plan_icl,
+    refuse_without_examples,
+)
 from medibench.runs._lock import run_folder_lock
 from medibench.runs._models import (
     charge_budget,
@@ -136,8 +144,14 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
                 f"--model {spec.model!r} answers with text: answering models run with "
                 "--executor local (the Ray actors run editing models)"
             )
+    icl = _checked(_plan_icl, plan) if cfg.icl_k else None
+    if icl is not None and icl.asks_examples and cfg.generates:
+        for spec in specs:  # what cannot take examples is refused before anything runs
+            _checked(refuse_without_examples, spec)
     planned = [planned_name(spec) for spec in specs]
-    _checked(check_unique_names, list(zip(cfg.models, planned, strict=True)))
+    entries = [icl_entries(name, icl) for name in planned]  # NAME@icl-K per --icl-k
+    named = [(text, e) for text, es in zip(cfg.models, entries, strict=True) for _, e in es]
+    _checked(check_unique_names, named)
     resolved = [resolved_spec(spec) for spec in specs]
     if cfg.max_cost is not None and cfg.executor == "ray" and cfg.generates:
         raise RunError("--max-cost needs --executor local: the cost budget is kept in this process")
@@ -152,12 +166,20 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
     }
     if plan.shard is not None:
         config["shard"] = str(plan.shard)
+    if icl is not None:
+        settings = {k: v for k, v in icl.describe(0).items() if k != "k"}
+        config["icl"] = {"ks": list(icl.ks), **settings}
     store = RunStore(plan.folder)
     try:
         try:
             record_environment(store, config)
             if cfg.generates:  # every known name checked before any model runs
-                known = {n: r for n, r in zip(planned, resolved, strict=True) if n is not None}
+                known = {
+                    e: entry_spec(r, icl, k)
+                    for es, r in zip(entries, resolved, strict=True)
+                    for k, e in es
+                    if e is not None
+                }
                 record_model_specs(store, known)
         except RunStoreError as exc:
             raise RunError(str(exc)) from exc
@@ -165,37 +187,45 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
         if cfg.generates:
             budget = None if cfg.max_cost is None else generation_budget(store, cfg.max_cost)
             made: list[str] = []
-            for spec, plan_name, res in zip(specs, planned, resolved, strict=True):
+            for i, (spec, plan_name, res) in enumerate(zip(specs, planned, resolved, strict=True)):
                 if cfg.executor == "ray":
                     model: Any = spec
                     name = _checked(runner.start, spec)  # type: ignore[union-attr]
                 else:
                     model = _checked(spec.load)
                     name = getattr(model, "name", spec.model)
+                if icl is not None and icl.asks_examples and cfg.executor != "ray":
+                    _checked(check_takes_examples, model, name)  # Ray: its class, above
+                mine = [(k_icl, entry or name) for k_icl, entry in icl_entries(name, icl)]
                 if name != plan_name:  # only the built model knew its name: check it now
-                    _check_built_name(store, spec.model, name, res, planned, plan_name, made)
+                    others = [e for j, es in enumerate(entries) if j != i for _, e in es]
+                    for k_icl, entry in mine:
+                        entry_res = entry_spec(res, icl, k_icl)
+                        _check_built_name(store, spec.model, entry, entry_res, others, None, made)
                 if (runtime := record_runtime(store, name, model)) is not None:
                     console.print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in runtime.items()))
-                made.append(name)
+                made += [entry for _, entry in mine]
                 if budget is not None:
                     _checked(charge_budget, model, name, budget)
-                try:
-                    rep = generate(
-                        store,
-                        plan.samples,
-                        model,
-                        model_name=name,
-                        k=cfg.k,
-                        seed=cfg.seed,
-                        only_failed=cfg.only_failed,
-                        retry_refused=cfg.retry_refused,
-                        progress=progress,
-                        console=console,
-                        executor=runner,
-                    )
-                except RunStoreError as exc:
-                    raise RunError(str(exc)) from exc
-                summarise(rep, name, console)
+                for k_icl, entry in mine:
+                    try:
+                        rep = generate(
+                            store,
+                            plan.samples,
+                            model,
+                            model_name=entry,
+                            k=cfg.k,
+                            seed=cfg.seed,
+                            only_failed=cfg.only_failed,
+                            retry_refused=cfg.retry_refused,
+                            progress=progress,
+                            console=console,
+                            executor=runner,
+                            demonstrations=_demonstrations(icl, k_icl, model),
+                        )
+                    except RunStoreError as exc:
+                        raise RunError(str(exc)) from exc
+                    summarise(rep, entry, console)
         if cfg.scores:
             for proto in protos:
                 rep = score(
@@ -214,6 +244,25 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
     finally:
         runner.close()
     return store
+
+
+def _plan_icl(plan: RunPlan) -> IclPlan:
+    cfg = plan.config
+    return plan_icl(
+        cfg.icl_k,
+        pool=cfg.icl_pool,
+        select=cfg.icl_select,
+        embedding=cfg.icl_embedding,
+        dataset=cfg.dataset,
+        dataset_options=dict(cfg.dataset_options),
+        samples=plan.samples,
+        loaded=plan.dataset,
+        seed=cfg.seed,
+    )
+
+
+def _demonstrations(icl: IclPlan | None, k: int | None, model: Any) -> Any:
+    return None if icl is None or k is None else icl.entry(k, model)
 
 
 def _executor(cfg: RunConfig) -> LocalExecutor | RayExecutor:

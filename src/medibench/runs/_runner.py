@@ -124,10 +124,13 @@ def generate(
     progress: bool = True,
     console: Console | None = None,
     executor=None,
+    demonstrations=None,
 ) -> StageReport:
     """Run ``model`` on every (sample, k) not yet done; write PNGs and prediction rows. An
     answering model (``answer`` / ``generate``) writes text predictions instead
-    (:mod:`medibench.runs._answers`).
+    (:mod:`medibench.runs._answers`). ``demonstrations`` (an
+    :class:`~medibench.runs._icl.IclEntry`) chooses and stores each item's in-context
+    demonstrations first; ``None``: none are shown.
 
     A plain re-run asks again for what failed, not for what the model refused;
     ``only_failed`` asks only for failed and refused items, ``retry_refused`` for refused ones
@@ -143,6 +146,10 @@ def generate(
     report = StageReport("generate")
     todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
     tasks = [Task(s, j, seed_for(seed, s.sample_id, j)) for s, j in todo]
+    if demonstrations is not None:
+        from medibench.runs._demos import attach_demonstrations
+
+        tasks = attach_demonstrations(store, tasks, demonstrations, model_name, report)
     if is_answering_model(model):  # a VLM or generator: text (+ image) predictions
         from medibench.runs._answers import generate_answers
 

@@ -42,11 +42,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Task:
-    """One output to make: draw ``k`` of ``sample``, with its derived ``seed``."""
+    """One output to make: draw ``k`` of ``sample``, with its derived ``seed``, and the
+    in-context demonstrations to show first (``demos``, pool samples in order; none: a plain
+    call, :mod:`medibench.runs._icl`)."""
 
     sample: Sample
     k: int
     seed: int
+    demos: tuple[Sample, ...] = ()
 
     @property
     def filename(self) -> str:
@@ -127,6 +130,7 @@ def edit_tasks(
         else:
             groups.setdefault(image.shape, []).append(i)
     batched = hasattr(model, "edit_batch") and getattr(model, "batch_size", 1) > 1
+    batched = batched and not any(t.demos for t in tasks)  # examples go one request each
     for idx in groups.values():
         if batched and len(idx) > 1:
             t0 = time.perf_counter()
@@ -148,10 +152,17 @@ def edit_tasks(
 
 
 def edit_one(model, task: Task, image: np.ndarray) -> tuple[Any, str | None, float]:
-    """``model.edit`` on one task: ``(image, None, seconds)`` or ``(None, error, seconds)``."""
+    """``model.edit`` on one task (``edit_with_examples`` when it has demonstrations):
+    ``(image, None, seconds)`` or ``(None, error, seconds)``."""
     t0 = time.perf_counter()
     try:
-        out = model.edit(image, task.sample.instruction, seed=task.seed)
+        if task.demos:
+            from medibench.runs._demos import load_examples
+
+            examples = load_examples(task.demos)
+            out = model.edit_with_examples(image, task.sample.instruction, examples, seed=task.seed)
+        else:
+            out = model.edit(image, task.sample.instruction, seed=task.seed)
     except Exception as exc:  # recorded on the sample; the run goes on
         return None, failure(exc), time.perf_counter() - t0
     return out, None, time.perf_counter() - t0

@@ -344,6 +344,13 @@
       st.appendChild(tr);
     });
     box.appendChild(st);
+    // In-context demonstrations (--icl-k): the pool samples each output was shown, in order.
+    shownModels().forEach(function (i) {
+      var d = s.runs[i].demos;
+      if (!d || !d.length) return;
+      box.appendChild(el("p", { "class": "small demos" },
+        models[i] + ": in-context demonstrations " + d.join(", ")));
+    });
     shownModels().forEach(function (i) {
       var j = s.runs[i].judge;
       if (!j || !j.length) return;

@@ -1,0 +1,355 @@
+"""In-context demonstrations in a run: the pool, the choice per (sample, k), the leakage rules.
+
+``--icl-k K`` (repeatable) runs each model once per K as its own entry ``NAME@icl-K``
+(:func:`entry_name`). For each (sample, draw k) the demonstrations are chosen from the pool
+(``--icl-pool``, default the run's own dataset) by ``--icl-select``:
+
+* ``random``: among the allowed candidates; ``same-task`` / ``same-modality``: among those
+  with the query's ``task`` / ``modality``; the order is a permutation drawn from a generator
+  seeded by (run seed, sample id, draw k), so the K demonstrations are the first K of one
+  order: a larger K adds to a smaller one's (the paired ICL comparisons share their examples);
+* ``nearest``: the candidates whose input images are closest to the query's (cosine similarity
+  of an image embedding: ``--icl-embedding``, default :func:`thumbnail_embedding`, or any
+  extractor :func:`medibench.analysis.features.load_extractor` loads), ties in the seeded order.
+
+A candidate is allowed unless (the leakage rules) it is the query (same ``sample_id``, or an
+input file with the same bytes), shares the query's patient (``source["patient"]``,
+``source["patient_id"]`` or ``metadata["patient"]``) or source image (``source["image"]``,
+``source["image_id"]``, ``source["url"]`` or ``metadata["item"]``) where both record one, or
+comes from the split being evaluated when one is named (``--dataset-option split=NAME``; or,
+with another ``--icl-pool``, the evaluated samples' ``split`` values). It must also have what is
+shown: an edited image (``target``) for editors, an answer text
+(``metadata["expected"]["text"]`` or ``metadata["answer"]``) for answering models. Fewer
+allowed candidates than K is that item's recorded failure (:class:`DemonstrationError`), not
+the run's.
+
+What each prediction was shown is stored by :mod:`medibench.runs._demos`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from medibench.models._examples import check_takes_examples
+from medibench.runs._config import ICL_SELECTIONS
+from medibench.samples import Sample
+
+__all__ = [
+    "SELECTIONS",
+    "DemonstrationError",
+    "IclEntry",
+    "IclPlan",
+    "check_takes_examples",
+    "entry_name",
+    "entry_spec",
+    "icl_entries",
+    "refuse_without_examples",
+    "expected_answer",
+    "plan_icl",
+    "thumbnail_embedding",
+]
+
+#: ``--icl-select`` values.
+SELECTIONS = ICL_SELECTIONS
+#: The default ``--icl-embedding``: needs no weights.
+THUMBNAIL = "thumbnail"
+_PATIENT_KEYS = (("source", "patient"), ("source", "patient_id"), ("metadata", "patient"))
+_IMAGE_KEYS = (
+    ("source", "image"),
+    ("source", "image_id"),
+    ("source", "url"),  # MedEBench: the case page the image pair comes from
+    ("metadata", "item"),
+)
+_THUMB_SIDE = 16
+
+
+class DemonstrationError(ValueError):
+    """Too few allowed demonstrations for a sample (its recorded failure), or a bad setting."""
+
+
+def entry_name(name: str, k: int) -> str:
+    """The run entry of model ``name`` with ``k`` demonstrations: ``NAME@icl-K``."""
+    return f"{name}@icl-{k}"
+
+
+def expected_answer(sample: Sample) -> str | None:
+    """A sample's expected text answer (``metadata["expected"]["text"]``, else
+    ``metadata["answer"]``), or ``None``."""
+    expected = sample.metadata.get("expected") or {}
+    text = expected.get("text") if isinstance(expected, dict) else None
+    text = text if text is not None else sample.metadata.get("answer")
+    return text if isinstance(text, str) and text.strip() else None
+
+
+@dataclass
+class IclPlan:
+    """A run's demonstration settings with its pool loaded (:func:`plan_icl`).
+
+    Attributes:
+        ks: the ``--icl-k`` values, in order; ``select``, ``embedding``: as the options;
+        pool_label: the pool's dataset spec (``"(the run's dataset)"`` by default);
+        pool: the candidates, sorted by ``sample_id``; excluded_splits: the split(s) being
+        evaluated when named (no candidate comes from them); seed: the run seed.
+    """
+
+    ks: tuple[int, ...]
+    select: str
+    embedding: str
+    pool_label: str
+    pool: list[Sample]
+    excluded_splits: frozenset[str]
+    seed: int
+    _hashes: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _vectors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _identities: dict[tuple[str, str], frozenset] = field(default_factory=dict, repr=False)
+    _extractor: Any = field(default=None, repr=False)
+
+    @property
+    def asks_examples(self) -> bool:
+        """Whether some entry shows demonstrations (a K above 0)."""
+        return any(k > 0 for k in self.ks)
+
+    def describe(self, k: int) -> dict[str, Any]:
+        """The settings of entry ``k`` as recorded (in its model spec and the run config)."""
+        from medibench.models._examples import load_template
+
+        tpl = load_template()
+        return {
+            "k": k,
+            "pool": self.pool_label,
+            "select": self.select,
+            "embedding": self.embedding if self.select == "nearest" else None,
+            "template": tpl.name,
+            "template_sha256": tpl.sha256,
+        }
+
+    def entry(self, k: int, model: Any) -> IclEntry | None:
+        """The chooser of entry ``k`` for ``model`` (``None`` for K = 0: a plain run)."""
+        if k == 0:
+            return None
+        from medibench.models.compose import is_answering_model
+
+        return IclEntry(self, k, "answer" if is_answering_model(model) else "target")
+
+    def choose(self, sample: Sample, draw: int, k: int, needs: str) -> tuple[Sample, ...]:
+        """The ``k`` demonstrations of (``sample``, ``draw``), in the order they are shown.
+
+        Raises:
+            DemonstrationError: fewer than ``k`` allowed candidates (the message says why).
+        """
+        from medibench.synth._seed import item_rng
+
+        cands = self.allowed(sample, needs)
+        rank = item_rng("icl", self.seed, sample.sample_id, draw).permutation(len(cands))
+        order = [int(i) for i in np.argsort(rank)]  # candidate indices in the seeded order
+        if self.select == "nearest" and cands:
+            sims = self._similarities(sample, cands)
+            order = sorted(order, key=lambda i: (-sims[i], rank[i]))
+        if len(order) < k:
+            raise DemonstrationError(
+                f"sample {sample.sample_id!r}: {len(order)} demonstration(s) allowed, {k} "
+                f"asked ({self._why(needs)}; pool {self.pool_label}, {len(self.pool)} samples)"
+            )
+        return tuple(cands[i] for i in order[:k])
+
+    def allowed(self, query: Sample, needs: str) -> list[Sample]:
+        """The pool's candidates for ``query`` under the leakage rules and the selection."""
+        q_ids = _recorded(query)
+        q_hash = self._hash(query.input)
+        out = []
+        for c in self.pool:
+            if c.sample_id == query.sample_id or c.split in self.excluded_splits:
+                continue
+            if needs == "target" and c.target is None:
+                continue
+            if needs == "answer" and expected_answer(c) is None:
+                continue
+            if self.select == "same-task" and c.task != query.task:
+                continue
+            if self.select == "same-modality" and c.modality != query.modality:
+                continue
+            if q_ids and q_ids & self._ids(c):  # the same patient or source image, by any key
+                continue
+            if q_hash is not None and self._hash(c.input) == q_hash:
+                continue
+            out.append(c)
+        return out
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _why(self, needs: str) -> str:
+        what = "an edited image (target)" if needs == "target" else "an answer text"
+        rules = ["not the query, its patient or its image", f"with {what}"]
+        if self.excluded_splits:
+            rules.append(f"not from split {', '.join(sorted(self.excluded_splits))}")
+        if self.select in ("same-task", "same-modality"):
+            rules.append(f"of the same {self.select.removeprefix('same-')}")
+        return "candidates " + "; ".join(rules)
+
+    def _ids(self, sample: Sample) -> frozenset[tuple[str, str]]:
+        key = (sample.sample_id, sample.input)
+        if key not in self._identities:
+            self._identities[key] = frozenset(_recorded(sample))
+        return self._identities[key]
+
+    def _hash(self, path: str) -> str | None:
+        if path not in self._hashes:
+            from medibench.io import sha256_file
+
+            try:
+                self._hashes[path] = sha256_file(path)
+            except OSError:  # the read error is the sample's when its image is read
+                self._hashes[path] = None
+        return self._hashes[path]
+
+    def _similarities(self, query: Sample, cands: Sequence[Sample]) -> np.ndarray:
+        q = self._vector(query)
+        return np.array([float(q @ self._vector(c)) for c in cands])
+
+    def _vector(self, sample: Sample) -> np.ndarray:
+        key = sample.input
+        if key not in self._vectors:
+            from medibench.io import read_image
+
+            if self._extractor is None:
+                self._extractor = _load_embedding(self.embedding)
+            feats = np.asarray(self._extractor([read_image(key, mode="rgb")]), np.float64)
+            vec = feats.reshape(-1)
+            norm = float(np.linalg.norm(vec))
+            self._vectors[key] = vec / norm if norm > 0 else vec
+        return self._vectors[key]
+
+
+@dataclass(frozen=True)
+class IclEntry:
+    """One ``NAME@icl-K`` entry's chooser: :meth:`choose` per (sample, draw)."""
+
+    plan: IclPlan
+    k: int
+    needs: str  # "target" (editors) or "answer" (answering models)
+
+    def choose(self, sample: Sample, draw: int) -> tuple[Sample, ...]:
+        return self.plan.choose(sample, draw, self.k, self.needs)
+
+    def images_sent(self, sample: Sample, demos: Sequence[Sample]) -> int:
+        """Images one request carries: an editor's query and each example's input and edited
+        image; an answering model's every input image, the examples' and the query's."""
+        if self.needs == "target":
+            return 1 + 2 * len(demos)
+        return sum(len(s.metadata.get("input_images") or [s.input]) for s in (sample, *demos))
+
+
+def icl_entries(name: str | None, icl: IclPlan | None) -> list[tuple[int | None, str | None]]:
+    """``(K, entry name)`` per run entry of a model named ``name``: ``[(None, name)]`` without
+    demonstrations, else one ``NAME@icl-K`` per K (a name known only once the model is built,
+    ``None``, stays one entry)."""
+    if icl is None:
+        return [(None, name)]
+    if name is None:
+        return [(None, None)]
+    return [(k, entry_name(name, k)) for k in icl.ks]
+
+
+def entry_spec(resolved: dict[str, Any], icl: IclPlan | None, k: int | None) -> dict[str, Any]:
+    """The spec recorded for an entry: the model's resolved spec, with its demonstration
+    settings (``icl``) for a ``NAME@icl-K`` entry (another pool or selection under the same
+    name is then refused, as another spec is)."""
+    if icl is None or k is None:
+        return resolved
+    return {**resolved, "icl": icl.describe(k)}
+
+
+def refuse_without_examples(spec: Any) -> None:
+    """Refuse a model spec whose factory is a class that cannot take examples
+    (:class:`~medibench.models._examples.ExamplesNotSupportedError`); a function's model is
+    checked once built."""
+    import inspect
+
+    from medibench.models._examples import check_takes_examples
+
+    try:
+        factory = spec.factory()
+    except Exception:  # reported when the model is built
+        return
+    if inspect.isclass(factory):
+        check_takes_examples(factory, spec.name)
+
+
+def plan_icl(
+    ks: Sequence[int],
+    *,
+    pool: str | None,
+    select: str,
+    embedding: str,
+    dataset: str,
+    dataset_options: dict[str, Any],
+    samples: Sequence[Sample],
+    loaded: Any,
+    seed: int,
+) -> IclPlan:
+    """Load the pool and check the settings (:class:`DemonstrationError` for a bad one).
+
+    ``loaded`` is the run's dataset as loaded: the default pool, unless the run names a split
+    (``dataset_options["split"]``): then the same dataset is read without it, every split but
+    the evaluated one being a candidate.
+    """
+    from medibench.datasets import load_dataset
+
+    if select not in SELECTIONS:
+        raise DemonstrationError(f"--icl-select must be one of {', '.join(SELECTIONS)}: {select!r}")
+    if any(k < 0 for k in ks) or len(set(ks)) != len(ks):
+        raise DemonstrationError(f"--icl-k values must be distinct and >= 0, got {list(ks)}")
+    named = dataset_options.get("split")
+    excluded = frozenset({str(named)}) if named is not None else frozenset()
+    if pool is not None:
+        members = list(load_dataset(pool))
+        excluded = excluded or frozenset(s.split for s in samples)
+        label = pool
+    elif named is not None:
+        others = {k: v for k, v in dataset_options.items() if k != "split"}
+        members, label = list(load_dataset(dataset, **others)), f"{dataset} (every split)"
+    else:
+        members, label = list(loaded), "(the run's dataset)"
+    if not members:
+        raise DemonstrationError(f"the demonstration pool {label} has no samples")
+    members.sort(key=lambda s: s.sample_id)
+    return IclPlan(tuple(ks), select, embedding, label, members, excluded, seed)
+
+
+def thumbnail_embedding(images: Sequence[np.ndarray]) -> np.ndarray:
+    """The default ``nearest`` embedding, needing no weights: each image as gray, area-averaged
+    to 16 x 16, minus its mean; ``(N, 256)`` float64 (cosine similarity compares structure,
+    not brightness)."""
+    from PIL import Image
+
+    rows = []
+    for im in images:
+        gray = Image.fromarray(np.asarray(im, np.uint8)).convert("L")
+        small = gray.resize((_THUMB_SIDE, _THUMB_SIDE), Image.Resampling.BOX)
+        v = np.asarray(small, np.float64).reshape(-1)
+        rows.append(v - v.mean())
+    return np.stack(rows) if rows else np.zeros((0, _THUMB_SIDE * _THUMB_SIDE))
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _load_embedding(spec: str) -> Any:
+    if spec == THUMBNAIL:
+        return thumbnail_embedding
+    from medibench.analysis.features import load_extractor
+
+    return load_extractor(spec)
+
+
+def _recorded(sample: Sample) -> set[tuple[str, str]]:
+    """The patient and source-image identifiers ``sample`` records, as ``(kind, value)``
+    (a patient id under ``source`` and one under ``metadata`` are the same patient)."""
+    out = set()
+    for kind, keys in (("patient", _PATIENT_KEYS), ("image", _IMAGE_KEYS)):
+        for where, key in keys:
+            value = getattr(sample, where).get(key)
+            if value is not None and str(value) != "":
+                out.add((kind if key != "url" else "url", str(value)))
+    return out
