@@ -32,6 +32,7 @@ __all__ = [
     "Score",
     "RecordError",
     "OVERLAY_COLORS",
+    "sample_field",
 ]
 
 #: Pure overlay colours used by perception tasks (MieDB-100k convention), RGB order.
@@ -221,3 +222,11 @@ def reasons_from_error(error: str | None) -> dict[str, str]:
             return {}
         reasons[name] = why
     return reasons
+
+
+def sample_field(sample: Sample, field: str) -> Any:
+    """A sample's field by name, or ``metadata.<key>``; enums give their value."""
+    if field.startswith("metadata."):
+        return sample.metadata.get(field.removeprefix("metadata."), "")
+    value = getattr(sample, field)
+    return getattr(value, "value", value)

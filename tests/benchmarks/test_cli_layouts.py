@@ -33,7 +33,7 @@ def _layouts(tmp_path):
 EXPECTED = {
     "medebench": {("medebench", "paper"), ("medebench", "1")},
     "miedb": {("miedb", "paper"), ("miedb", "1")},
-    "medgen": {("medgen", "code")},
+    "medgen": {("medgen", "code"), ("medgen", "1")},
     "paintbench": {("paintbench", "1")},
 }
 

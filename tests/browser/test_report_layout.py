@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from medibench.report import build_report
-from medibench.runs import RunConfig, RunStore, run
+from medibench.runs import RunConfig, run
 from medibench.samples import Score
 from tests.browser.conftest import NEEDS_CHROMIUM, open_page, start_chromium, stop_chromium
 from tests.report.helpers import make_dataset
@@ -24,12 +24,14 @@ N_TASKS = 30  # more than one heat-map image holds (25)
 # Elements inside a horizontally scrolling box are clipped by it, not by the window.
 _OVERFLOW = """
 var W = document.documentElement.clientWidth, bad = [];
-if (document.documentElement.scrollWidth > W) bad.push("page " + document.documentElement.scrollWidth);
+var page = document.documentElement.scrollWidth;
+if (page > W) bad.push("page " + page);
 document.querySelectorAll("body *").forEach(function (e) {
   var box = e.parentElement && e.parentElement.closest(".scroll");
   if (box) return;
   var r = e.getBoundingClientRect();
-  if (r.width > 0 && r.right > W + 1) bad.push(e.tagName + "." + e.className + " " + Math.round(r.right));
+  if (r.width > 0 && r.right > W + 1)
+    bad.push(e.tagName + "." + e.className + " " + Math.round(r.right));
 });
 return bad.slice(0, 10);
 """
@@ -64,7 +66,9 @@ def editing_report(tmp_path_factory):
     with run(config, progress=False) as store:
         for s in store.scores():
             metrics = {k: (None if v is None else 0.25) for k, v in s.metrics.items()}
-            store.put_score(Score(**{**s.model_dump(), "protocol_version": "0", "metrics": metrics}))
+            store.put_score(
+                Score(**{**s.model_dump(), "protocol_version": "0", "metrics": metrics})
+            )
     return build_report(root / "run", root / "report", n_resamples=50)
 
 
@@ -129,7 +133,9 @@ def test_heat_map_cells_are_at_least_12_px(driver, editing_report):
         img = fig.find_element("tag name", "img")
         page.execute_script("arguments[0].scrollIntoView()", img)
         deadline = time.time() + 10
-        while not page.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img):
+        while not page.execute_script(
+            "return arguments[0].complete && arguments[0].naturalWidth", img
+        ):
             assert time.time() < deadline, "heat map did not load"
             time.sleep(0.05)
         x0, y0, x1, y1 = (float(v) for v in fig.get_attribute("data-axes").split(","))

@@ -128,3 +128,23 @@ def test_a_modification_build_through_the_diffusers_inpainter(tmp_path, weights,
     rejected = [a for a in attempts if not a["accepted"]]
     assert len(rejected) == len(attempts)
     assert {a["reason"].split(":")[0] for a in rejected} <= {"intensity", "texture"}
+
+
+@pytest.mark.slow
+def test_a_flagged_fill_is_recorded_as_refused_with_the_checker_named(
+    tmp_path, tmp_path_factory, demo_sources
+):
+    from tests.conformance._diffusers_models import weights as conformance_weights
+
+    folder = conformance_weights("sd-inpaint-flagging", tmp_path_factory)  # flags every image
+    out = tmp_path / "mod"
+    with pytest.raises(BuildError, match=r"no sample survived the filters"):
+        build("modification", demo_sources["mni152"], out, exports=(),
+              inpainter=f"diffusers-inpaint:{folder}",
+              inpainter_options={"steps": 1, "device": "cpu", "safety_checker": True},
+              options={"max_attempts": 1})  # fmt: skip
+    attempts = [json.loads(x) for x in (out / "attempts.jsonl").read_text().splitlines()]
+    assert attempts and not any(a["accepted"] for a in attempts)
+    assert {a["reason"] for a in attempts} == {
+        "refused: the pipeline's safety checker (StableDiffusionSafetyChecker) flagged the fill"
+    }

@@ -87,7 +87,7 @@ def test_score_with_the_paper_protocol_and_bins(tmp_path, files):
     )
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
-    assert data["protocol"] == "mvcbench@paper" and data["settings"]["ece_bins"] == 20
+    assert data["protocol"] == "mvcbench-dassl@paper" and data["settings"]["ece_bins"] == 20
     assert "groups" not in data and data["ci"] == {}
     res = runner.invoke(
         app,

@@ -1,4 +1,6 @@
-"""``mvcbench@paper`` against a re-implementation of MVC-Bench's ``tools/metrics.py``.
+"""``mvcbench-vl@paper`` against a re-implementation of MVC-Bench's ``tools/metrics.py``
+(every metric at one bin count, ``ECE_BINS``; here 20 through ``n_bins``, 10 for MCE and ACE
+where the test says so; tests/calibration/test_mvcbench_paths.py has both evaluators).
 
 The ``ref_*`` functions below follow the official code step by step (per-bin loops, pandas
 group-bys, scikit-learn's KBinsDiscretizer) so that every quirk is reproduced the slow way; the
@@ -120,18 +122,20 @@ def test_mvcbench_paper_matches_the_official_metrics(seed):
     conf, _ = top_label(probs, y)
     assert (conf == 1.0).sum() == 35 and (conf == 0.5).sum() == 2
     pred = probs.argmax(axis=1)
-    res = score(as_predictions(y, probs=probs, logits=z), "mvcbench@paper", n_resamples=0)
-    assert res["protocol"] == "mvcbench@paper"
-    assert res["settings"]["ece_bins"] == 20 and res["settings"]["mce_bins"] == 10
+    res = score(as_predictions(y, probs=probs), "mvcbench-vl@paper", n_resamples=0, n_bins=20)
+    at10 = score(as_predictions(y, probs=probs), "mvcbench-vl@paper", n_resamples=0)
+    assert res["protocol"] == "mvcbench-vl@paper" and at10["settings"]["ece_bins"] == 10
+    assert res["settings"]["ece_bins"] == 20 and res["settings"]["mce_bins"] == 20
+    with_logits = score(as_predictions(y, logits=z), "mvcbench-vl@paper", n_resamples=0)
     assert res["accuracy"] == pytest.approx(np.mean(pred == y))
     assert res["ece"] == pytest.approx(ref_ece(conf, pred, y, 20), abs=1e-12)
-    assert res["mce"] == pytest.approx(ref_mce(conf, pred, y, 10), abs=1e-12)
-    assert res["ace"] == pytest.approx(
+    assert at10["mce"] == pytest.approx(ref_mce(conf, pred, y, 10), abs=1e-12)
+    assert at10["ace"] == pytest.approx(
         ref_adaptive_ece(conf, pred, y, 10, quantile_method="linear"), abs=1e-12
     )
     assert res["classwise_ece"] == pytest.approx(ref_ovr_classwise_macro(probs, y, 20), abs=1e-12)
     assert res["brier"] == pytest.approx(ref_brier(probs, y), abs=1e-12)
-    assert res["nll"] == pytest.approx(ref_logged_nll(z, y), abs=1e-12)
+    assert with_logits["nll"] == pytest.approx(ref_logged_nll(z, y), abs=1e-12)
 
 
 def test_kbins_quantile_default_changed_in_sklearn_1_9():
@@ -154,7 +158,7 @@ def test_the_one_point_zero_quirk_by_hand():
     probs = np.array([[1.0, 0.0], [0.97, 0.03], [0.6, 0.4], [0.55, 0.45]] * 5)
     labels = np.array([0, 1, 0, 0] * 5)
     pred = as_predictions(labels, probs=probs)
-    paper = score(pred, "mvcbench@paper", n_resamples=0)
+    paper = score(pred, "mvcbench-vl@paper", n_resamples=0, n_bins=20)
     # official: the top bin's statistics come from 0.97 alone (acc 0, conf .97) but its weight
     # counts both: 2/4 * .97; the (.55, .6) bins are exact: |1 - .6| and |1 - .55|, 1/4 each
     assert paper["ece"] == pytest.approx((2 * 0.97 + 0.4 + 0.45) / 4)
@@ -166,7 +170,7 @@ def test_the_one_point_zero_quirk_by_hand():
 
 def test_official_nll_on_probabilities_only_is_noted():
     z, y = make_logits(200, 3, seed=8)
-    res = score(as_predictions(y, probs=softmax(z)), "mvcbench@paper", n_resamples=0)
+    res = score(as_predictions(y, probs=softmax(z)), "mvcbench-vl@paper", n_resamples=0)
     assert res["nll"] == pytest.approx(ref_logged_nll(np.log(softmax(z)), y))
     assert any("log-probabilities" in note for note in res["notes"])
 
@@ -174,7 +178,7 @@ def test_official_nll_on_probabilities_only_is_noted():
 def test_classwise_ece_leaves_out_classes_without_samples():
     probs, z, y = predictions_with_edges(5)
     y = np.where(y == 4, 3, y)  # class 4 has no sample: the official macro skips it
-    res = score(as_predictions(y, probs=probs), "mvcbench@paper", n_resamples=0)
+    res = score(as_predictions(y, probs=probs), "mvcbench-vl@paper", n_resamples=0, n_bins=20)
     assert res["classwise_ece"] == pytest.approx(ref_ovr_classwise_macro(probs, y, 20), abs=1e-12)
     ours = score(as_predictions(y, probs=probs), "calibration@1", n_bins=20, n_resamples=0)
     assert ours["classwise_ece"] != pytest.approx(res["classwise_ece"], abs=1e-6)

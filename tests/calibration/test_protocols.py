@@ -8,6 +8,7 @@ import pytest
 
 from medibench.calibration import (
     METRIC_NAMES,
+    as_predictions,
     load_calibration_protocol,
     score,
 )
@@ -38,7 +39,7 @@ def test_bins_override_and_protocol_lookup(overconfident):
     assert res["ece"] == M.expected_calibration_error(
         overconfident.probs, overconfident.labels, n_bins=10
     )
-    assert load_calibration_protocol("mvcbench").spec == "mvcbench@paper"
+    assert load_calibration_protocol("mvcbench").spec == "mvcbench-dassl@paper"
     with pytest.raises(KeyError, match="calibration@1"):
         load_calibration_protocol("calibraton@1")
 
@@ -66,6 +67,24 @@ def test_bootstrap_intervals_resample_as_medibench_stats_does(overconfident):
         np.testing.assert_allclose(res["ci"][name], want, rtol=1e-12)
 
 
-def test_a_bootstrap_too_large_for_memory_is_refused(overconfident):
-    with pytest.raises(ValueError, match="use fewer resamples"):
-        score(overconfident, n_resamples=100_000)
+def test_bootstrap_in_chunks_gives_the_same_intervals(overconfident):
+    # issue 28: chunked resampling (bounded memory) draws today's resamples exactly
+    from medibench.calibration.protocols import bootstrap_intervals, load_calibration_protocol
+
+    for spec in ("calibration@1", "mvcbench@paper"):
+        proto = load_calibration_protocol(spec)
+        whole = bootstrap_intervals(overconfident, proto, n_resamples=40)
+        chunked = bootstrap_intervals(
+            overconfident, proto, n_resamples=40, max_entries=overconfident.n + 1
+        )
+        assert chunked == whole and set(whole) == set(proto.metric_names)
+
+
+@pytest.mark.slow
+def test_a_million_rows_are_bootstrapped_not_refused():
+    # 1,000,000 x 10 used to be refused ("1,000,000,000 indices (limit 50,000,000)"); each
+    # resample row is now drawn alone when it is longer than the bound
+    rng = np.random.default_rng(0)
+    pred = as_predictions(rng.integers(0, 10, 1_000_000), logits=rng.normal(size=(1_000_000, 10)))
+    res = score(pred, "calibration@1", n_resamples=2)
+    assert res["ci"]["ece"][0] <= res["ci"]["ece"][1] and res["n"] == 1_000_000

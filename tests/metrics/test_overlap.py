@@ -63,3 +63,20 @@ def test_perception_accuracy():
         perception_accuracy([0.9, None, float("nan"), 0.1])
     with pytest.raises(ValueError, match="tau must be in"):
         perception_accuracy([0.9], tau=1.5)
+
+
+def test_ignore_empty_is_monai_s_and_the_both_empty_policy_keeps_its_name():
+    z = np.zeros((4, 4), bool)
+    one = z.copy()
+    one[1, 1] = True
+    for metric in (dice, iou):
+        # ignore_empty: an empty target is NaN whatever the prediction
+        assert math.isnan(metric(one, z, ignore_empty=True))
+        assert math.isnan(metric(z, z, ignore_empty=True))
+        assert metric(z, one, ignore_empty=True) == 0.0  # the target is not empty: a value
+        assert metric(one, one, ignore_empty=True) == 1.0
+        # both-empty (empty=NaN): only both empty is undefined; one on an empty target is 0
+        assert metric(one, z, empty=float("nan")) == 0.0
+        assert math.isnan(metric(z, z, empty=float("nan")))
+        with pytest.raises(ValueError, match="ignore_empty must be True or False"):
+            metric(one, one, ignore_empty="yes")

@@ -177,6 +177,12 @@ def test_data_range_is_required():
         ((8, 8), (8, 8), {"window": "box"}, "window must be"),
         ((8, 8), (8, 8), {"dtype": np.float16}, "dtype must be"),
         ((8, 8), (8, 8), {"sigma": 0}, "sigma must be positive"),
+        # every option is checked whatever the window (issue 28; scikit-image refuses these too)
+        ((8, 8), (8, 8), {"window": "uniform", "sigma": -1.0}, "sigma must be positive"),
+        ((8, 8), (8, 8), {"window": "uniform", "sigma": float("nan")}, "sigma must be positive"),
+        ((8, 8), (8, 8), {"window": "uniform", "k2": float("inf")}, "finite and non-negative"),
+        ((8, 8), (8, 8), {"use_sample_covariance": "yes"}, "must be True or False"),
+        ((8, 8), (8, 8), {"channel_axis": 1.5}, "integer or None"),
         ((8, 8), (8, 8), {"k1": -0.1}, "non-negative"),
         ((8, 8, 3), (8, 8, 3), {"channel_axis": 3}, "out of range"),
     ],

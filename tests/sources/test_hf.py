@@ -97,7 +97,7 @@ def test_download_is_only_for_hub_paths(tmp_path):
         load_dataset(f"native:{tmp_path}", download=True)
 
 
-def test_medgen_release_by_repo_name_at_its_pinned_commit(medgen_trees, tmp_path, hub_env):
+def test_medgen_release_by_repo_name_at_its_pinned_commit(medgen_trees, tmp_path, hub_env):  # noqa: F811
     """``hf:Jack04810/MedGEN-Bench`` is the medgen benchmark, at its pinned commit, with only
     ``parquet/**`` fetched; its score records equal the folder's."""
     release, preds = medgen_trees["release"], medgen_trees["preds"]

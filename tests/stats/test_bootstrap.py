@@ -136,3 +136,33 @@ def test_pass_rate_counts_missing_separately():
     assert pass_rate([None], 1.0) == PassRate(None, 0, 0, 1)
     with pytest.raises(ValueError, match="expected a number"):
         pass_rate(["x"], 1.0)
+
+
+# --- bootstraps at any size (issue 28): chunked draws, the same intervals -------------------
+@pytest.mark.parametrize("n, max_entries", [(1, 1), (7, 5), (50, 49), (50, 50), (50, 1000)])
+def test_chunked_indices_are_the_one_matrix(n, max_entries):
+    from medibench.stats import bootstrap_indices
+
+    chunks = list(bootstrap_indices(n, 37, 42, max_entries=max_entries))
+    assert all(c.size <= max(max_entries, n) for c in chunks)  # a row longer than the bound: alone
+    full = np.random.default_rng(42).integers(0, n, size=(37, n))
+    assert np.array_equal(np.concatenate(chunks), full)
+
+
+@pytest.mark.parametrize("seed", [0, 42])
+def test_chunked_bootstraps_give_todays_intervals(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.normal(size=83).tolist()
+    whole = bootstrap_ci(values, n_resamples=500, seed=seed)  # one chunk: today's code path
+    for bound in (1, 83, 84 * 3 + 1, 10_000):
+        assert bootstrap_ci(values, n_resamples=500, seed=seed, max_entries=bound) == whole
+    median = bootstrap_ci(values, n_resamples=200, seed=seed, statistic=np.median)
+    assert (
+        bootstrap_ci(values, n_resamples=200, seed=seed, statistic=np.median, max_entries=90)
+        == median
+    )
+    groups = [("a", "x")] * 30 + [("a", "y")] * 20 + [("b", "z")] * 33
+    h = hierarchical_bootstrap_ci(values, groups, n_resamples=300, seed=seed)
+    assert hierarchical_bootstrap_ci(values, groups, n_resamples=300, seed=seed, max_entries=7) == h
+    with pytest.raises(ValueError, match="max_entries must be a positive integer"):
+        bootstrap_ci(values, max_entries=0)

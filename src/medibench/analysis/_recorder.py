@@ -10,7 +10,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CrossAttentionRecord", "NoCrossAttentionError", "latent_grid", "record_cross_attention"]
+__all__ = [
+    "CrossAttentionRecord",
+    "NoCrossAttentionError",
+    "check_cross_attention",
+    "latent_grid",
+    "record_cross_attention",
+]
 
 _SUPPORTED = ("AttnProcessor", "AttnProcessor2_0")
 
@@ -54,10 +60,7 @@ def record_cross_attention(
     ``layers``/``max_side``: which layers (see :class:`~medibench.analysis.AttentionOptions`).
     """
     pipe = model.pipeline
-    denoiser = getattr(pipe, "unet", None) or getattr(pipe, "transformer", None)
-    if denoiser is None:
-        raise NoCrossAttentionError(f"{type(pipe).__name__} has no unet or transformer")
-    found = _cross_attention_layers(pipe, denoiser)
+    denoiser, found = check_cross_attention(model)
     working = model._prepare(np.asarray(image))
     scale = int(getattr(pipe, "vae_scale_factor", 8))
     recorder = _Recorder(
@@ -69,8 +72,14 @@ def record_cross_attention(
         keep_steps=keep_steps,
     )
     chosen = {n: a for n, a in found.items() if _block(n) in (None, *layers)}
-    with _installed(chosen, recorder):
-        edited = model.edit(image, instruction, seed=seed)
+    # The latent's size is read from the denoiser's input at every call: a pipeline may work at
+    # another size than the prepared image's (SDXL InstructPix2Pix: its square sample size).
+    hook = denoiser.register_forward_pre_hook(recorder.read_latent, with_kwargs=True)
+    try:
+        with _installed(chosen, recorder):
+            edited = model.edit(image, instruction, seed=seed)
+    finally:
+        hook.remove()
     steps = set(recorder.counts.values())
     if len(steps) > 1:
         raise RuntimeError(f"layers were called different numbers of times: {recorder.counts}")
@@ -85,6 +94,21 @@ def record_cross_attention(
         if keep_steps
         else None,
     )
+
+
+def check_cross_attention(model: Any) -> tuple[Any, dict[str, Any]]:
+    """``(denoiser, {layer name: Attention module})`` of ``model``'s pipeline, or
+    :class:`NoCrossAttentionError` saying why its attention cannot be captured (no pipeline, no
+    cross-attention layers, a processor that exposes no probabilities)."""
+    pipe = getattr(model, "pipeline", None)
+    if pipe is None:
+        raise NoCrossAttentionError(
+            f"{type(model).__name__} is not a diffusers pipeline model: no attention to capture"
+        )
+    denoiser = getattr(pipe, "unet", None) or getattr(pipe, "transformer", None)
+    if denoiser is None:
+        raise NoCrossAttentionError(f"{type(pipe).__name__} has no unet or transformer")
+    return denoiser, _cross_attention_layers(pipe, denoiser)
 
 
 def latent_grid(h0: int, w0: int, n: int) -> tuple[int, int]:
@@ -185,6 +209,12 @@ class _Recorder:
         self.steps: dict[str, list[Any]] = {}
         self.n_chunks: int | None = None
         self.chunk_used: int | None = None
+
+    def read_latent(self, module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+        """Forward pre-hook of the denoiser: its latent input ``(B, C, h, w)`` sets the grid."""
+        sample = args[0] if args else kwargs.get("sample", kwargs.get("hidden_states"))
+        if sample is not None and getattr(sample, "ndim", 0) == 4:
+            self.latent = (int(sample.shape[-2]), int(sample.shape[-1]))
 
     def _chunk_index(self, n_chunks: int) -> int:
         if isinstance(self.chunk, int):

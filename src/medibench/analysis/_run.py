@@ -66,15 +66,21 @@ def analyze_attention(
 ) -> AttentionStage:
     """Capture attention for ``k`` draws of every sample, write rows and PNGs into the run.
 
+    Raises :class:`~medibench.analysis.NoCrossAttentionError` before anything is written when
+    the model's attention cannot be captured (joint-attention transformers such as FLUX.1
+    Kontext and Qwen-Image-Edit).
+
     ``model`` is a loaded diffusers model (``model.name`` names it in the store); ``store`` an
     open :class:`~medibench.runs.RunStore` (the caller holds the run folder's lock);
     ``model_spec`` (``ModelSpec.to_dict()``) goes into every row's details.
     """
+    from medibench._identity import output_folder, seed_for
+    from medibench.analysis._recorder import NoCrossAttentionError, check_cross_attention
     from medibench.analysis.attention import AttentionOptions, capture_attention
     from medibench.io import ImageReadError, read_image, read_mask, write_image
-    from medibench.runs import output_folder, seed_for
 
     options = options or AttentionOptions()
+    check_cross_attention(model)  # a model without capturable attention fails the stage at once
     declare_attention(store)
     store.put_samples(samples)
     done = {
@@ -121,6 +127,8 @@ def analyze_attention(
                     size=mask.shape,
                     options=options,
                 )
+            except NoCrossAttentionError:
+                raise
             except (ValueError, ImageReadError, FileNotFoundError) as exc:
                 row.update(status="error", error=f"{s.sample_id}: {exc}", word=word)
                 put_attention(store, row)

@@ -172,7 +172,7 @@ def feature_summary(
     """
     from medibench.datasets import load_images
     from medibench.io import read_image
-    from medibench.report import sample_field
+    from medibench.samples import sample_field
     from medibench.stats import bootstrap_ci
 
     rows: list[dict[str, Any]] = []

@@ -8,7 +8,7 @@ filled from it. See docs/benchmarks.md to write one.
 
 from __future__ import annotations
 
-from medibench.benchmarks._benchmark import (
+from medibench._benchmark import (
     BENCHMARKS,
     BUILTIN,
     ENTRY_POINT_GROUP,

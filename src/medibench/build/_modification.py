@@ -8,7 +8,8 @@ For each lesion of a slice (a label named in the source's ``lesions``, its fract
    over a seam of ``seam_px`` pixels (weight ``1 - d / (seam_px + 1)`` at distance ``d``), so
    nothing beyond the seam changes;
 4. ask the verifier (:mod:`medibench.build._verify`); a rejection retries with a new seed, up
-   to ``max_attempts``.
+   to ``max_attempts``. A fill the inpainter refuses (``ContentRefusedError``: a safety
+   checker's flag) is an attempt rejected as ``refused: <why>``, not shown to the verifier.
 
 Every attempt is logged (accepted or rejected, the reason, the seed, the retry number). An
 accepted fill gives two samples: ``remove-<lesion>`` (input the original, target the fill) and
@@ -29,7 +30,8 @@ from medibench.build._perception import kept_structures, seeded, slug
 from medibench.build._records import BuildContext, SliceOutput, Triplet
 from medibench.build._source import SourceSpec
 from medibench.build._templates import ADDITION, REMOVAL, render
-from medibench.build._verify import verdict_of
+from medibench.build._verify import Verdict, verdict_of
+from medibench.models._errors import ContentRefusedError
 from medibench.samples import Perspective
 
 __all__ = ["MODIFICATION_DEFAULTS", "modification", "restore_background"]
@@ -93,10 +95,16 @@ def _attempts(
         dilation = int(options["dilation_px"]) + 2 * attempt
         region = ndimage.binary_dilation(mask, iterations=dilation) if dilation else mask.copy()
         t0 = time.perf_counter()
-        filled = inpainter.inpaint(sl.image, region, prompt=prompt, seed=seed)
-        _check_output(filled, sl, inpainter)
-        composite, changed = restore_background(sl.image, filled, region, int(options["seam_px"]))
-        verdict = verdict_of(verifier(sl.image, composite, region, context), verifier.name)
+        try:
+            filled = inpainter.inpaint(sl.image, region, prompt=prompt, seed=seed)
+        except ContentRefusedError as exc:  # a safety checker's flag: a refusal, not a fill
+            filled, verdict = None, Verdict(False, f"refused: {exc}", {})
+        if filled is not None:
+            _check_output(filled, sl, inpainter)
+            composite, changed = restore_background(
+                sl.image, filled, region, int(options["seam_px"])
+            )
+            verdict = verdict_of(verifier(sl.image, composite, region, context), verifier.name)
         log = {
             "slice": sl.key, "item": sl.item.id, "lesion": name, "attempt": attempt,
             "retry": attempt > 0, "seed": seed, "dilation_px": dilation,

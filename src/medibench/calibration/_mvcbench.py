@@ -1,4 +1,6 @@
-"""MVC-Bench's calibration metrics as its official code computes them, quirks included.
+"""MVC-Bench's calibration metrics as its official code computes them, quirks included: the
+variants a :class:`~.protocols.CalibrationProtocol` can name one by one (the two evaluators end
+to end are :mod:`._mvcbench_paths`).
 
 Read from ashshaksharifdeen/MVC-Bench: ``tools/metrics.py`` (``ECE``, ``MCE``, ``AdaptiveECE``,
 ``binary_calibration_error``, ``one_vs_rest_classwise_ece``, ``multiclass_brier_score``), the
@@ -30,8 +32,6 @@ All values are fractions; the official code logs them multiplied by 100.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 import numpy as np
 
 __all__ = [
@@ -60,18 +60,13 @@ def mvcbench_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
 def mvcbench_ace(
     conf: np.ndarray, correct: np.ndarray, n_bins: int, *, quantile_method: str = "linear"
 ) -> float:
-    """``tools/metrics.py`` ``AdaptiveECE`` (KBinsDiscretizer quantile bins, count-weighted)."""
-    conf = np.clip(conf, 0.0, 1.0)
-    n_unique = np.unique(conf).size
-    if min(conf.shape[0], n_unique) <= 1:
-        return float(abs(correct.mean() - conf.mean()))
-    bins = int(max(2, min(n_bins, conf.shape[0], n_unique)))
-    levels = np.linspace(0, 100, bins + 1)
-    method = cast(Any, quantile_method)
-    edges = np.asarray(np.percentile(conf, levels, method=method), dtype=np.float64)
-    edges = edges[np.ediff1d(edges, to_begin=np.inf) > 1e-8]
-    index = np.searchsorted(edges[1:-1], conf, side="right")
-    return _count_weighted(index, edges.shape[0] - 1, conf, correct, np.sum)
+    """``tools/metrics.py`` ``AdaptiveECE`` (KBinsDiscretizer quantile bins, count-weighted,
+    cut to the distinct confidences): :func:`._mvcbench_paths.kbins_ace`."""
+    from medibench.calibration._mvcbench_paths import kbins_ace
+
+    return kbins_ace(
+        conf, correct, n_bins, cut_to_distinct=True, clip=True, quantile_method=quantile_method
+    )
 
 
 def mvcbench_classwise_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> float:
@@ -88,12 +83,3 @@ def mvcbench_classwise_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int) -
 def mvcbench_nll(logits: np.ndarray, labels: np.ndarray) -> float:
     """``temp_scaling.py`` ``cross_entropy_loss``: ``-mean(logits[i, labels[i]])``."""
     return float(-np.mean(logits[np.arange(labels.shape[0]), labels]))
-
-
-def _count_weighted(index, n_slots, conf, hits, reduce) -> float:
-    count = np.bincount(index, minlength=n_slots).astype(np.float64)
-    gap = np.abs(
-        np.bincount(index, weights=hits, minlength=n_slots)
-        - np.bincount(index, weights=conf, minlength=n_slots)
-    )
-    return float(reduce(gap[count > 0]) / conf.shape[0])

@@ -2,10 +2,10 @@
 
 The top panel draws each non-empty bin's accuracy as a bar at its edges, the gap to the bin's
 mean confidence as a separate hatched bar (red where the bin is over-confident, blue where it is
-under-confident, each labelled in the legend), and the diagonal; the bottom panel is the histogram of top-label
-confidences over the same bins. Figures are built on ``matplotlib.figure.Figure`` (no pyplot
-state), SVGs without a date and with a fixed hash salt, so the same predictions give the same
-file.
+under-confident, each labelled in the legend), and the diagonal; the bottom panel is the
+histogram of top-label confidences over the same bins. Figures are built on
+``matplotlib.figure.Figure`` (no pyplot state), SVGs without a date and with a fixed hash salt,
+so the same predictions give the same file.
 """
 
 from __future__ import annotations

@@ -5,11 +5,22 @@
   bins; Brier; NLL (log-softmax of the logits, or ``-log max(p, 1e-12)``); smooth ECE at its
   fixed-point bandwidth; 95% percentile-bootstrap intervals (1,000 resamples, seed 42) through
   :func:`medibench.stats.bootstrap_ci`.
-* ``mvcbench@paper``: MVC-Bench's official code (:mod:`medibench.calibration._mvcbench`): ECE
-  over 20 bins dropping confidences of 1.0 from the bins' statistics, count-weighted MCE and
-  KBinsDiscretizer-quantile ACE over 10 bins, class-wise ECE over 20 bins averaged over the
-  classes present, "NLL" as the negated mean true-class logit. Its smooth ECE is medibench's
-  (the official ``ECE_KDE`` is not reproduced).
+* ``mvcbench-dassl@paper``: MVC-Bench's patched Dassl evaluator end to end, the one its
+  ``train.py`` runs (:mod:`medibench.calibration._mvcbench_paths`): rows clamped, not
+  renormalised; ``ECE_Loss`` over 20 ``(lo, hi]`` bins with float32 edges; count-weighted MCE
+  and uncut KBinsDiscretizer ACE at 10 bins; Brier, ``/ C`` Brier and the class-wise tables
+  at 20 bins.
+* ``mvcbench-vl@paper``: its VL evaluator (``vl_evaluator.py`` over ``tools/metrics.py``) end to
+  end: rows renormalised by ``ensure_probability_matrix``; every metric at ``ECE_BINS`` = 10
+  (the default of the ``train.py`` that registers this evaluator; MVC-Bench's own defines none);
+  ECE ``[lo, hi)`` with 1.0 weighted but in no bin; ACE bins cut to the distinct confidences.
+* ``mvcbench@paper``: the protocol of MVC-Bench's headline numbers: an alias of
+  ``mvcbench-dassl@paper`` (``train.py`` leaves ``TEST.EVALUATOR`` at Dassl's
+  ``Classification``, the patched evaluator, and ``parse_test_res.py`` reads its log lines).
+
+The paper protocols' "NLL" is ``temp_scaling.py``'s logged value (the negated mean true-class
+logit; neither evaluator reports an NLL); their smooth ECE is medibench's (the official
+``ECE_KDE`` is not reproduced).
 
 :func:`score` returns one JSON-ready dict with the protocol's name, version and settings beside
 the values, for the whole file and per group.
@@ -33,6 +44,7 @@ from medibench.calibration._mvcbench import (
     mvcbench_ece,
     mvcbench_nll,
 )
+from medibench.calibration._mvcbench_paths import EXTRA_METRICS, path_metrics
 from medibench.calibration._smooth import smooth_ece_fixed_point
 from medibench.registry import Registry
 
@@ -47,8 +59,6 @@ __all__ = [
 
 #: The values every protocol reports, in this order.
 METRIC_NAMES = ("accuracy", "ece", "mce", "ace", "classwise_ece", "brier", "nll", "smooth_ece")
-#: The most resample x sample index entries a bootstrap may hold at once (about 0.8 GB).
-MAX_BOOTSTRAP_ENTRIES = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,14 @@ class CalibrationProtocol:
     bootstrap_seed: int = 42
     level: float = 0.95
     quirks: tuple[str, ...] = ()
+    #: ``"medibench"``: the variants above; ``"vl"`` / ``"dassl"``: one of MVC-Bench's two
+    #: evaluators end to end (:mod:`._mvcbench_paths`), reporting :data:`EXTRA_METRICS` too.
+    path: Literal["medibench", "vl", "dassl"] = "medibench"
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The values :meth:`metrics` returns, in order."""
+        return METRIC_NAMES if self.path == "medibench" else (*METRIC_NAMES, *EXTRA_METRICS)
 
     @property
     def spec(self) -> str:
@@ -97,6 +115,8 @@ class CalibrationProtocol:
         conf, correct = M.top_label(probs, labels)
         most = max(self.ece_bins, self.mce_bins, self.ace_bins, self.classwise_bins)
         check_bins(most, pred.n, f"{pred.source} ({self.spec})")
+        if self.path != "medibench":
+            return self._path_metrics(pred, conf, correct)
         out = {"accuracy": float(correct.mean())}
         if self.ece_variant == "mvcbench_drops_one":
             out["ece"] = mvcbench_ece(conf, correct, self.ece_bins)
@@ -130,6 +150,25 @@ class CalibrationProtocol:
         out["smooth_ece"] = smooth_ece_fixed_point(conf, correct, tol=1e-5)[0]
         return out
 
+    def _path_metrics(self, pred: Predictions, conf, correct) -> dict[str, float]:
+        """One of MVC-Bench's evaluators, fed what its trainer feeds it: the logits when the
+        file has them, else the probabilities as saved."""
+        scores = pred.logits if pred.logits is not None else pred.probs
+        values = path_metrics(
+            "vl" if self.path == "vl" else "dassl",
+            scores,
+            pred.labels,
+            ece_bins=self.ece_bins,
+            mce_bins=self.mce_bins,
+            ace_bins=self.ace_bins,
+            classwise_bins=self.classwise_bins,
+            quantile_method=self.ace_quantile_method,
+        )
+        logits = pred.logits if pred.logits is not None else np.log(np.maximum(pred.probs, 1e-300))
+        values["nll"] = mvcbench_nll(logits, pred.labels)
+        values["smooth_ece"] = smooth_ece_fixed_point(conf, correct, tol=1e-5)[0]
+        return {name: values[name] for name in self.metric_names}
+
 
 CALIBRATION = CalibrationProtocol(
     name="calibration",
@@ -142,39 +181,78 @@ CALIBRATION = CalibrationProtocol(
     classwise_bins=15,
 )
 
-MVCBENCH_PAPER = CalibrationProtocol(
-    name="mvcbench",
+MVCBENCH_DASSL = CalibrationProtocol(
+    name="mvcbench-dassl",
     version="paper",
-    description="MVC-Bench's official code: ECE@20 dropping 1.0 from bin statistics, "
-    "count-weighted MCE@10, KBinsDiscretizer ACE@10, class-wise ECE@20, NLL = -mean true logit",
+    description="MVC-Bench's patched Dassl evaluator (the one train.py runs): rows clamped, "
+    "ECE_Loss@20 with float32 edges (lo, hi], count-weighted MCE@10, uncut KBins ACE@10, "
+    "Brier and class-wise tables@20",
     ece_bins=20,
     mce_bins=10,
     ace_bins=10,
     classwise_bins=20,
+    edges="right",
+    ece_variant="mvcbench_drops_one",
+    mce_variant="mvcbench_count_weighted",
+    ace_variant="mvcbench",
+    nll_variant="mvcbench_mean_true_logit",
+    path="dassl",
+    quirks=(
+        "rows_clamped_not_renormalised",
+        "ece_float32_edges",
+        "mce_count_weighted",
+        "ace_kbins_not_cut",
+        "classwise_present_classes",
+        "nll_mean_true_logit",
+        "bins_ece20_mce10_ace10_classwise20",
+    ),
+)
+
+MVCBENCH_VL = CalibrationProtocol(
+    name="mvcbench-vl",
+    version="paper",
+    description="MVC-Bench's VL evaluator (tools/metrics.py): rows renormalised, every metric "
+    "at ECE_BINS=10, ECE [lo, hi) with 1.0 in no bin, count-weighted MCE, ACE cut to distinct "
+    "confidences, Brier and class-wise tables",
+    ece_bins=10,
+    mce_bins=10,
+    ace_bins=10,
+    classwise_bins=10,
     edges="left",
     ece_variant="mvcbench_drops_one",
     mce_variant="mvcbench_count_weighted",
     ace_variant="mvcbench",
-    ace_quantile_method="linear",
-    classwise_variant="mvcbench_present_classes",
     nll_variant="mvcbench_mean_true_logit",
+    path="vl",
     quirks=(
+        "rows_renormalised",
         "ece_drops_one",
         "mce_count_weighted",
-        "ace_kbins_quantile",
-        "classwise_ovr_present_classes",
+        "ace_kbins_cut_to_distinct",
+        "classwise_present_classes",
         "nll_mean_true_logit",
-        "bins_ece20_mce10_ace10",
+        "bins_all_ece_bins",
     ),
 )
+#: ``mvcbench@paper``: the evaluator of the README's headline numbers (module docstring).
+MVCBENCH_PAPER = MVCBENCH_DASSL
 
 #: The calibration protocols, ``name@version``.
 CALIBRATION_PROTOCOLS: Registry[CalibrationProtocol] = Registry("calibration protocol")
 CALIBRATION_PROTOCOLS.register("calibration@1", lambda: CALIBRATION, help=CALIBRATION.description)
+for _proto in (MVCBENCH_DASSL, MVCBENCH_VL):
+    CALIBRATION_PROTOCOLS.register(_proto.spec, lambda p=_proto: p, help=_proto.description)
 CALIBRATION_PROTOCOLS.register(
-    "mvcbench@paper", lambda: MVCBENCH_PAPER, help=MVCBENCH_PAPER.description
+    "mvcbench@paper",
+    lambda: MVCBENCH_DASSL,
+    help="alias of mvcbench-dassl@paper (the evaluator behind MVC-Bench's headline numbers)",
 )
-_LATEST = {"calibration": "calibration@1", "mvcbench": "mvcbench@paper"}
+_LATEST = {
+    "calibration": "calibration@1",
+    "mvcbench": "mvcbench@paper",
+    "mvcbench-dassl": "mvcbench-dassl@paper",
+    "mvcbench-vl": "mvcbench-vl@paper",
+}
 
 
 def load_calibration_protocol(spec: str | CalibrationProtocol) -> CalibrationProtocol:
@@ -191,6 +269,7 @@ def score(
     by: Sequence[str] = (),
     n_bins: int | None = None,
     n_resamples: int | None = None,
+    prob_tolerance: float | None = None,
 ) -> dict[str, Any]:
     """Every metric of ``protocol`` for the whole of ``pred`` and, with ``by``, per group.
 
@@ -198,7 +277,9 @@ def score(
     "n_classes", <each of METRIC_NAMES>, "ci": {metric: [low, high]}, "notes", "groups"}``;
     ``groups`` (only with ``by``) maps a group's values joined by ``"/"`` to the same fields
     plus ``"by"`` (column -> value). ``n_bins`` overrides every bin count; ``n_resamples``
-    the protocol's bootstrap resamples (0: no intervals).
+    the protocol's bootstrap resamples (0: no intervals). ``prob_tolerance``: the row-sum
+    tolerance ``pred`` was read with, when it is not the default (half-precision
+    probabilities): the largest row-sum error found is stored as a note.
     """
     proto = load_calibration_protocol(protocol)
     if n_bins is not None:
@@ -212,6 +293,12 @@ def score(
         "source": pred.source,
     }
     out.update(_one(pred, proto, resamples))
+    if prob_tolerance is not None and pred.logits is None:
+        off = float(np.max(np.abs(pred.probs.sum(axis=1) - 1.0)))
+        out["notes"].append(
+            f"probabilities read with --prob-tolerance {prob_tolerance:g}: row sums are off "
+            f"by up to {off:.3g} (half-precision rows); each metric uses them as saved"
+        )
     if by:
         groups: dict[str, Any] = {}
         for values, rows in pred.group_keys(list(by)):
@@ -223,44 +310,35 @@ def score(
 
 
 def bootstrap_intervals(
-    pred: Predictions, protocol: CalibrationProtocol, *, n_resamples: int
+    pred: Predictions,
+    protocol: CalibrationProtocol,
+    *,
+    n_resamples: int,
+    max_entries: int | None = None,
 ) -> dict[str, list[float]]:
     """Percentile-bootstrap interval of every metric, resampling samples with replacement.
 
-    The resamples are exactly :func:`medibench.stats.bootstrap_ci`'s (it draws the indices;
-    each resample's metrics are computed once and shared by all metrics).
+    The resamples are exactly :func:`medibench.stats.bootstrap_ci`'s, drawn at most
+    ``max_entries`` indices at a time (:func:`medibench.stats.bootstrap_indices`; default
+    :data:`medibench.stats.BOOTSTRAP_MAX_ENTRIES`), so memory stays bounded at any size; each
+    resample's metrics are computed once and shared by all metrics.
     """
-    from medibench.stats import bootstrap_ci
+    from medibench.stats import BOOTSTRAP_MAX_ENTRIES, bootstrap_indices, percentile_interval
 
-    if n_resamples * pred.n > MAX_BOOTSTRAP_ENTRIES:
-        raise ValueError(
-            f"{pred.source}: a bootstrap of {pred.n} samples x {n_resamples} resamples holds "
-            f"{n_resamples * pred.n:,} indices (limit {MAX_BOOTSTRAP_ENTRIES:,}): use fewer "
-            "resamples, or 0 for no intervals"
-        )
-    table: dict[str, np.ndarray] = {}
-
-    def statistic_of(name: str):
-        def statistic(rows: np.ndarray, axis: int = 1) -> np.ndarray:
-            if not table:
-                values = [protocol.metrics(pred.subset(r.astype(np.int64))) for r in rows]
-                table.update({m: np.array([v[m] for v in values]) for m in METRIC_NAMES})
-            return table[name]
-
-        return statistic
-
-    index = np.arange(pred.n, dtype=np.float64)
-    out = {}
-    for name in METRIC_NAMES:
-        low, high = bootstrap_ci(
-            index,
-            n_resamples=n_resamples,
-            seed=protocol.bootstrap_seed,
-            level=protocol.level,
-            statistic=statistic_of(name),
-        )
-        out[name] = [low, high]
-    return out
+    names = protocol.metric_names
+    values: dict[str, list[float]] = {m: [] for m in names}
+    chunks = bootstrap_indices(
+        pred.n,
+        n_resamples,
+        protocol.bootstrap_seed,
+        max_entries=max_entries or BOOTSTRAP_MAX_ENTRIES,
+    )
+    for rows in chunks:
+        for r in rows:
+            metrics = protocol.metrics(pred.subset(r))
+            for m in names:
+                values[m].append(metrics[m])
+    return {m: list(percentile_interval(np.array(values[m]), protocol.level)) for m in names}
 
 
 def _one(pred: Predictions, proto: CalibrationProtocol, resamples: int) -> dict[str, Any]:

@@ -6,7 +6,10 @@
   every HTTP client passes what it stores, logs or reports through it, and
   :func:`install_redaction` / :func:`get_logger` put it on loggers and handlers.
 * :class:`RetryPolicy` / :func:`send`: one jittered exponential retry honouring ``Retry-After``,
-  used by the judges' client and the image-editing API models.
+  used by the chat client and the image-editing API models.
+* :class:`ChatClient` / :class:`ChatConfig`: the one OpenAI-compatible chat client (judges,
+  answering VLMs and the edit judge all use it); :func:`png_data_url` / :func:`file_data_url`
+  put images into its messages.
 * :class:`CallSlots` / :func:`run_bounded` / :class:`CostBudget`: bounded concurrency (a client
   and a semaphore per event loop, workers over a shared queue) and a run folder's cost budget.
 * :class:`Ahead`: request bodies or inputs made on a thread ahead of need.
@@ -47,6 +50,13 @@ from medibench.calls._retry import (
 
 __all__ = [
     "Ahead",
+    "ChatClient",
+    "ChatConfig",
+    "ChatSetupError",
+    "Completion",
+    "ImageTooLargeError",
+    "file_data_url",
+    "png_data_url",
     "PlainText",
     "b64_text",
     "data_url",
@@ -75,3 +85,19 @@ __all__ = [
 ]
 
 install_redaction()
+
+#: Exported names whose modules import pydantic or OpenCV: loaded on first use, so importing
+#: the call layer (every model's error classes do) stays cheap.
+_LAZY = {
+    "ChatClient": "_chat", "ChatConfig": "_chat", "ChatSetupError": "_chat",
+    "Completion": "_chat", "ImageTooLargeError": "_images", "file_data_url": "_images",
+    "png_data_url": "_images",
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"medibench.calls.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'medibench.calls' has no attribute {name!r}")

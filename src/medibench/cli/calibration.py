@@ -32,9 +32,13 @@ def score(
     bins: Annotated[
         int | None, typer.Option(help="bins of every binned metric (default: the protocol's; 15)")
     ] = None,
-    protocol: Annotated[str, typer.Option(help="calibration@1 or mvcbench@paper")] = (
-        "calibration@1"
-    ),
+    protocol: Annotated[
+        str,
+        typer.Option(
+            help="calibration@1, mvcbench-dassl@paper, mvcbench-vl@paper or mvcbench@paper "
+            "(= mvcbench-dassl@paper)"
+        ),
+    ] = ("calibration@1"),
     by: Annotated[
         list[str] | None, typer.Option(help="group column (repeatable): results per group")
     ] = None,
@@ -49,6 +53,14 @@ def score(
         Path | None, typer.Option(help="also store the results in this run folder's run.sqlite")
     ] = None,
     kind: Kind = "auto",
+    prob_tolerance: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="tolerance on probability row sums (default 1e-4); e.g. 1e-3 for half-precision "
+            "probabilities (CoOp's fp16), stored as a note",
+        ),
+    ] = None,
 ) -> None:
     """Accuracy, ECE, MCE, ACE, class-wise ECE, Brier, NLL and smooth ECE of PRED."""
     from medibench.calibration import load_predictions
@@ -58,9 +70,15 @@ def score(
     if run is not None and run.exists() and not run.is_dir():
         fail(f"--run {run} is a file; give a run folder")
     try:
-        predictions = load_predictions(pred, kind=kind)  # type: ignore[arg-type]
+        tolerance = {} if prob_tolerance is None else {"atol": prob_tolerance}
+        predictions = load_predictions(pred, kind=kind, **tolerance)  # type: ignore[arg-type]
         result = score_predictions(
-            predictions, protocol, by=by or (), n_bins=bins, n_resamples=resamples
+            predictions,
+            protocol,
+            by=by or (),
+            n_bins=bins,
+            n_resamples=resamples,
+            prob_tolerance=prob_tolerance,
         )
     except (ValueError, KeyError, FileNotFoundError, ImportError) as exc:
         fail(str(exc))

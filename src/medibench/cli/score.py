@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from medibench.cli._app import console, err, fail, load, open_dataset, print_summary
 from medibench.cli._options import (
@@ -67,6 +68,11 @@ def score(
     from medibench.runs import score_predictions
 
     ds = open_dataset(dataset, download=download, options=dataset_option)
+    widen = getattr(ds, "for_predictions", None)  # MedGEN: the formats its answer files need
+    if widen is not None and predictions.is_dir():
+        ds, said = load(widen, predictions)
+        for line in said:
+            err.print(f"[yellow]predictions:[/] {escape(line)}")
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
     roles = load(_feature_roles, features or [])
     protos = [_with_features(p, features or []) for p in protos]
@@ -81,6 +87,8 @@ def score(
     )
     if not index.models:
         fail(f"no model outputs found in {predictions}")
+    for problem in index.problems:
+        err.print(f"[yellow]predictions:[/] {escape(problem)}")
     if index.unknown:
         names = ", ".join(p.name for _, p in index.unknown[:5])
         more = f" and {len(index.unknown) - 5} more" if len(index.unknown) > 5 else ""

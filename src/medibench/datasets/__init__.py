@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from medibench.benchmarks._benchmark import registry_from_benchmarks
+from medibench._benchmark import registry_from_benchmarks
 from medibench.datasets._base import (
     DatasetError,
     SampleImages,
@@ -96,7 +96,7 @@ def load_dataset(spec: str, **options: Any) -> Any:
 
 def _open(kind: str, options: dict[str, Any]) -> Any:
     """Load with the benchmark's ``load``; its declared default protocols go on the dataset."""
-    from medibench.benchmarks import BENCHMARKS
+    from medibench._benchmark import BENCHMARKS
     from medibench.sources._hf import is_hf_path, resolve_hf_path
 
     bench = BENCHMARKS.get(kind)
@@ -128,7 +128,7 @@ def _open(kind: str, options: dict[str, Any]) -> Any:
 def _hub_kind(spec: str, *, download: bool, notes: list[str]) -> str:
     """The kind of a bare ``hf:OWNER/NAME``: the benchmark whose Hub repository it is, else
     the layout detected in its snapshot (fetched first with ``download``; ``notes`` says so)."""
-    from medibench.benchmarks import BENCHMARKS
+    from medibench._benchmark import BENCHMARKS
     from medibench.sources._hf import parse_hf_path, resolve_hf_path
 
     repo = parse_hf_path(spec).repo_id.lower()
@@ -144,7 +144,7 @@ def detect_layout(path: str | Path) -> str:
     Benchmarks are tried in registration order (built-ins first). Raises ``DatasetError``
     listing the layouts looked for when none matches.
     """
-    from medibench.benchmarks import BENCHMARKS
+    from medibench._benchmark import BENCHMARKS
 
     root = Path(path)
     looked = []

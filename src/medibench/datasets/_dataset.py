@@ -33,11 +33,14 @@ class PredictionIndex:
         failed: ``{model: {sample_id: {k: reason}}}``: outputs the layout records as failed
             rather than absent (MedGEN's ``"Edit Error: ..."``); scored as ``missing`` with the
             reason, never read as a file.
+        problems: what the layout could not read and could not pin on a sample (a cut-off line
+            without a legible id), one line each, naming the file and line.
     """
 
     files: dict[str, dict[str, dict[int, Path]]] = field(default_factory=dict)
     unknown: list[tuple[str, Path]] = field(default_factory=list)
     failed: dict[str, dict[str, dict[int, str]]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def models(self) -> list[str]:

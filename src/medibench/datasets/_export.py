@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from medibench.datasets._base import DatasetError
-from medibench.io import atomic_write_bytes, atomic_write_text
-from medibench.samples import Perspective, Sample
+from medibench.io import atomic_write_text
+from medibench.samples import Sample
 
 __all__ = [
     "FORMATS",
@@ -124,7 +124,7 @@ def export_dataset(
         write_native(folder, items, overwrite=True)
         result.files.append(folder / MANIFEST)
     elif format == "miedb":
-        _write_miedb(folder, items, result)
+        _benchmark_writer(format)(folder, items, result)
     else:
         _write_hf(folder, items, name, result)
     return result
@@ -291,6 +291,16 @@ def _card(name: str, by_split: dict[str, list[Sample]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _benchmark_writer(name: str) -> Any:
+    """The writer the benchmark ``name`` registers for its own layout (``Benchmark.write``)."""
+    from medibench._benchmark import BENCHMARKS
+
+    writer = BENCHMARKS.get(name).writer()
+    if writer is None:
+        raise ValueError(f"benchmark {name!r} declares no writer for its layout")
+    return writer
+
+
 def _licence_id(licences: Sequence[str]) -> str | list[str]:
     """Hub licence identifiers (``cc-by-nc-4.0``, ``mit``) from the samples' licence names."""
     if not licences:
@@ -305,49 +315,3 @@ def _yaml_feature(col: str, spec: dict[str, Any]) -> dict[str, str]:
     if spec["_type"] == "List":
         return {"name": col, "list": "string"}
     return {"name": col, "dtype": "string"}
-
-
-# --- miedb -----------------------------------------------------------------------------------
-
-
-def _write_miedb(folder: Path, samples: list[Sample], result: ExportResult) -> None:
-    from medibench.benchmarks.miedb.dataset import BENCHMARK_FOLDER, METADATA, MULTICLASS
-
-    bench = folder / BENCHMARK_FOLDER
-    records: list[dict[str, Any]] = []
-    for s in samples:
-        if s.target is None:
-            result.notes.append(f"sample '{s.sample_id}': skipped, MieDB needs a target image")
-            continue
-        colours = s.overlay_color
-        note = s.task
-        if s.perspective is Perspective.perception:
-            if not colours:
-                result.notes.append(
-                    f"sample '{s.sample_id}': skipped, a MieDB perception sample needs an "
-                    "overlay colour"
-                )
-                continue
-            note = MULTICLASS if len(colours) > 1 else ("" if note == MULTICLASS else note)
-            out_name = f"{s.sample_id}_{colours[0]}{Path(s.target).suffix.lower()}"
-        else:
-            out_name = f"{s.sample_id}_target{Path(s.target).suffix.lower()}"
-        in_name = f"input/{s.sample_id}{Path(s.input).suffix.lower()}"
-        for name, src in ((in_name, s.input), (f"output/{out_name}", s.target)):
-            atomic_write_bytes(bench / name, Path(src).read_bytes())
-        records.append(
-            {
-                "idx": s.sample_id,
-                "category": s.perspective.value.capitalize(),
-                "input_image": in_name,
-                "output_image": f"output/{out_name}",
-                "prompt": s.instruction,
-                "note": note,
-            }
-        )
-    if not records:
-        raise DatasetError(f"no sample fits the MieDB layout: {'; '.join(result.notes[:3])}")
-    manifest = bench / METADATA
-    atomic_write_text(manifest, json.dumps(records, indent=1, ensure_ascii=False) + "\n")
-    result.files.append(manifest)
-    result.samples = len(records)

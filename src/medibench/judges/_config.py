@@ -24,9 +24,10 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
-from medibench.calls import MissingAPIKeyError, register_secret
+from medibench.calls import MissingAPIKeyError
+from medibench.calls._chat import ChatConfig
 
 __all__ = ["JudgeConfig", "JudgeConfigError", "MissingApiKeyError", "load_judge_config"]
 
@@ -39,28 +40,20 @@ class JudgeConfigError(ValueError):
 MissingApiKeyError = MissingAPIKeyError
 
 
-class JudgeConfig(BaseModel):
-    """How to reach and drive one judge model.
+class JudgeConfig(ChatConfig):
+    """How to reach and drive one judge model: the chat model's settings
+    (:class:`medibench.calls.ChatConfig`: ``model``, ``base_url``, ``api_key_env``,
+    ``api_key_required``, decoding, ``concurrency``, retries, ``timeout_s``,
+    ``max_image_side``) and what judging adds.
+
+    ``model``, ``base_url`` and the decoding parameters are part of the cache key; pass ``p``
+    of ``--passes N`` is sent with seed ``seed + p``.
 
     Attributes:
-        model: the judge model id, as the endpoint names it (part of the cache key).
-        base_url: the OpenAI-compatible endpoint, ending in ``/v1`` for most servers (part of
-            the cache key). ``None`` means the OpenAI API.
-        api_key_env: the environment variable holding the key.
-        api_key_required: ``False`` for local servers (vLLM, sglang, Ollama) that take any key;
-            then a missing variable sends the placeholder ``"EMPTY"``.
-        temperature, seed, max_tokens, top_p: decoding parameters (part of the cache key).
-            Pass ``p`` of ``--passes N`` is sent with seed ``seed + p``.
         structured_output: what the server supports: ``"json_schema"`` (strict schema),
             ``"json_object"`` (any JSON) or ``"none"`` (free text, parsed tolerantly).
-        concurrency: calls in flight at once.
-        max_attempts: attempts per call (1 = no retry) on 429, 5xx, timeouts, connection errors.
-        backoff_s, backoff_max_s: exponential backoff ``min(max, backoff_s * 2**attempt)``,
-            jittered (a uniform draw in [half of that, that]); a ``Retry-After`` is honoured
-            (:class:`medibench.calls.RetryPolicy`, shared with the image-editing API models).
-        timeout_s: per-attempt HTTP timeout.
-        max_image_side: images with a longer side are resized (``oversize="resize"``, recorded)
-            or refused with an error (``oversize="refuse"``).
+        oversize: an image over ``max_image_side`` is resized (``"resize"``, recorded) or
+            refused with an error (``"refuse"``).
         price_input_per_mtok, price_output_per_mtok: USD per million tokens, for cost records,
             dry-run estimates and ``--max-cost``. ``None`` = unknown (cost not recorded).
         est_image_tokens, est_output_tokens: dry-run guesses per image and per answer, used
@@ -69,45 +62,14 @@ class JudgeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1)
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    api_key_required: bool = True
-    temperature: float = 0.0
-    seed: int | None = 0
-    max_tokens: int = Field(default=1024, ge=1)
-    top_p: float | None = None
     structured_output: Literal["none", "json_object", "json_schema"] = "none"
-    concurrency: int = Field(default=8, ge=1)
-    max_attempts: int = Field(default=5, ge=1)
-    backoff_s: float = Field(default=1.0, ge=0)
-    backoff_max_s: float = Field(default=60.0, ge=0)
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_image_side: int = Field(default=2048, ge=16)
     oversize: Literal["resize", "refuse"] = "resize"
     price_input_per_mtok: float | None = Field(default=None, ge=0)
     price_output_per_mtok: float | None = Field(default=None, ge=0)
     est_image_tokens: int = Field(default=800, ge=0)
     est_output_tokens: int = Field(default=400, ge=0)
 
-    def api_key(self) -> str:
-        """The key from the environment; :class:`MissingApiKeyError` names the variable."""
-        key = os.environ.get(self.api_key_env, "").strip()
-        if key:
-            register_secret(key)  # redacted from everything stored, logged or reported
-            return key
-        if not self.api_key_required:
-            return "EMPTY"
-        raise MissingApiKeyError(
-            f"the judge needs an API key in the environment variable {self.api_key_env} "
-            f"(export {self.api_key_env}=...; for a local server that takes any key, set "
-            "api_key_required: false in the judge config)"
-        )
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint as it enters the cache key (no trailing slash)."""
-        return (self.base_url or "https://api.openai.com/v1").rstrip("/")
+    _who: str = "the judge"
 
     @property
     def has_prices(self) -> bool:
@@ -119,15 +81,6 @@ class JudgeConfig(BaseModel):
         if price_in is None or price_out is None or input_tokens is None or output_tokens is None:
             return None
         return (input_tokens * price_in + output_tokens * price_out) / 1e6
-
-    def decoding(self, seed: int | None) -> dict[str, Any]:
-        """The decoding parameters of one call (they go into the cache key and the request)."""
-        d: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
-        if self.top_p is not None:
-            d["top_p"] = self.top_p
-        if seed is not None:
-            d["seed"] = seed
-        return d
 
 
 def load_judge_config(path: str | os.PathLike | None = None, **overrides: Any) -> JudgeConfig:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from medibench.benchmarks._benchmark import declared_entries, registry_from_benchmarks
+from medibench._benchmark import declared_entries, registry_from_benchmarks
 from medibench.judges._images import file_data_url, png_data_url
 from medibench.judges._parsing import ScoreField
 from medibench.judges._prompts import PromptFile, load_prompt
@@ -191,7 +191,7 @@ class _DefaultJudges(Mapping[str, str]):
     (each benchmark's ``default_judge``, for each of its protocols)."""
 
     def _table(self) -> dict[str, str]:
-        from medibench.benchmarks import BENCHMARKS
+        from medibench._benchmark import BENCHMARKS
 
         table: dict[str, str] = {}
         for bench in BENCHMARKS:

@@ -6,8 +6,8 @@
   and gives the editors their training loss.
 * :class:`CallableAnswerer`: any ``module:callable`` (a function ``(image, question) -> str``
   or an object with ``answer``).
-* :class:`OpenAIAnswerer`: an OpenAI-compatible chat endpoint through the call layer (the
-  judges' client: retries, bounded concurrency, key redaction).
+* :class:`OpenAIAnswerer`: an OpenAI-compatible chat endpoint through the call layer's one
+  chat client (``medibench.calls.ChatClient``: retries, bounded concurrency, key redaction).
 
 Every answerer keeps ``context``: facts written before each question, which is how in-context
 editing edits a model it cannot train.
@@ -209,10 +209,10 @@ class OpenAIAnswerer(Answerer):
                  api_key_env: str = "OPENAI_API_KEY", api_key_required: bool = True,
                  max_tokens: int = 64, concurrency: int = 8) -> None:  # fmt: skip
         super().__init__()
-        from medibench.judges import JudgeConfig
+        from medibench.calls import ChatConfig
 
         self.name = model
-        self.config = JudgeConfig(model=model, base_url=base_url, api_key_env=api_key_env,
+        self.config = ChatConfig(model=model, base_url=base_url, api_key_env=api_key_env,
                                   api_key_required=api_key_required, max_tokens=max_tokens,
                                   concurrency=concurrency)  # fmt: skip
 
@@ -220,9 +220,9 @@ class OpenAIAnswerer(Answerer):
         return asyncio.run(self._all(items))
 
     async def _all(self, items: Sequence[Item]) -> list[str]:
-        from medibench.judges import JudgeClient, png_data_url
+        from medibench.calls import ChatClient, png_data_url
 
-        client = JudgeClient(self.config)
+        client = ChatClient(self.config)
         try:
 
             async def one(image: np.ndarray, q: str) -> str:

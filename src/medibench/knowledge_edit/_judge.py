@@ -1,7 +1,7 @@
 """The optional LLM judge of answers: is the model's answer the gold answer? Cached.
 
-One chat call per distinct (question, gold answer, model answer) through the judges' client
-(:class:`medibench.judges.JudgeClient`: OpenAI-compatible, retries, bounded concurrency, key
+One chat call per distinct (question, gold answer, model answer) through the one chat client
+(:class:`medibench.calls.ChatClient`: OpenAI-compatible, retries, bounded concurrency, key
 redaction), temperature 0. The cache key (:func:`medibench.judges.cache_key`) covers the judge
 model, the endpoint, the prompt's version and text, the three strings and the decoding
 parameters; answers are kept in the run store's ``edit_judgements`` table (or in memory), so the
@@ -115,9 +115,9 @@ class JudgeMatcher(Matcher):
         return found
 
     async def _ask(self, todo: dict[str, tuple[Probe, str]]) -> dict[str, tuple[str, bool | None]]:
-        from medibench.judges import JudgeClient
+        from medibench.calls import ChatClient
 
-        client = JudgeClient(self.config)
+        client = ChatClient(self.config)
         try:
             keys = list(todo)
             done = await asyncio.gather(*(client.complete(

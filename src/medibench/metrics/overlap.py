@@ -1,9 +1,15 @@
 """Overlap of binary masks: Dice, IoU, the MieDB-100k DICE and perception accuracy.
 
-``dice = 2 |P & G| / (|P| + |G|)``, ``iou = |P & G| / |P | G|``. When both masks are empty the
-ratio is 0/0: these functions return ``empty`` (default 1.0: nothing to find and nothing found
-is a perfect answer). Pass ``empty=float("nan")`` to mark such samples as undefined instead
-(MONAI's ``ignore_empty`` semantics) and drop them when you aggregate.
+``dice = 2 |P & G| / (|P| + |G|)``, ``iou = |P & G| / |P | G|`` (P the prediction, G the
+target). Empty masks, two policies, each by its name:
+
+* **both-empty** (``empty``, the default): only when *both* masks are empty is the ratio 0/0;
+  the result is then ``empty`` (default 1.0: nothing to find and nothing found is a perfect
+  answer; ``empty=float("nan")`` marks those samples undefined). A non-empty prediction on an
+  empty target is 0. With ``empty=1.0`` this is MONAI's ``ignore_empty=False``.
+* **ignore_empty** (``ignore_empty=True``, MONAI's default of that name): an empty *target* gives
+  NaN whatever the prediction (an empty target has nothing to overlap with, so the sample is
+  left out when NaNs are dropped); ``empty`` is not used.
 
 ``miedb_dice`` is the paper formula of MieDB-100k (docs/protocols.md), smoothed by 1e-6:
 ``(2 |G & P| + 1e-6) / (|G| + |P| + 1e-6)``, which is 1 when both are empty.
@@ -34,22 +40,35 @@ __all__ = ["dice", "iou", "miedb_dice", "perception_accuracy"]
 _MIEDB_EPS = 1e-6
 
 
-def dice(pred: np.ndarray, target: np.ndarray, *, empty: float = 1.0) -> float:
-    """Dice coefficient (F1) of two binary masks of the same shape; ``empty`` if both are empty.
+def dice(
+    pred: np.ndarray, target: np.ndarray, *, empty: float = 1.0, ignore_empty: bool = False
+) -> float:
+    """Dice coefficient (F1) of two binary masks of the same shape (any shape, ``pred`` and
+    ``target`` alike); ``empty`` if both are empty, or NaN for any empty target with
+    ``ignore_empty=True`` (module docstring: the two policies).
 
     Masks are boolean or strictly binary (0 and one non-zero value); anything else is a
     ``ValueError``.
     """
     inter, n_pred, n_target = _counts(pred, target)
+    empty = _check_empty(empty, ignore_empty)
+    if ignore_empty and n_target == 0:
+        return math.nan
     total = n_pred + n_target
-    return _check_empty(empty) if total == 0 else 2.0 * inter / total
+    return empty if total == 0 else 2.0 * inter / total
 
 
-def iou(pred: np.ndarray, target: np.ndarray, *, empty: float = 1.0) -> float:
-    """Intersection over union (Jaccard) of two binary masks; ``empty`` if both are empty."""
+def iou(
+    pred: np.ndarray, target: np.ndarray, *, empty: float = 1.0, ignore_empty: bool = False
+) -> float:
+    """Intersection over union (Jaccard) of two binary masks of the same shape; ``empty`` if
+    both are empty, or NaN for any empty target with ``ignore_empty=True`` (module docstring)."""
     inter, n_pred, n_target = _counts(pred, target)
+    empty = _check_empty(empty, ignore_empty)
+    if ignore_empty and n_target == 0:
+        return math.nan
     union = n_pred + n_target - inter
-    return _check_empty(empty) if union == 0 else inter / union
+    return empty if union == 0 else inter / union
 
 
 def miedb_dice(pred: np.ndarray, target: np.ndarray) -> float:
@@ -92,7 +111,9 @@ def _counts(pred: np.ndarray, target: np.ndarray) -> tuple[int, int, int]:
     )
 
 
-def _check_empty(empty: float) -> float:
+def _check_empty(empty: float, ignore_empty: object) -> float:
+    if not isinstance(ignore_empty, (bool, np.bool_)):
+        raise ValueError(f"ignore_empty must be True or False, got {ignore_empty!r}")
     value = float(empty)
     if not (math.isnan(value) or 0.0 <= value <= 1.0):
         raise ValueError(f"empty must be in [0, 1] or NaN, got {empty}")

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import threading
 from dataclasses import dataclass
 from typing import Literal, TypedDict, Unpack
@@ -92,8 +93,20 @@ class SSIMOptions:
         if self.dtype not in (np.float64, np.float32):
             raise ValueError(f"dtype must be np.float64 or np.float32, got {self.dtype!r}")
         object.__setattr__(self, "dtype", np.dtype(self.dtype).type)  # np.dtype("f4") -> float32
-        if self.k1 < 0 or self.k2 < 0:
-            raise ValueError(f"k1 and k2 must be non-negative, got k1={self.k1}, k2={self.k2}")
+        if not all(_real(k) and 0 <= k < math.inf for k in (self.k1, self.k2)):
+            raise ValueError(
+                f"k1 and k2 must be finite and non-negative, got k1={self.k1}, k2={self.k2}"
+            )
+        # sigma is checked whatever the window, as scikit-image does (a uniform window ignores it)
+        if not (_real(self.sigma) and 0 < self.sigma < math.inf):
+            raise ValueError(f"sigma must be positive and finite, got {self.sigma!r}")
+        if not isinstance(self.use_sample_covariance, (bool, np.bool_)):
+            raise ValueError(
+                f"use_sample_covariance must be True or False, got {self.use_sample_covariance!r}"
+            )
+        axis = self.channel_axis
+        if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
+            raise ValueError(f"channel_axis must be an integer or None, got {axis!r}")
         try:  # checks window, sigma and win_size (cached: options are made per call)
             _checked_window(self.window, self.win_size, self.sigma)
         except TypeError:  # an unhashable setting: checked uncached, raising the same errors
@@ -313,6 +326,13 @@ def _as_hwc(
     if axis == 2:
         return a, b, axis
     return np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1), axis
+
+
+def _real(value: object) -> bool:
+    """A real number (``bool`` is not one here)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
 
 
 @functools.lru_cache(maxsize=64)

@@ -18,6 +18,7 @@ __all__ = [
     "CostBudgetSpent",
     "MissingAPIKeyError",
     "NoImageError",
+    "UnsupportedPipelineError",
 ]
 
 
@@ -31,6 +32,11 @@ class APIError(RuntimeError):
 
 class ContentRefusedError(APIError):
     """The provider refused the request or filtered the output (safety, content policy)."""
+
+
+class UnsupportedPipelineError(ValueError):
+    """A pipeline that a medibench model cannot run: not an editing pipeline, or one that the
+    installed packages cannot build; the message says why and what to do."""
 
 
 class NoImageError(APIError):

@@ -8,17 +8,34 @@ rounding to uint8, so one pixel level can differ.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 from PIL import Image
 
 from medibench.models._base import SharedOptions, as_rgb_uint8
-from medibench.models._errors import ContentRefusedError
+from medibench.models._errors import ContentRefusedError, UnsupportedPipelineError
+from medibench.models._processors import has_torchvision
 from medibench.models._weights import hub_offline, resolve_weights
 
-__all__ = ["DiffusersEditModel", "PipelineOptions"]
+__all__ = ["KNOWN_PIPELINES", "DiffusersEditModel", "PipelineOptions", "check_pipeline_class"]
+
+_BUILD = "medibench build --inpainter diffusers-inpaint:PATH"
+#: The diffusers pipelines medibench knows, and what runs each (PATH: the weights folder).
+KNOWN_PIPELINES = {
+    "StableDiffusionInstructPix2PixPipeline": "ip2p:PATH",
+    "StableDiffusionXLInstructPix2PixPipeline": "diffusers:PATH",
+    "FluxKontextPipeline": "flux-kontext:PATH",
+    "QwenImageEditPipeline": "qwen-image-edit:PATH",
+    "QwenImageEditPlusPipeline": "qwen-image-edit:PATH",
+    "StableDiffusionInpaintPipeline": _BUILD,
+    "StableDiffusionXLInpaintPipeline": _BUILD,
+    "FluxFillPipeline": _BUILD,
+    "FluxInpaintPipeline": _BUILD,
+}
 
 _INSTALL = "pip install 'medibench[torch]'"
 _DTYPES = {
@@ -73,6 +90,8 @@ class DiffusersEditModel(SharedOptions):
     cuda_dtype: ClassVar[str] = "bfloat16"
     #: the attributes the pipeline call takes under their own names (each passed when not None)
     call_attributes: ClassVar[tuple[str, ...]] = ()
+    #: an editing model (an inpainting pipeline is refused); the build's inpainter is not one
+    edits: ClassVar[bool] = True
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "path"
 
@@ -134,7 +153,7 @@ class DiffusersEditModel(SharedOptions):
             sizes = [p.size for p in prepared]
             raise ValueError(f"edit_batch needs images of one size, got {sizes}")
         generators = [torch.Generator(self._generator_device()).manual_seed(int(s)) for s in seeds]
-        kwargs = self._call_options(len(prepared))
+        kwargs = {**self._call_options(len(prepared)), **self._size_options(*prepared[0].size)}
         with torch.inference_mode():
             result = self.pipeline(
                 prompt=list(instructions),
@@ -156,6 +175,11 @@ class DiffusersEditModel(SharedOptions):
                 options[attr] = value
         return options
 
+    def _size_options(self, width: int, height: int) -> dict[str, Any]:
+        """Call arguments that make the pipeline work at the prepared image's size (pixels);
+        none by default (the pipeline's own sizing)."""
+        return {}
+
     def _pipeline_options(self) -> dict[str, Any]:
         return {}
 
@@ -176,6 +200,8 @@ class DiffusersEditModel(SharedOptions):
     # -- helpers --------------------------------------------------------------------------------
     def _load(self, torch, load_options: dict[str, Any], local_files_only: bool | None):
         import diffusers
+
+        check_pipeline_class(self.weights, self.pipeline_class, editing=self.edits)
         from diffusers.pipelines import pipeline_utils
 
         cls = getattr(diffusers, self.pipeline_class, None)
@@ -192,7 +218,12 @@ class DiffusersEditModel(SharedOptions):
             **self._pipeline_options(),
             **load_options,
         }
-        return cls.from_pretrained(str(self.weights), **options)
+        try:
+            return cls.from_pretrained(str(self.weights), **options)
+        except NameError as exc:  # diffusers left out a part whose optional package is missing
+            raise UnsupportedPipelineError(
+                _unbuildable(self.weights, self.pipeline_class, exc)
+            ) from exc
 
     def _generator_device(self) -> str:
         # With CPU offload the pipeline draws its noise where it runs: the accelerator.
@@ -246,6 +277,46 @@ def _pick_dtype(torch, dtype: str, device: str, cuda_dtype: str):
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be auto or one of {sorted(set(_DTYPES))}, not {dtype!r}")
     return getattr(torch, _DTYPES[dtype])
+
+
+def check_pipeline_class(weights: Any, pipeline_class: str, *, editing: bool = True) -> None:
+    """Refuse a weights folder that holds another known family than ``pipeline_class``
+    (:data:`KNOWN_PIPELINES`), naming what runs it; the generic ``DiffusionPipeline`` refuses
+    only inpainting pipelines, and only for ``editing``. An unknown or absent ``_class_name``
+    passes (custom pipelines).
+
+    Raises:
+        UnsupportedPipelineError: the message names the folder, both classes and the spec.
+    """
+    index = Path(str(weights)) / "model_index.json"
+    if not index.is_file():
+        return
+    found = json.loads(index.read_text(encoding="utf-8")).get("_class_name")
+    runs = KNOWN_PIPELINES.get(found or "")
+    if runs is None or runs == KNOWN_PIPELINES.get(pipeline_class):
+        return
+    if pipeline_class == "DiffusionPipeline" and (runs != _BUILD or not editing):
+        return
+    generic = pipeline_class == "DiffusionPipeline"
+    wanted = "an image-editing pipeline" if generic else pipeline_class
+    raise UnsupportedPipelineError(
+        f"{weights} holds a {found}, not {wanted}: run it with "
+        f"{runs.replace('PATH', str(weights))}"
+    )
+
+
+def _unbuildable(weights: Any, pipeline_class: str, exc: NameError) -> str:
+    """Why diffusers could not build the pipeline of ``weights`` (a name its module defines only
+    when an optional package is installed: OmniGenPipeline's processor needs torchvision)."""
+    index = Path(str(weights)) / "model_index.json"
+    if index.is_file():
+        pipeline_class = json.loads(index.read_text(encoding="utf-8")).get("_class_name", "")
+    missing = "" if has_torchvision() else (
+        "; torchvision is not installed, and diffusers defines parts of some pipelines only "
+        "with it (medibench's torch pin runs without torchvision)"
+    )  # fmt: skip
+    return (f"diffusers cannot build {pipeline_class} from {weights}: {exc}{missing}; this "
+            "pipeline is not supported here")  # fmt: skip
 
 
 def _to_uint8(x: np.ndarray) -> np.ndarray:

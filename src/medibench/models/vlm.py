@@ -14,7 +14,7 @@ compositional system of :mod:`medibench.models.compose`) answers with text and a
 Adapters (registered in :data:`VLMS`):
 
 * ``openai-chat:MODEL``: any OpenAI-compatible ``/chat/completions`` endpoint through the judges'
-  call layer (:class:`medibench.judges.JudgeClient`: retries, bounded concurrency, redaction);
+  call layer (:class:`medibench.calls.ChatClient`: retries, bounded concurrency, redaction);
   images as PNG data URLs, temperature 0, the seed sent. A refusal or content filter raises
   :class:`~medibench.models.ContentRefusedError`; a failed call :class:`AnswerError`.
 * ``transformers-vlm:PATH``: a transformers image-text-to-text model saved at ``PATH``
@@ -176,7 +176,7 @@ class OpenAIChatVLM:
         base_url: the API root; ``None``: the OpenAI API.
         api_key_env: the variable holding the key; ``api_key_required=False`` for local servers.
         max_tokens, temperature, max_image_side, concurrency, max_attempts, timeout_s: as
-            :class:`medibench.judges.JudgeConfig`.
+            :class:`medibench.calls.ChatConfig`.
         max_images: the most images one request may carry (``None``: any).
     """
 
@@ -198,11 +198,11 @@ class OpenAIChatVLM:
         timeout_s: float = 120.0,
         max_images: int | None = None,
     ) -> None:
-        from medibench.judges import JudgeConfig
+        from medibench.calls import ChatConfig
 
         self.name = name or model
         self.max_images = max_images
-        self.config = JudgeConfig(
+        self.config = ChatConfig(
             model=model,
             base_url=base_url,
             api_key_env=api_key_env,
@@ -232,10 +232,10 @@ class OpenAIChatVLM:
         Demonstration`) as prior turns: a user turn (its images, its prompt) and an assistant
         turn (its answer) each."""
         if getattr(self._local, "loop", None) is None:
-            from medibench.judges import JudgeClient
+            from medibench.calls import ChatClient
 
             self._local.loop = asyncio.new_event_loop()
-            self._local.client = JudgeClient(self.config)
+            self._local.client = ChatClient(self.config)
             with self._lock:
                 self._opened.append((self._local.loop, self._local.client))
         return self._local.loop.run_until_complete(
@@ -250,7 +250,7 @@ class OpenAIChatVLM:
         seed: int,
         examples: Sequence[Any] = (),
     ) -> str:
-        from medibench.judges import png_data_url
+        from medibench.calls import png_data_url
         from medibench.models._examples import chat_examples
 
         def content(shown: Sequence[np.ndarray], text: str) -> list[dict[str, Any]]:

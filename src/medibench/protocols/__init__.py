@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from medibench.benchmarks._benchmark import declared_entries, registry_from_benchmarks
+from medibench._benchmark import declared_entries, registry_from_benchmarks
 from medibench.io import AlphaPolicy
 from medibench.protocols._base import (
     MEDIBENCH_SSIM,
@@ -36,7 +36,7 @@ from medibench.protocols._prepare import (
 from medibench.registry import Registry
 
 if TYPE_CHECKING:
-    from medibench.benchmarks import Benchmark
+    from medibench._benchmark import Benchmark
 
 __all__ = [
     "MEDIBENCH_SSIM",

@@ -148,6 +148,13 @@ class ProtocolResult:
     metrics: dict[str, float | None] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Set by :meth:`fail`: the prediction itself failed (an empty answer), so the record is
+    #: ``missing`` with this reason, not a row of ``None`` metrics.
+    failure: str | None = None
+
+    def fail(self, reason: str) -> None:
+        """The prediction is a failed one (``reason``): counted as missing, never scored."""
+        self.failure = reason
 
     @classmethod
     def for_images(cls, images: SampleImages) -> ProtocolResult:

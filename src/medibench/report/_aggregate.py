@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from medibench.protocols import Aggregation
-from medibench.samples import Sample, Score
+from medibench.samples import Sample, Score, sample_field
 
 __all__ = ["per_model_values", "per_sample_values", "sample_field", "summarize"]
 
@@ -184,14 +184,6 @@ def per_sample_values(
             v = vals.get(metric)
             vals[name] = None if v is None else float(v <= threshold if lower else v >= threshold)
     return out
-
-
-def sample_field(sample: Sample, field: str) -> Any:
-    """A sample's field by name, or ``metadata.<key>``; enums give their value."""
-    if field.startswith("metadata."):
-        return sample.metadata.get(field.removeprefix("metadata."), "")
-    value = getattr(sample, field)
-    return getattr(value, "value", value)
 
 
 def _declared(applicable: Applicable | None, sample: Sample) -> set[str] | None:

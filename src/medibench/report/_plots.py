@@ -170,8 +170,14 @@ def small_multiples(
             means = [r[metric] for r in mine]
             err = np.array(
                 [
-                    [m - _or(r.get(f"{metric}_ci_low"), m) for r, m in zip(mine, means, strict=True)],
-                    [_or(r.get(f"{metric}_ci_high"), m) - m for r, m in zip(mine, means, strict=True)],
+                    [
+                        m - _or(r.get(f"{metric}_ci_low"), m)
+                        for r, m in zip(mine, means, strict=True)
+                    ],
+                    [
+                        _or(r.get(f"{metric}_ci_high"), m) - m
+                        for r, m in zip(mine, means, strict=True)
+                    ],
                 ]
             ).reshape(2, len(means))
             ax.bar(xs, means, width=width, label=model, yerr=err, capsize=2, ecolor="0.25")

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from rich.console import Console
 
+from medibench._identity import output_folder
 from medibench._progress import progress_bar
 from medibench.calls._redact import redact, redact_value
 from medibench.io import read_image, write_image
 from medibench.io._write import atomic_write_text, is_disk_full
-from medibench.runs._models import output_folder
 from medibench.runs._store import RunStore
 from medibench.runs._work import Task, check_output, failure
 from medibench.samples import Prediction, Sample

@@ -1,8 +1,9 @@
-"""The models of a run: their output folders, their names before they are built, their specs.
+"""The models of a run: their names before they are built, their specs.
 
-- :func:`output_folder` maps a model name to ``outputs/<folder>``: a readable slug plus 8 hex
-  digits of the name's sha256 (``"m 1"`` -> ``m_1-6b4e0fa1``), so two names never share a folder.
-  Prediction rows store their paths, so runs written with another naming stay readable.
+- Output folders (:func:`medibench._identity.output_folder`) map a model name to
+  ``outputs/<folder>``: a readable slug plus 8 hex digits of the name's sha256 (``"m 1"`` ->
+  ``m_1-6b4e0fa1``), so two names never share a folder. Prediction rows store their paths, so
+  runs written with another naming stay readable.
 - :func:`planned_name` is the name a spec will record, known without building the model where
   the factory says it (a ``name`` option or default, a class attribute), so two ``--model``
   entries with one name are refused before anything runs.
@@ -14,10 +15,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,7 +29,6 @@ __all__ = [
     "check_model_specs",
     "check_unique_names",
     "generation_budget",
-    "output_folder",
     "planned_name",
     "record_model_specs",
     "record_runtime",
@@ -40,13 +38,6 @@ __all__ = [
 _META_KEY = "model_specs_by_name"
 #: The run metadata key of what each model's ``"auto"`` options resolved to (device, dtype).
 RUNTIME_KEY = "model_runtime"
-_SLUG_MAX = 48
-
-
-def output_folder(name: str) -> str:
-    """The folder (under ``outputs/``) of model ``name``: ``<slug>-<8 hex of sha256(name)>``."""
-    slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", name).lstrip(".")[:_SLUG_MAX] or "model"
-    return f"{slug}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
 
 
 def planned_name(spec) -> str | None:

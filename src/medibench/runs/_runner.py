@@ -10,7 +10,6 @@ full disk stops the stage with a :class:`~medibench.io.DiskFullError`: what fini
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -21,10 +20,10 @@ from typing import Any, Literal
 
 from rich.console import Console
 
+from medibench._identity import output_folder, seed_for
 from medibench._progress import progress_bar
 from medibench.datasets import SampleImages
 from medibench.runs._executors import LocalExecutor
-from medibench.runs._models import output_folder
 from medibench.runs._store import RunStore, RunStoreError
 from medibench.runs._work import NotStarted, Refusal, Task, score_one
 from medibench.samples import Prediction, Sample
@@ -75,12 +74,6 @@ class StageReport:
             return "refused"
         self.failed += 1
         return "error"
-
-
-def seed_for(run_seed: int, sample_id: str, k: int) -> int:
-    """The seed a model gets for (sample, k): a 31-bit hash of the run seed and the item."""
-    digest = hashlib.sha256(f"{run_seed}|{sample_id}|{k}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def record_environment(store: RunStore, config: dict[str, Any]) -> None:

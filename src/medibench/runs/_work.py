@@ -295,6 +295,8 @@ def score_one(
             else protocol.read_prediction(path)
         )
         res = protocol.score(sample, images, image)
+        if res.failure is not None:
+            return Score(**base, metrics=nulls, status="missing", error=res.failure)
         applies = protocol.applicable_metrics(sample)
         relevant = None if applies is None else set(applies)
         for name in protocol.judged_metrics:

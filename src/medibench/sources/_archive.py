@@ -22,8 +22,8 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from medibench.datasets._base import inside_problem
 from medibench.sources._errors import SourceError
+from medibench.sources._paths import inside_problem
 
 __all__ = ["ARCHIVE_SUFFIXES", "CACHE_SUFFIX", "is_archive", "resolve_source"]
 

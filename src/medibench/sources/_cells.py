@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from medibench.datasets._base import DatasetError, resolve_inside
 from medibench.io import ImageReadError, atomic_write_bytes, decode_image, read_image, sha256_bytes
 from medibench.io._images import ImageMode
+from medibench.sources._errors import DatasetError
+from medibench.sources._paths import resolve_inside
 
 #: The folder a path cell is relative to (``None``: path cells are refused).
 _Folder = str | os.PathLike | None

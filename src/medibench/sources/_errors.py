@@ -1,10 +1,13 @@
-"""The error type of the source layer."""
+"""The error types of the source layer, and of every dataset built on it."""
 
 from __future__ import annotations
 
-from medibench.datasets._base import DatasetError
+__all__ = ["DatasetError", "SourceError"]
 
-__all__ = ["SourceError"]
+
+class DatasetError(ValueError):
+    """A dataset cannot be read or written: the message names the file, line, sample and problem
+    (re-exported by :mod:`medibench.datasets`)."""
 
 
 class SourceError(DatasetError):

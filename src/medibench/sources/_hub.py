@@ -24,9 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from medibench.datasets._base import inside_problem
 from medibench.io import atomic_write_text, sha256_file
 from medibench.sources._errors import SourceError
+from medibench.sources._paths import inside_problem
 
 __all__ = [
     "SOURCE_MANIFEST",

@@ -21,12 +21,15 @@ from medibench.stats._agreement import (
     spearman,
 )
 from medibench.stats._bootstrap import (
+    BOOTSTRAP_MAX_ENTRIES,
     PassRate,
     bootstrap_ci,
+    bootstrap_indices,
     hierarchical_bootstrap_ci,
     macro_mean,
     paired_wilcoxon,
     pass_rate,
+    percentile_interval,
 )
 from medibench.stats._paired import (
     compare_models,
@@ -36,9 +39,11 @@ from medibench.stats._paired import (
 )
 
 __all__ = [
+    "BOOTSTRAP_MAX_ENTRIES",
     "Estimate",
     "PassRate",
     "bootstrap_ci",
+    "bootstrap_indices",
     "compare_models",
     "hierarchical_bootstrap_ci",
     "icc_2_1",
@@ -50,6 +55,7 @@ __all__ = [
     "paired_values",
     "paired_wilcoxon",
     "pass_rate",
+    "percentile_interval",
     "pearson",
     "rank_biserial",
     "spearman",

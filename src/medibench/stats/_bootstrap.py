@@ -22,14 +22,17 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 __all__ = [
+    "BOOTSTRAP_MAX_ENTRIES",
     "PassRate",
     "bootstrap_ci",
+    "bootstrap_indices",
+    "percentile_interval",
     "hierarchical_bootstrap_ci",
     "macro_mean",
     "paired_wilcoxon",
@@ -37,6 +40,11 @@ __all__ = [
 ]
 
 Missing = Literal["error", "skip"]
+#: The most resample x sample indices a bootstrap draws at once (int64, 8 bytes each; the
+#: resampled values take as much again): 20,000,000 is about 320 MB. The resamples are drawn in
+#: chunks of whole rows from one generator, so the intervals do not depend on it; a row longer
+#: than it is drawn alone. Every bootstrap here takes ``max_entries=`` to change it.
+BOOTSTRAP_MAX_ENTRIES = 20_000_000
 
 
 class PassRate(NamedTuple):
@@ -57,6 +65,7 @@ def bootstrap_ci(
     level: float = 0.95,
     statistic: Callable[..., Any] = np.mean,
     missing: Missing = "error",
+    max_entries: int = BOOTSTRAP_MAX_ENTRIES,
 ) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of ``statistic(values)``.
 
@@ -66,7 +75,9 @@ def bootstrap_ci(
     ``numpy.percentile(stats, [50 (1 - level), 50 (1 + level)])`` (linear interpolation).
     This equals ``scipy.stats.bootstrap(..., method="percentile", random_state=
     default_rng(seed))`` and MedGEN-Bench's ``bootstrap_ci`` (a loop of ``rng.choice(values,
-    n)`` draws the same indices).
+    n)`` draws the same indices). The index matrix is drawn ``max_entries`` at a time
+    (:func:`bootstrap_indices`: the same indices, in bounded memory), and ``statistic`` is
+    called on each chunk of rows.
 
     Args:
         values: the per-sample values; ``inf`` is allowed (it is a value, not a missing one).
@@ -84,10 +95,28 @@ def bootstrap_ci(
     if arr.size == 0:
         raise ValueError("bootstrap_ci: no values to resample")
     q = _quantiles(level)
-    rng = _rng(seed, n_resamples)
-    idx = rng.integers(0, arr.size, size=(n_resamples, arr.size))
-    stats = np.asarray(statistic(arr[idx], axis=1), dtype=np.float64)
+    chunks = bootstrap_indices(arr.size, n_resamples, seed, max_entries=max_entries)
+    stats = np.concatenate(
+        [np.asarray(statistic(arr[idx], axis=1), dtype=np.float64) for idx in chunks]
+    )
     low, high = np.percentile(stats, q)
+    return float(low), float(high)
+
+
+def bootstrap_indices(
+    n: int, n_resamples: int, seed: int, *, max_entries: int = BOOTSTRAP_MAX_ENTRIES
+) -> Iterator[np.ndarray]:
+    """The rows of :func:`bootstrap_ci`'s index matrix (``default_rng(seed).integers(0, n,
+    size=(n_resamples, n))``), in chunks of at most ``max_entries`` indices (at least one row):
+    concatenated, exactly that matrix (numpy draws the rows one after another from one stream).
+    """
+    return _index_chunks(_rng(seed, n_resamples), n, n_resamples, max_entries)
+
+
+def percentile_interval(stats: np.ndarray, level: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap statistics: ``numpy.percentile`` at
+    ``[50 (1 - level), 50 (1 + level)]``."""
+    low, high = np.percentile(np.asarray(stats, dtype=np.float64), _quantiles(level))
     return float(low), float(high)
 
 
@@ -115,6 +144,7 @@ def hierarchical_bootstrap_ci(
     seed: int = 42,
     level: float = 0.95,
     missing: Missing = "error",
+    max_entries: int = BOOTSTRAP_MAX_ENTRIES,
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of :func:`macro_mean`, resampling items within each leaf group.
 
@@ -125,7 +155,8 @@ def hierarchical_bootstrap_ci(
     them, as PaintBench orders them), ``idx = rng.integers(0, n_leaf, size=(n_resamples,
     n_leaf))`` and the leaf's resampled means; then the macro mean of each round and
     ``numpy.percentile`` at ``[50 (1 - level), 50 (1 + level)]``. With PaintBench's settings
-    (``n_resamples=10000, seed=0``) this reproduces its ``ci95_*`` fields.
+    (``n_resamples=10000, seed=0``) this reproduces its ``ci95_*`` fields. Each leaf's index
+    matrix is drawn ``max_entries`` at a time, as in :func:`bootstrap_ci`.
 
     Raises:
         ValueError: lengths differ, keys of different depths, no values, a missing value with
@@ -135,10 +166,10 @@ def hierarchical_bootstrap_ci(
     q = _quantiles(level)
     rng = _rng(seed, n_resamples)
     boot = {}
-    for key in sorted(leaves, key=_order):
+    for key in sorted(leaves, key=_order):  # one stream: each leaf's rows after the last's
         arr = leaves[key]
-        idx = rng.integers(0, arr.size, size=(n_resamples, arr.size))
-        boot[key] = arr[idx].mean(axis=1)
+        chunks = _index_chunks(rng, arr.size, n_resamples, max_entries)
+        boot[key] = np.concatenate([arr[idx].mean(axis=1) for idx in chunks])
     low, high = np.percentile(_macro(leaves, boot), q)
     return float(low), float(high)
 
@@ -248,6 +279,18 @@ def _quantiles(level: float) -> list[float]:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
     # Rounded so 0.95 gives exactly [2.5, 97.5], the percentiles everyone else uses.
     return [round(50.0 * (1.0 - level), 10), round(50.0 * (1.0 + level), 10)]
+
+
+def _index_chunks(
+    rng: np.random.Generator, n: int, n_resamples: int, max_entries: int
+) -> Iterator[np.ndarray]:
+    """``rng.integers(0, n, size=(n_resamples, n))`` in chunks of whole rows of at most
+    ``max_entries`` indices (at least one row), drawn lazily from ``rng``."""
+    if max_entries < 1:
+        raise ValueError(f"max_entries must be a positive integer, got {max_entries!r}")
+    rows = max(1, max_entries // max(n, 1))
+    for start in range(0, n_resamples, rows):
+        yield rng.integers(0, n, size=(min(rows, n_resamples - start), n))
 
 
 def _rng(seed: int, n_resamples: int) -> np.random.Generator:

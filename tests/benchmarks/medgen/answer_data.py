@@ -19,6 +19,11 @@ CHOICES = ["A. Normal chest", "B. Pneumonia", "C. Pleural effusion"]
 REPORT = {"FINDINGS": "Small left pleural effusion.", "IMPRESSION": "Effusion.", "NOTE": "x"}
 
 
+def code_scores(store) -> list:
+    """A run's ``medgen@code`` score rows (runs score ``medgen@1`` beside it)."""
+    return [s for s in store.scores("medgen") if s.protocol_version == "code"]
+
+
 def pixels(seed: int, shape=(24, 28, 3)) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
 
@@ -64,7 +69,6 @@ def records() -> dict[str, list[dict[str, object]]]:
             "paper_task": "question-answering",
             "instruction": "Which organ is shown?",
             "input_image": "images/q3.png",
-            "answer": "",
             "modality": "CT",
         },
     ]

@@ -22,7 +22,15 @@ from medibench.registry import UnknownNameError
 from medibench.runs import RunConfig, RunStore, run
 from medibench.runs._answers import read_answers
 
-from .answer_data import CHOICES, EDITED, FakeOpenAI, build_folder, build_release, pixels
+from .answer_data import (
+    CHOICES,
+    EDITED,
+    FakeOpenAI,
+    build_folder,
+    build_release,
+    code_scores,
+    pixels,
+)
 
 runner = CliRunner()
 
@@ -37,7 +45,12 @@ def test_vqa_records_from_the_prepared_folder(folder):
     assert ds.sample_ids() == ["medgen-VQA-multiple-choice-1", "medgen-VQA-report-generation-2"]
     mc, report = ds
     assert mc.metadata["choices"] == CHOICES and mc.metadata["format"] == "VQA"
-    assert mc.metadata["expected"] == {"text": "B. Pneumonia", "sections": None, "images": []}
+    assert mc.metadata["expected"] == {
+        "text": "B. Pneumonia",
+        "sections": None,
+        "images": [],
+        "raw": "B. Pneumonia",
+    }
     assert mc.target is None and mc.task == "multiple-choice"
     # multi-image input kept as a list, in order
     assert [p.rsplit("/", 1)[1] for p in report.metadata["input_images"]] == [
@@ -56,7 +69,7 @@ def test_vqa_records_from_the_prepared_folder(folder):
     assert "header(s) NOTE are not among the known ones" in problems and "kept" in problems
     # an answer record with neither text nor image is skipped with that reason
     assert "medgen:VQA:question-answering:3" in problems
-    assert "has neither an answer text nor a ground-truth image; skipped" in problems
+    assert "has neither an answer nor a ground-truth image; skipped" in problems
 
 
 def test_generation_records_and_all_formats(folder):
@@ -182,10 +195,10 @@ def test_compositional_run_end_to_end(monkeypatch, folder, tmp_path):
     said = {"What does": "b", "radiology report": "Left pleural effusion. IMPRESSION: effusion."}
     with FakeOpenAI(_vlm(said)) as server:
         with _run(folder, "vqa.jsonl", tmp_path, server.url) as store:
-            scores = {s.sample_id: s for s in store.scores()}
+            scores = {s.sample_id: s for s in code_scores(store)}
             answers = read_answers(store)
         with _run(folder, "gen.jsonl", tmp_path, server.url, "gen") as store:
-            gen_scores = store.scores()
+            gen_scores = code_scores(store)
             gen_answers = read_answers(store)
         # the VQA samples: the VLM alone, the 3-image report shown as one contact sheet
         chats = [r for r in server.requests if r["path"] == "/v1/chat/completions"]
@@ -232,10 +245,10 @@ def test_compositional_run_end_to_end(monkeypatch, folder, tmp_path):
     assert mc.metrics["overall"] is None  # scores read before judging
     # the judge filled both views on the 1-10 scale (all or nothing)
     with RunStore.open_existing(tmp_path / "gen") as store:
-        (judged_g,) = store.scores()
+        (judged_g,) = code_scores(store)
     assert judged_g.metrics["overall"] == 8.0 and judged_g.metrics["overall_nogt"] == 8.0
     with RunStore.open_existing(tmp_path / "run") as store:
-        judged_mc = {s.sample_id: s for s in store.scores()}["medgen-VQA-multiple-choice-1"]
+        judged_mc = {s.sample_id: s for s in code_scores(store)}["medgen-VQA-multiple-choice-1"]
     assert judged_mc.metrics["anatomical_accuracy"] == 7.0
     assert judged_mc.metrics["overall"] == 8.0 and judged_mc.metrics["overall_nogt"] == 8.0
 
@@ -267,7 +280,7 @@ def test_empty_answer_is_a_failed_prediction_and_off_choice_is_wrong(folder, tmp
     )
     with run(config, progress=False) as store:
         preds = store.predictions()
-        scores = store.scores()
+        scores = code_scores(store)
     assert {p.status for p in preds} == {"error"}
     assert all(
         "answer is empty (a failed prediction, not a wrong answer)" in p.error for p in preds
@@ -280,9 +293,12 @@ def test_empty_answer_is_a_failed_prediction_and_off_choice_is_wrong(folder, tmp
         out=tmp_path / "off",
     )
     with run(off, progress=False) as store:
-        mc = {s.sample_id: s for s in store.scores()}["medgen-VQA-multiple-choice-1"]
+        rows = {(s.protocol_version, s.sample_id): s for s in store.scores("medgen")}
+    mc = rows["1", "medgen-VQA-multiple-choice-1"]  # medgen@1 names the choice-less answer
     assert mc.status == "ok" and mc.metrics["task_accuracy"] == 0.0
     assert "'D. Tuberculosis' is not among the choices: wrong" in mc.notes[1]
+    code = rows["code", "medgen-VQA-multiple-choice-1"]  # the code compares its forms: wrong too
+    assert code.metrics["task_accuracy"] == 0.0 and len(code.notes) == 1
 
 
 def test_bertscore_model_folder_that_is_not_there(monkeypatch, folder, tmp_path):
@@ -294,7 +310,7 @@ def test_bertscore_model_folder_that_is_not_there(monkeypatch, folder, tmp_path)
         out=tmp_path / "run",
     )
     with run(config, progress=False) as store:
-        mc = {s.sample_id: s for s in store.scores()}["medgen-VQA-multiple-choice-1"]
+        mc = {s.sample_id: s for s in code_scores(store)}["medgen-VQA-multiple-choice-1"]
     assert (
         f"BERTScore model file {tmp_path / 'pubmedbert'} does not exist"
         in (mc.reasons["bertscore"])

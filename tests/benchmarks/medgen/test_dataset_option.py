@@ -39,6 +39,7 @@ def test_score_reads_the_formats_the_option_names(folder, tmp_path):
     )
     assert res.exit_code == 0, res.output
     records = [json.loads(line) for line in out.read_text().splitlines()]
+    records = [r for r in records if r["protocol_version"] == "code"]
     assert [r["sample_id"] for r in records] == [
         "medgen-VQA-multiple-choice-1",
         "medgen-VQA-report-generation-2",

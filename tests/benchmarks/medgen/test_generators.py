@@ -19,7 +19,7 @@ from medibench.models.vlm import GeneratedAnswer
 from medibench.runs import RunConfig, run
 from medibench.runs._answers import read_answers
 
-from .answer_data import build_folder, judge_reply
+from .answer_data import build_folder, code_scores, judge_reply
 
 runner = CliRunner()
 
@@ -62,12 +62,12 @@ def _go(folder: Path, file: str, model: str, out: Path):
 
 def test_unified_model_and_a_text_only_vlm_on_generation(folder, tmp_path):
     with _go(folder, "gen.jsonl", f"{__name__}:make_unified", tmp_path / "u") as store:
-        (score,) = store.scores()
+        (score,) = code_scores(store)
         (row,) = read_answers(store).values()
     assert row["calls"] == [{"role": "unified", "model": "unified", "prompt": row["prompt"]}]
     assert row["image_path"].endswith("_0.png") and score.metrics["psnr"] is not None
     with _go(folder, "gen.jsonl", f"{__name__}:make_text_only", tmp_path / "t") as store:
-        (score,) = store.scores()
+        (score,) = code_scores(store)
     assert score.status == "ok" and score.metrics["text_em"] == 1.0
     assert score.metrics["psnr"] is None and score.reasons["psnr"] == "the model made no image"
 
@@ -94,7 +94,7 @@ def test_bertscore_inside_medgen_code(monkeypatch, folder, tmp_path):
     tok.save_pretrained(model_dir)
     monkeypatch.setenv("MEDIBENCH_BERTSCORE_MODEL", str(model_dir))
     with _go(folder, "gen.jsonl", f"{__name__}:make_text_only", tmp_path / "b") as store:
-        (score,) = store.scores()
+        (score,) = code_scores(store)
     text = "The lung nodule grows."
     assert score.metrics["bertscore"] == pytest.approx(BERTScore(model_dir)(text, text))
     assert score.metrics["bertscore_pass"] == float(score.metrics["bertscore"] >= 0.9)
@@ -162,7 +162,7 @@ def test_an_editing_sample_answered_by_a_unified_model_gets_the_image_tier(tmp_p
         out=tmp_path / "run",
     )
     with run(config, progress=False) as store:
-        (score,) = store.scores()
+        (score,) = code_scores(store)
     (sample,) = load_dataset(f"medgen:{release / 'parquet' / 'image_editing'}")
     gt = np.asarray(Image.open(sample.target).convert("RGB"), np.float64)
     assert score.metrics["psnr"] == pytest.approx(10 * np.log10(255**2 / np.mean((gt - 50) ** 2)))
@@ -203,6 +203,6 @@ def test_answers_run_concurrency_calls_at_once(tmp_path):
     (root / "vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     with _go(root, "vqa.jsonl", f"{__name__}:make_together", tmp_path / "run") as store:
         preds = store.predictions()
-        scores = store.scores()
+        scores = code_scores(store)
     assert [p.status for p in preds] == ["ok"] * 3
     assert [s.metrics["task_accuracy"] for s in scores] == [1.0] * 3

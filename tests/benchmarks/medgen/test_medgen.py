@@ -100,7 +100,8 @@ def test_other_records_kept(ds):
 
 def test_registry_detect_and_defaults(medgen_tree, tmp_path):
     ds = load_dataset(f"medgen:{medgen_tree['data']}")
-    assert len(ds) == 6 and ds.default_protocols == ("medgen@code",) and ds.expected_k == 1
+    assert len(ds) == 6 and ds.default_protocols == ("medgen@code", "medgen@1")
+    assert ds.expected_k == 1
     assert detect(medgen_tree["data"]) and not detect(tmp_path)
     assert normalize_task("Image_Edit", "Resolution_Edit") == "resolution-editing"
     assert normalize_task("organ-removal") == "organic-removal"
@@ -229,8 +230,9 @@ def test_corrupt_output_names_the_file(tmp_path):
 
 
 def test_declared_protocol():
-    p = load_protocol("medgen")
+    p = load_protocol("medgen@code")
     assert (p.name, p.version) == ("medgen", "code")
+    assert load_protocol("medgen").version == "1"  # the bare name: the corrected protocol
     assert set(p.judged_metrics) < set(p.metric_names)
     assert p.aggregation.group_by == ("task",) and p.aggregation.missing == "skip"
     assert ("ssim_pass_rate", "ssim", 0.7) in p.aggregation.pass_rates

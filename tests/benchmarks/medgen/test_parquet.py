@@ -136,7 +136,7 @@ def trees(tmp_path_factory):
 def _score(tmp, dataset, preds, name):
     out = tmp / f"{name}.jsonl"
     args = ["score", "--dataset", dataset, "--predictions", str(preds), "--out", str(out)]
-    res = runner.invoke(app, [*args, "--no-progress"])
+    res = runner.invoke(app, [*args, "--no-progress", "--protocol", "medgen@code"])
     assert res.exit_code == 0, res.output
     return [json.loads(line) for line in out.read_text().splitlines()]
 

@@ -18,8 +18,9 @@ from .answer_data import build_folder, records
 runner = CliRunner()
 
 
-def _scores(path):
-    return {s.sample_id: s for s in map(Score.from_json, path.read_text().splitlines())}
+def _scores(path, version="code"):
+    rows = map(Score.from_json, path.read_text().splitlines())
+    return {s.sample_id: s for s in rows if s.protocol_version == version}
 
 
 def test_score_official_answer_files(tmp_path):
@@ -38,13 +39,15 @@ def test_score_official_answer_files(tmp_path):
     res = runner.invoke(
         app,
         ["score", "--dataset", f"medgen:{folder / 'vqa.jsonl'}", "--predictions", str(outputs)]
-        + ["--model", "qwen_vqa", "--out", str(out)],
-    )
+        + ["--model", "qwen", "--out", str(out)],
+    )  # qwen_vqa.jsonl: model "qwen" (the official name without its mission)
     assert res.exit_code == 0, res.output
     got = _scores(out)
     mc = got["medgen-VQA-multiple-choice-1"]
     assert mc.status == "ok" and mc.metrics["task_accuracy"] == 1.0
-    empty = got["medgen-VQA-report-generation-2"]
+    empty = got["medgen-VQA-report-generation-2"]  # the code scores it: BLEU 0
+    assert empty.status == "ok" and empty.metrics["bleu"] == 0.0
+    empty = _scores(out, "1")["medgen-VQA-report-generation-2"]
     assert empty.status == "missing" and "the model's answer is empty" in empty.error
     out = tmp_path / "gen.jsonl"
     res = runner.invoke(

@@ -13,7 +13,10 @@ BENCHMARK = Benchmark(
     load="medibench.benchmarks.medgen.dataset:read_medgen",
     detect="medibench.benchmarks.medgen.dataset:detect",
     layout="MedGEN edit.jsonl or parquet/image_editing/*.parquet",
-    protocols=["medibench.benchmarks.medgen.protocols:MedGenCodeProtocol"],
+    protocols=[
+        "medibench.benchmarks.medgen.protocols:MedGenCodeProtocol",
+        "medibench.benchmarks.medgen.protocols:MedGenProtocol",
+    ],
     judges=[
         "medibench.benchmarks.medgen.judges:checklist",
         "medibench.benchmarks.medgen.judges:checklist_nogt",

@@ -22,10 +22,24 @@ metric                                    definition (:mod:`medibench.metrics.te
 
 BERTScore and RadGraph need their models: the folders named by the environment variables
 :data:`BERTSCORE_ENV` and :data:`RADGRAPH_ENV`. Unset, the metric is ``None`` with that reason;
-set to a folder that is not there, ``None`` with the error naming the missing file. A
-multiple-choice answer that names none of the choices is scored wrong (``task_accuracy`` 0) and
-noted. Where medibench differs from the code: a metric that cannot be computed is ``None`` with
-its reason (the code aborts the run, or fills 0).
+set to a folder that is not there, ``None`` with the error naming the missing file. A metric
+that cannot be computed is ``None`` with its reason (the code aborts the run, or fills 0).
+
+The edges, by protocol (``edges`` of :func:`score_text`):
+
+=====================================  =========================  ============================
+input                                  ``medgen@code`` (``code``)  ``medgen@1`` (``medibench``)
+=====================================  =========================  ============================
+empty, whitespace or ``null`` response scored as ``""`` (BLEU 0,  a failed prediction: the
+                                       EM 0, entity P/R/F1 1 when record is ``missing`` with
+                                       neither side names one)    :data:`EMPTY_ANSWER`
+report answer stored as a JSON string  compared as that raw       parsed: its sections
+                                       string                     serialised
+multiple-choice response naming no     ``compute_task_accuracy``  wrong (0) and noted
+choice                                 (``B`` = ``B`` is right)
+integer answer                         its ``str()``              its ``str()``
+empty (or ``null``) answer             scored against ``""``      ``None``: no reference text
+=====================================  =========================  ============================
 """
 
 from __future__ import annotations
@@ -35,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -47,6 +61,7 @@ from medibench.metrics.text import (
     closed_form_answer,
     entity_metrics,
     passes,
+    report_text,
     task_accuracy,
     token_em_f1,
 )
@@ -55,6 +70,7 @@ from medibench.samples import Sample
 
 __all__ = [
     "BERTSCORE_ENV",
+    "EMPTY_ANSWER",
     "RADGRAPH_ENV",
     "TEXT_METRICS",
     "Answer",
@@ -68,6 +84,7 @@ __all__ = [
 BERTSCORE_ENV = "MEDIBENCH_BERTSCORE_MODEL"
 RADGRAPH_ENV = "MEDIBENCH_RADGRAPH_MODEL"
 _CLOSED = ("multiple-choice", "blank-filling")
+EMPTY_ANSWER = "the model's answer is empty (a failed prediction, not a wrong answer)"
 #: The text tier's metrics, in order.
 TEXT_METRICS = (
     "bleu",
@@ -113,32 +130,55 @@ def read_answer(path: str | os.PathLike, read_image: Callable[[Path], np.ndarray
 
 def response_text(sample: Sample, response: str) -> str:
     """The response as the code compares it (module docstring)."""
+    response = str(response or "")
     if sample.task in _CLOSED:
         return closed_form_answer(response, sample.metadata.get("choices") or [])
     return " ".join(response.split())
 
 
-def reference_text(sample: Sample) -> str:
-    """The reference answer as the code compares it (module docstring)."""
+def reference_text(sample: Sample, edges: Literal["code", "medibench"] = "medibench") -> str:
+    """The reference answer as compared (module docstring): under ``"code"`` the record's raw
+    ``answer`` as the code's ``canonical_answer_text`` turns it into text (a JSON string stays
+    a string); under ``"medibench"`` the parsed reference."""
     expected = sample.metadata.get("expected") or {}
+    if edges == "code" and "raw" in expected:
+        raw = expected["raw"]
+        if isinstance(raw, dict):
+            return report_text(raw)
+        if sample.task in _CLOSED:
+            return closed_form_answer(raw, sample.metadata.get("choices") or [])
+        return " ".join(str(raw or "").split())
     text = str(expected.get("text") or "")
     if sample.task in _CLOSED and not expected.get("sections"):
         return closed_form_answer(text, sample.metadata.get("choices") or [])
     return text if expected.get("sections") else " ".join(text.split())
 
 
-def score_text(sample: Sample, response: str, res: ProtocolResult) -> None:
-    """Fill the text tier's metrics of ``sample``'s answer ``response`` into ``res``."""
+def score_text(
+    sample: Sample,
+    response: str | None,
+    res: ProtocolResult,
+    edges: Literal["code", "medibench"] = "medibench",
+) -> None:
+    """Fill the text tier's metrics of ``sample``'s answer ``response`` into ``res``, the edges
+    as ``edges`` says (module docstring)."""
     expected = sample.metadata.get("expected") or {}
-    if not expected.get("text"):
+    response = str(response or "")
+    code = edges == "code"
+    if not code and not response.strip():
+        res.fail(EMPTY_ANSWER)
+        return
+    if not expected.get("text") and not (code and "raw" in expected):
         res.missing(TEXT_METRICS, "the sample has no reference text")
         return
-    hyp, ref = response_text(sample, response), reference_text(sample)
+    hyp, ref = response_text(sample, response), reference_text(sample, edges)
     value = bleu(hyp, ref)
     res.metrics.update(bleu=value, bleu_pass=passes("bleu", value))
     choices = sample.metadata.get("choices") or []
-    accuracy = task_accuracy(sample.task, response, expected["text"], choices)
-    if sample.task == "multiple-choice" and choices and choice_of(response, choices) is None:
+    answer = expected.get("raw") if code and "raw" in expected else expected.get("text")
+    accuracy = task_accuracy(sample.task, response, answer, choices)
+    named = choice_of(response, choices) is not None
+    if not code and sample.task == "multiple-choice" and choices and not named:
         accuracy = 0.0
         res.notes.append(f"the answer {response.strip()[:80]!r} is not among the choices: wrong")
     if accuracy is None:

@@ -15,7 +15,8 @@ A record has ``category`` (``ImageEdit`` here), ``paper_task``, ``instruction``,
 (``medgen:ImageEditing:<task>:<line>``). Image fields may be a path string or a list of paths:
 the singular field wins; from a list the first path is used and the others are kept, absolute,
 in ``metadata["extra_input_images"]`` / ``metadata["extra_ground_truth_images"]``. Paths are
-relative to the folder; absolute paths and ``..`` are refused.
+relative to the folder (``..`` out of it is refused); an absolute path is read where it
+points, as the official code's ``resolve_image_path`` reads it (its own tests write them).
 
 Samples: ``sample_id`` is the record's id made file-name safe (``:`` and the other characters a
 file name cannot hold become ``-``; the original is ``metadata["medgen_sample_id"]``), ``task``
@@ -35,9 +36,12 @@ What is reported in ``problems`` (the adapter keeps going):
 A line that is not JSON, or not a JSON object, is a :class:`DatasetError` naming the file and
 line.
 
-Model outputs: the official inference writes ``<vlm>_<edit model>_edit.jsonl``, the benchmark
-records plus ``output_image`` (a path) and ``response``; :meth:`MedGenDataset.find_predictions`
-reads those files, and also medibench's own ``<model>/<sample_id>_<k>.png``.
+Model outputs: the official inference writes ``<vlm>_vqa.jsonl``,
+``<vlm>_<image model>_generate.jsonl`` and ``<vlm>_<image model>_edit.jsonl``, the benchmark
+records plus ``response`` and ``output_image`` (:mod:`.inference_files`);
+:meth:`MedGenDataset.find_predictions` reads those files, and also medibench's own
+``<model>/<sample_id>_<k>.png`` / ``.txt``; :meth:`MedGenDataset.for_predictions` loads the
+formats a folder of answer files needs.
 """
 
 from __future__ import annotations
@@ -48,7 +52,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.benchmarks.medgen.predictions import index_answer_record
+from medibench.benchmarks.medgen.inference_files import (
+    answer_lines,
+    bad_response,
+    model_of,
+    widen_for,
+)
+from medibench.benchmarks.medgen.predictions import index_answer_error, index_answer_record
 from medibench.benchmarks.medgen.tasks import PERSPECTIVES, is_editing_task, normalize_task
 from medibench.datasets._base import DatasetError, collect_samples, read_jsonl
 from medibench.datasets._dataset import (
@@ -83,22 +93,38 @@ class MedGenDataset(Dataset):
     Attributes:
         other_records: ``{"vqa": [...], "gen": [...]}``, the records of ``vqa.jsonl`` and
             ``gen.jsonl`` when present, as read (they are not editing samples).
+        formats: the formats loaded as samples (keys of :data:`.formats.FORMATS`).
+        formats_chosen: whether the user chose them (a format's path or ``formats=``), rather
+            than ``medgen:DIR``'s default (the editing records).
     """
 
-    default_protocols = ("medgen@code",)
+    default_protocols = ("medgen@code", "medgen@1")
     expected_k = 1
     #: medibench's outputs: ``<sample_id>_<k>.png``, and ``.txt`` for a text answer.
     prediction_pattern = re.compile(r"^(?P<sid>.+)_(?P<k>\d+)\.(?:png|txt)$")
 
-    def __init__(self, *args: Any, other_records: dict[str, list[dict]] | None = None, **kw):
+    def __init__(
+        self,
+        *args: Any,
+        other_records: dict[str, list[dict]] | None = None,
+        formats: tuple[str, ...] = ("edit",),
+        formats_chosen: bool = False,
+        **kw: Any,
+    ):
         super().__init__(*args, **kw)
         self.other_records = other_records or {}
+        self.formats, self.formats_chosen = tuple(formats), formats_chosen
         # The official ids contain ':'; outputs may name either form.
         self._id_of = {
             s.metadata["medgen_sample_id"]: s.sample_id
             for s in self
             if "medgen_sample_id" in s.metadata
         }
+
+    def for_predictions(self, folder: str | Path) -> tuple[MedGenDataset, list[str]]:
+        """This dataset with the formats the official answer files in ``folder`` need, and
+        what was done or what to do (:func:`.inference_files.widen_for`)."""
+        return widen_for(self, Path(folder))
 
     def find_predictions(
         self, folder: str | Path, *, models: Sequence[str] | None = None, model: str | None = None
@@ -107,8 +133,9 @@ class MedGenDataset(Dataset):
 
         Accepted layouts:
 
-        * the official inference folder: ``<vlm>_<edit model>_edit.jsonl`` files, one model each
-          (named by the file name without ``_edit``; ``model`` renames a single file's model);
+        * the official inference folder: ``<model>_vqa.jsonl``, ``<model>_generate.jsonl``,
+          ``<model>_edit.jsonl`` files (the model is the name without the mission; files of one
+          model are read together; ``model`` renames a single model);
         * one sub-folder per model holding such a JSONL file and/or medibench's
           ``<sample_id>_<k>.png`` files (either id form);
         * one model's folder (PNG or JSONL files directly in it), named ``model`` or the folder.
@@ -117,7 +144,10 @@ class MedGenDataset(Dataset):
         output (as the official resume logic treats it); an ``output_image`` that is the
         official agent's failure text (``"Edit Error: ..."``) is a failed output, in
         ``index.failed`` with that text as the reason (scored ``missing``, not read as a path);
-        for a repeated id the last record wins; the output is ``k = 0``. A relative
+        for a repeated id the last record wins; the output is ``k = 0``. A line that is not a
+        JSON object (a cut-off last line) and a ``response`` that is not text fail their own
+        sample (status ``error``, the file and line named; a line whose id cannot be read is in
+        ``index.problems``); the other records are indexed. A relative
         ``output_image`` is looked up next to the JSONL file, in its parent folder, in the
         dataset folder, then in the working folder;
         a path that exists nowhere is indexed as it is, so scoring reports the missing file.
@@ -150,12 +180,16 @@ class MedGenDataset(Dataset):
         top_jsonl = sorted(p for p in folder.glob("*.jsonl") if p.is_file())
         has_png = any(p.suffix.lower() in (".png", ".txt") for p in folder.iterdir() if p.is_file())
         sources: dict[str, tuple[Path | None, list[Path]]] = {}
-        if has_png:
+        official = any(model_of(p) != p.stem for p in top_jsonl)  # <model>_<mission>.jsonl
+        if has_png and not official:
             sources[model or folder.name] = (folder, top_jsonl)
         elif top_jsonl:
+            names = {model_of(path) for path in top_jsonl}
+            if model in names:  # ``model`` picks one of the folder's models
+                names, top_jsonl = {model}, [p for p in top_jsonl if model_of(p) == model]
             for path in top_jsonl:
-                name = model if model and len(top_jsonl) == 1 else _model_name(path)
-                sources[name] = (None, [path])
+                name = model if model and len(names) == 1 else model_of(path)
+                sources.setdefault(name, (None, []))[1].append(path)
         else:
             for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
                 if not sub.name.startswith("."):
@@ -163,13 +197,22 @@ class MedGenDataset(Dataset):
         return select_models(sources, models, f"no outputs for model(s) {{}} in {folder}")
 
     def _index_jsonl(self, index: PredictionIndex, name: str, jsonl: Path) -> None:
-        for _, record in read_jsonl(jsonl):
-            raw_id = str(record.get("sample_id") or "")
-            answer_id = self._id_of.get(raw_id, raw_id if raw_id in self else None)
+        for number, record, raw, problem in answer_lines(jsonl):
+            answer_id = self._id_of.get(raw, raw if raw in self else None) if raw else None
+            if record is None:  # a line that cannot be read fails its own sample, if named
+                if answer_id is None:
+                    index.problems.append(f"{problem}; no sample could be named, none failed")
+                else:
+                    index_answer_error(index, name, answer_id, jsonl, problem)
+                continue
             if answer_id is not None and self.get(answer_id).metadata.get("format") in (
                 "VQA",
                 "MultimodalGeneration",
             ):  # a text answer (medgen/predictions.py)
+                wrong = bad_response(record, jsonl, number)
+                if wrong and not record.get("error"):
+                    index_answer_error(index, name, answer_id, jsonl, wrong)
+                    continue
                 find = lambda ref: _output_path(ref, jsonl, self.root)  # noqa: E731
                 index_answer_record(index, name, answer_id, record, jsonl, find)
                 continue
@@ -364,8 +407,11 @@ def _resolve(root: Path, ref: str) -> tuple[str, str | None]:
     the official preparation links ``source/`` to the raw dataset outside the folder."""
     if not ref.strip():
         return "", "is empty"
-    if Path(ref).is_absolute() or ref.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", ref):
-        return "", "is absolute (image paths must be relative to the dataset folder)"
+    if Path(ref).is_absolute():  # the record's own statement, read as the code reads it
+        path = Path(os.path.normpath(ref))
+        return (str(path), None) if path.is_file() else ("", "does not exist")
+    if ref.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", ref):
+        return "", "is absolute on another system (image paths are relative to the folder)"
     lexical = Path(os.path.normpath(root / ref))
     if lexical != root and root not in lexical.parents:
         return "", f"leaves the dataset folder {root} (via '..')"
@@ -380,12 +426,6 @@ def _answer_text(answer: object) -> str | None:
     if isinstance(answer, dict) and answer:
         return "\n".join(f"{key}: {value}" for key, value in answer.items())
     return None
-
-
-def _model_name(jsonl: Path) -> str:
-    # get_output_filename() writes "<vlm>_<edit model>_edit.jsonl".
-    stem = jsonl.stem
-    return stem[: -len("_edit")] if stem.endswith("_edit") and len(stem) > 5 else stem
 
 
 def _output_path(ref: str, jsonl: Path, root: Path) -> Path:

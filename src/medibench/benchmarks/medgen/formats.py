@@ -105,7 +105,9 @@ def read_formats(root: Path, formats: Sequence[str], name: str = "medgen") -> Me
             f"sample '{s.metadata['medgen_sample_id']}' has the same id as {first}"
         ),
     )
-    return MedGenDataset(name, base, samples, problems=problems)
+    return MedGenDataset(
+        name, base, samples, problems=problems, formats=formats, formats_chosen=True
+    )
 
 
 def _release_records(

@@ -5,9 +5,12 @@ The official ``inference.py --mission vqa|generate`` writes the benchmark record
 VQA or generation sample, :func:`index_answer_record` stores ``response`` as
 ``<jsonl folder>/.medibench-answers/<jsonl stem>/<sample_id>_0.txt`` (rewritten when it
 changes) with the output image beside it as ``<sample_id>_0.png`` (a symbolic link), and
-indexes that text file, which ``medgen@code`` reads as an answer (:mod:`.answers`). An empty
-``response`` is a failed output ("the model's answer is empty"), scored ``missing``; a record
-with an ``error`` is not an output, as the official resume logic treats it.
+indexes that text file, which the protocols read as an answer (:mod:`.answers`). An empty,
+whitespace or ``null`` response is stored as it is (empty text): ``medgen@code`` scores it as
+the code does, ``medgen@1`` counts it as a failed prediction. A record with an ``error`` is not
+an output, as the official resume logic treats it. A response of another type, or a line that
+cannot be read, is an error for its sample: :func:`index_answer_error` stores the reason as
+``<sample_id>_0.error``, which the protocols raise when they read it (status ``error``).
 """
 
 from __future__ import annotations
@@ -19,11 +22,10 @@ from typing import Any
 from medibench.datasets._dataset import PredictionIndex
 from medibench.io import atomic_write_text
 
-__all__ = ["ANSWER_CACHE", "EMPTY_ANSWER", "index_answer_record"]
+__all__ = ["ANSWER_CACHE", "index_answer_error", "index_answer_record", "read_answer_error"]
 
 #: The folder, beside an official answers file, holding its answers as text files.
 ANSWER_CACHE = ".medibench-answers"
-EMPTY_ANSWER = "the model's answer is empty (a failed prediction, not a wrong answer)"
 
 
 def index_answer_record(
@@ -36,13 +38,12 @@ def index_answer_record(
 ) -> None:
     """Index one official answer record of ``sample_id`` (module docstring); ``find_image(ref)``
     resolves an ``output_image`` reference to a path."""
+    if record.get("error"):
+        return
     response = record.get("response")
-    if record.get("error") or not isinstance(response, str):
-        return
-    if not response.strip():
-        index.add_failed(model, sample_id, 0, EMPTY_ANSWER)
-        return
+    response = "" if response is None else str(response)
     folder = jsonl.parent / ANSWER_CACHE / jsonl.stem
+    (folder / f"{sample_id}_0.error").unlink(missing_ok=True)
     text = folder / f"{sample_id}_0.txt"
     if not text.is_file() or text.read_text(encoding="utf-8") != response:
         atomic_write_text(text, response)
@@ -59,3 +60,19 @@ def index_answer_record(
     elif link.is_symlink():
         link.unlink()
     index.add(model, sample_id, 0, text)
+
+
+def index_answer_error(
+    index: PredictionIndex, model: str, sample_id: str, jsonl: Path, reason: str
+) -> None:
+    """Index ``sample_id``'s answer in ``jsonl`` as an error (module docstring): the reason is
+    stored beside the answers and raised by :func:`read_answer_error` when scored."""
+    path = jsonl.parent / ANSWER_CACHE / jsonl.stem / f"{sample_id}_0.error"
+    if not path.is_file() or path.read_text(encoding="utf-8") != reason:
+        atomic_write_text(path, reason)
+    index.add(model, sample_id, 0, path)
+
+
+def read_answer_error(path: Path) -> None:
+    """Raise the ``ValueError`` stored by :func:`index_answer_error` at ``path``."""
+    raise ValueError(Path(path).read_text(encoding="utf-8"))

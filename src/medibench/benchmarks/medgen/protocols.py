@@ -1,4 +1,5 @@
-"""``medgen@code``: MedGEN-Bench as its code computes it (docs/protocols.md, docs/medgen.md).
+"""``medgen@code``: MedGEN-Bench as its code computes it, edges included; ``medgen@1``: the
+corrected protocol beside it (docs/protocols.md, docs/medgen.md).
 
 The protocol covers the three formats: an editing record is scored by the image tier below; a
 VQA record by the text tier (:mod:`.answers`: BLEU, BERTScore, task accuracy, EM/F1, clinical
@@ -41,28 +42,47 @@ Where medibench differs from the code, on purpose:
 * An output the official agent could not make is written as ``output_image: "Edit Error:
   ..."``; the dataset indexes it as a failed output, scored ``missing`` with that text as the
   reason (not as a file that cannot be read).
-* A missing output: the current code aborts the whole run; an earlier version skipped the
-  sample from the image lists but then wrote the scores back by list position, shifting them
-  onto the wrong samples. medibench records the sample as missing and leaves it out of the means
-  (``missing="skip"``), counted.
+* An output image that cannot be opened: the code (3450b8e) logs a warning, leaves that record
+  out of the batch's image lists, and writes the batch's scores back onto the records by list
+  position, so every later record of the batch gets its successor's value (record 11 carries
+  record 12's PSNR) and the batch's last record none; its means are over the images that did
+  load, so they are right. medibench scores each record on its own files (the per-record values
+  are the right ones; this bug is not copied) and records the failed sample as missing, left
+  out of the means (``missing="skip"``) and counted.
 * The code reads judge results with ``.get(key, 0)`` on keys the current rubric no longer
   produces (``content_accuracy``, ``relevance_and_responsiveness``, ``consistency``) and on
   ``overall_score``, and turns a failed metric batch into a list of 0.0: several metrics are
   silently 0. medibench never fills a value it did not compute: it is ``None`` with a reason.
 * Non-finite values: the code drops them from its means; medibench never produces one here.
+
+The text tier's edges (empty, whitespace and ``null`` responses, JSON-string report answers,
+multiple-choice responses naming no option, integer and empty answers) are scored as the code
+scores them (:mod:`.answers`).
+
+``medgen@1`` (:class:`MedGenProtocol`) differs from ``medgen@code`` where the code is wrong:
+
+* an empty, whitespace or ``null`` response is a failed prediction: its text metrics are
+  ``None`` with that reason (counted as missing, never a score);
+* a multiple-choice response naming none of the record's choices is wrong (0) and noted;
+* a report answer stored as a JSON string is compared by its sections, as an object is;
+  a record with an empty answer has no text metrics ("no reference text");
+* ``psnr`` is taken in float64 and identical images give ``inf`` (stored; 100 dB in means,
+  as the other corrected protocols cap it), not the code's 100.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from PIL import Image
 
 from medibench.benchmarks.medgen.answers import TEXT_METRICS, Answer, read_answer, score_text
+from medibench.benchmarks.medgen.predictions import read_answer_error
 from medibench.datasets import SampleImages
 from medibench.metrics import psnr, ssim
 from medibench.protocols import (
@@ -77,7 +97,7 @@ from medibench.protocols import (
 from medibench.protocols import as_rgb as _prepare_rgb
 from medibench.samples import Sample
 
-__all__ = ["MedGenCodeProtocol", "PSNR_PASS", "SSIM_PASS"]
+__all__ = ["MedGenCodeProtocol", "MedGenProtocol", "PSNR_PASS", "SSIM_PASS"]
 
 #: Pass thresholds of the code's METRIC_THRESHOLDS (LPIPS passes at or below its threshold).
 PSNR_PASS = 28.0
@@ -142,11 +162,15 @@ class MedGenCodeProtocol(PaperReading):
     #: (``rad-dino:DIR``, as the code); without them ``lpips`` and ``embedding_similarity``
     #: are None with that reason. Each value's notes name the extractor and its weights' sha256.
     features: tuple[str, ...] = ()
+    #: How the text tier treats its edges (:func:`~.answers.score_text`); PSNR's 100 cap.
+    _edges: ClassVar[Literal["code", "medibench"]] = "code"
 
     def read_prediction(self, path: str | os.PathLike) -> Any:
         """An editing output as the code reads it (PIL RGB); a text prediction (a ``.txt``
         file, or a ``.png`` with one beside it) as an :class:`~.answers.Answer`."""
         p = Path(path)
+        if p.suffix == ".error":  # an answer the layout could not read (medgen/predictions.py)
+            read_answer_error(p)
         if p.suffix.lower() == ".txt" or p.with_suffix(".txt").is_file():
             return read_answer(p, read_pil_rgb)
         return read_pil_rgb(p)
@@ -173,8 +197,8 @@ class MedGenCodeProtocol(PaperReading):
         # A text answer (VQA, generation; or an editing sample answered by a text + image model)
         answer = prediction if isinstance(prediction, Answer) else Answer("", prediction)
         if fmt != "ImageEditing":
-            score_text(sample, answer.text, res)
-        if fmt != "VQA":
+            score_text(sample, answer.text, res, self._edges)
+        if fmt != "VQA" and res.failure is None:
             if answer.image is None:
                 res.missing(_IMAGE_METRICS, "the model made no image")
             else:
@@ -193,7 +217,7 @@ class MedGenCodeProtocol(PaperReading):
         out = resize_noted(out, size, method="pil-lanczos", notes=res.notes, how=how)
         _feature_pairs(self.features, ref, out, res)
         value = psnr(ref, out, data_range=255)
-        if np.isinf(value):
+        if np.isinf(value) and self._edges == "code":
             res.notes.append(f"MSE = 0: PSNR reported as {PSNR_CAP_DB:g}, the code's cap")
             value = PSNR_CAP_DB
         res.metrics["psnr"] = value
@@ -206,6 +230,21 @@ class MedGenCodeProtocol(PaperReading):
         else:
             res.metrics["ssim"] = s
             res.metrics["ssim_pass"] = 1.0 if s >= SSIM_PASS else 0.0
+
+
+@dataclass(frozen=True)
+class MedGenProtocol(MedGenCodeProtocol):
+    """``medgen@1``: the code's tiers with its defects corrected (module docstring)."""
+
+    version: str = "1"
+    description: str = (
+        "MedGEN-Bench corrected: empty answers are failed predictions, a choice-less MC answer "
+        "is wrong, JSON report answers by section, PSNR float64 with inf (100 dB in means)"
+    )
+    aggregation: Aggregation = dataclasses.replace(
+        MedGenCodeProtocol.aggregation, caps=(("psnr", PSNR_CAP_DB),)
+    )
+    _edges: ClassVar[Literal["code", "medibench"]] = "medibench"
 
 
 def _feature_pairs(specs: tuple[str, ...], ref: np.ndarray, out: np.ndarray, res) -> None:

@@ -15,7 +15,9 @@ A sample's fields:
   them (:func:`medibench.models.vlm.contact_sheet`); a record whose ``input_image`` already is
   the Table IV contact sheet keeps it as ``metadata["contact_sheet"]``.
 * ``metadata["expected"]``: what the answer is checked against: ``{"text": str | None,
-  "sections": {header: text} | None, "images": [paths]}``. A sectioned answer (a JSON object,
+  "sections": {header: text} | None, "images": [paths], "raw": the record's answer as
+  stored}`` (``raw`` is what ``medgen@code`` compares, as the code does; an integer answer's
+  text is its ``str()``). A sectioned answer (a JSON object,
   or a string that is one) keeps its headers as given; headers outside
   :data:`~medibench.metrics.text.REPORT_SECTIONS` are kept, listed in
   ``metadata["unknown_sections"]`` and named in ``problems``. ``description`` is the reference
@@ -28,8 +30,10 @@ A sample's fields:
   (``metadata["format"]`` is the field to group by).
 
 Problems (the record is skipped, the rest loads): no ``sample_id`` / ``instruction`` / task /
-input image; an image that is missing or outside the folder; **an answer with neither text
-nor image** ("has neither an answer text nor a ground-truth image").
+input image; an image that is missing or outside the folder; **a record with neither an
+``answer`` field nor a ground-truth image** ("has neither an answer nor a ground-truth
+image"). A record whose ``answer`` is empty loads (the code scores against ``""``) and is named
+in ``problems``. An absolute image path loads as the code loads it.
 """
 
 from __future__ import annotations
@@ -118,20 +122,22 @@ def answer_sample(
         return None
     answer = record.get("answer")
     sections = expected_sections(answer)
-    text = report_text(sections) if sections else _text(answer) or None
+    text = report_text(sections) if sections else _answer_string(answer) or None
     targets = resolved["ground_truth_image"]
-    if not text and not targets:
+    if "answer" not in record and not targets:
         problems.append(
-            f"{who}: the answer has neither an answer text nor a ground-truth image; skipped"
+            f"{who}: the record has neither an answer nor a ground-truth image; skipped"
         )
         return None
+    if not text and not targets:
+        problems.append(f"{who}: the answer is empty; kept (medgen@code scores against '')")
     metadata: dict[str, Any] = {
         "medgen_sample_id": str(raw_id),
         "format": fmt,
         "paper_task": record.get("paper_task"),
         "subtask": _text(record.get("paper_subtask") or record.get("subtask")),
         "input_images": resolved["input_images"],
-        "expected": {"text": text, "sections": sections, "images": targets},
+        "expected": {"text": text, "sections": sections, "images": targets, "raw": answer},
     }
     sheet = resolved["input_image"][:1]
     if len(resolved["input_images"]) > 1 and sheet and sheet[0] not in resolved["input_images"]:
@@ -164,3 +170,12 @@ def answer_sample(
         source={"benchmark": "MedGEN-Bench", "record": where, "id": str(raw_id)},
         metadata=metadata,
     )
+
+
+def _answer_string(answer: object) -> str:
+    """An answer's text: a string trimmed, a number's ``str()`` (the code's integer answers)."""
+    if isinstance(answer, bool):
+        return ""
+    if isinstance(answer, int | float):
+        return str(answer)
+    return _text(answer)

@@ -8,6 +8,7 @@ BENCHMARK = Benchmark(
     name="miedb",
     load="medibench.benchmarks.miedb.dataset:read_miedb",
     detect="medibench.benchmarks.miedb.dataset:detect",
+    write="medibench.benchmarks.miedb._export:write_miedb",
     layout="MieDB dataBenchmark/metadata.json",
     protocols=[
         "medibench.benchmarks.miedb.protocols:MieDBPaperProtocol",

@@ -1,5 +1,10 @@
 """The :class:`Benchmark` object: one registration that makes a benchmark known everywhere.
 
+It lives below every package that looks benchmarks up (datasets, protocols, judges) and above
+none of them: a benchmark package is imported only when a lookup needs it (:data:`BENCHMARKS`'
+entries are ``"module:attr"`` strings), so the lookups make no import cycle. Public names:
+:mod:`medibench.benchmarks`.
+
 A benchmark package (``medibench.benchmarks.miedb``, or a third party's ``toy_pkg``) exposes one
 ``BENCHMARK = Benchmark(...)``. Registering it makes its dataset kind (``miedb:DIR``), its
 scoring protocols (``miedb@paper``, ``miedb@1``, and the bare ``miedb`` for the latest), its
@@ -48,7 +53,7 @@ ENTRY_POINT_GROUP = "medibench.benchmarks"
 
 def _builtin() -> dict[str, str]:
     """Every sub-package of ``medibench.benchmarks`` is a built-in benchmark (name order)."""
-    here = Path(__file__).parent
+    here = Path(__file__).parent / "benchmarks"
     names = sorted(
         p.name for p in here.iterdir() if (p / "__init__.py").is_file() and p.name[0] != "_"
     )
@@ -82,6 +87,8 @@ class Benchmark:
         hub: where its official files are on the Hugging Face Hub
             (:class:`medibench.sources.HubSource`: repo, pinned revision, file patterns,
             licence), for ``medibench download``; ``None``: not on the Hub.
+        write: ``(folder, samples, result) -> None`` (or its ``"module:attr"``): writes samples
+            in this benchmark's layout for ``export-dataset --format NAME``; ``None``: none.
     """
 
     name: str
@@ -95,6 +102,7 @@ class Benchmark:
     default_judge: str | None = None
     help: str = ""
     hub: HubSource | None = None
+    write: Callable[..., Any] | str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "_-" for c in self.name):
@@ -107,6 +115,10 @@ class Benchmark:
     def loader(self) -> Callable[..., Any]:
         """The ``load`` callable (imported now if it was a string)."""
         return _resolve(self.load)
+
+    def writer(self) -> Callable[..., Any] | None:
+        """The ``write`` callable, or ``None``."""
+        return None if self.write is None else _resolve(self.write)
 
     def detector(self) -> Callable[[Path], bool] | None:
         """The ``detect`` callable, or ``None``."""
