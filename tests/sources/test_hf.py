@@ -116,7 +116,10 @@ def test_medgen_release_by_repo_name_at_its_pinned_commit(medgen_trees, tmp_path
     hub_env.setenv("HF_HUB_OFFLINE", "1")
     cached, _ = _score(tmp_path, f"medgen:{spec}@{MEDGEN_SHA}", preds, "cached")
     from_folder, _ = _score(tmp_path, f"medgen:{release}", preds, "folder")
-    assert [r["status"] for r in from_folder].count("ok") == 3
+    # Three scored samples under each default protocol (medgen@code and medgen@1).
+    assert [r["status"] for r in from_folder].count("ok") == 6
+    assert {r["protocol"] for r in from_folder} == {"medgen"}
+    assert {r["protocol_version"] for r in from_folder} == {"code", "1"}
     assert _comparable(from_hub) == _comparable(cached) == _comparable(from_folder)
 
 
