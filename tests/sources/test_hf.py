@@ -21,7 +21,6 @@ pytest.importorskip("huggingface_hub")
 
 runner = CliRunner()
 MEDGEN_SHA = BENCHMARKS.get("medgen").hub.revision
-CODE = ("--protocol", "medgen@code")  # one protocol: one record per sample
 
 
 def _files(folder):
@@ -111,13 +110,16 @@ def test_medgen_release_by_repo_name_at_its_pinned_commit(medgen_trees, tmp_path
     assert res.exit_code == 2 and f"Jack04810/MedGEN-Bench@{MEDGEN_SHA} is not in" in res.output
     with fake_hub(repo) as hub:
         hub_env.setenv("HF_ENDPOINT", hub.url)
-        from_hub, output = _score(tmp_path, spec, preds, "hub", "--download", *CODE)
+        from_hub, output = _score(tmp_path, spec, preds, "hub", "--download")
         assert not any("README.md" in r for r in hub.requests)
     assert "downloaded into the Hugging Face cache" in output
     hub_env.setenv("HF_HUB_OFFLINE", "1")
-    cached, _ = _score(tmp_path, f"medgen:{spec}@{MEDGEN_SHA}", preds, "cached", *CODE)
-    from_folder, _ = _score(tmp_path, f"medgen:{release}", preds, "folder", *CODE)
-    assert [r["status"] for r in from_folder].count("ok") == 3
+    cached, _ = _score(tmp_path, f"medgen:{spec}@{MEDGEN_SHA}", preds, "cached")
+    from_folder, _ = _score(tmp_path, f"medgen:{release}", preds, "folder")
+    # Three scored samples under each default protocol (medgen@code and medgen@1).
+    assert [r["status"] for r in from_folder].count("ok") == 6
+    assert {r["protocol"] for r in from_folder} == {"medgen"}
+    assert {r["protocol_version"] for r in from_folder} == {"code", "1"}
     assert _comparable(from_hub) == _comparable(cached) == _comparable(from_folder)
 
 

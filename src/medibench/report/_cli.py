@@ -44,6 +44,12 @@ def report(
     from medibench.runs import RunStoreError
 
     err = Console(stderr=True)
+    if not (run / "run.sqlite").exists():
+        from medibench.report._panels import folder_report  # a training folder, say
+
+        if (page := folder_report(run, out)) is not None:
+            Console().print(f"report -> {page}")
+            return
     if images not in ("copy", "link"):
         err.print(f"[bold red]error:[/] --images must be copy or link, not {images!r}")
         raise typer.Exit(code=2)
