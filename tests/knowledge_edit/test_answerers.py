@@ -96,7 +96,7 @@ def test_the_processors_chat_template_is_the_prompt(tiny_path, tmp_path):
     )
     processor.save_pretrained(folder)
     model = TransformersAnswerer(folder, max_new_tokens=2)
-    assert model.prompt is None
+    assert model.vlm.template is None  # the chat template writes the prompt
     assert model.prompt_text("which side ?") == "<s> user : <image> which side ? assistant :"
     model.context.append("New fact: x.")
     assert model.prompt_text("q") == "<s> user : <image> New fact: x. q assistant :"

@@ -5,7 +5,16 @@ import pytest
 from medibench.models import MODELS
 from medibench.models._spec import ModelOptionError, ModelSpec, model_options
 
-COMMON = ["device", "dtype", "batch_size", "local_files_only", "cpu_offload", "load_options"]
+COMMON = [
+    "device",
+    "dtype",
+    "batch_size",
+    "local_files_only",
+    "cpu_offload",
+    "load_options",
+    "lora",
+    "lora_scale",
+]
 
 
 @pytest.mark.parametrize(

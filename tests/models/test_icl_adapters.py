@@ -254,9 +254,10 @@ def test_transformers_vlm_gets_prior_chat_turns(tiny_llava):  # noqa: F811
         vlm.answer([query], "what is shown ?", seed=0)
     finally:
         vlm.processor.__class__.__call__ = original
-    (images, text), _, (plain_images, plain_text) = calls
-    assert [np.asarray(im)[0, 0, 0] for im in images] == [200, 10]  # the example's image first
+    (images, text), _, (plain_images, plain_text) = calls  # one list of images per prompt
+    assert [np.asarray(im)[0, 0, 0] for im in images[0]] == [200, 10]  # the example's first
     assert text == [
         "user : <image> what is shown ?user : a lunguser : <image> what is shown ? assistant :"
     ]
-    assert len(plain_images) == 1 and plain_text == ["user : <image> what is shown ? assistant :"]
+    assert len(plain_images) == 1 and len(plain_images[0]) == 1
+    assert plain_text == ["user : <image> what is shown ? assistant :"]

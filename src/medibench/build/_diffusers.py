@@ -75,6 +75,7 @@ class DiffusersInpainter(DiffusersEditModel):
         super().__init__(
             path, name="diffusers-inpaint", steps=steps, resolution=resolution, device=device,
             dtype=dtype, local_files_only=local_files_only, load_options=load_options,
+            lora=lora, lora_scale=lora_scale,
         )  # fmt: skip
         params = inspect.signature(self.pipeline.__call__).parameters
         if "mask_image" not in params:
@@ -82,10 +83,6 @@ class DiffusersInpainter(DiffusersEditModel):
                 f"{type(self.pipeline).__name__} from {self.weights} takes no mask_image: not an "
                 "inpainting pipeline (use SD-inpainting or FLUX.1-Fill weights)"
             )
-        self.lora, self.lora_scale = lora, float(lora_scale)
-        if lora is not None:
-            self.pipeline.load_lora_weights(lora, adapter_name="medibench")
-            self.pipeline.set_adapters(["medibench"], adapter_weights=[self.lora_scale])
         self.guidance_scale, self.strength = guidance_scale, float(strength)
         self.name = f"diffusers-inpaint:{path}"
 

@@ -48,6 +48,9 @@ def _mount_commands() -> None:
     from medibench.cli.medgen import medgen_app
 
     app.add_typer(medgen_app, name="medgen", help="MedGEN-Bench: controls, Delta, summaries.")
+    from medibench.cli.train import train
+
+    app.command("train")(train)
 
 
 _mount_commands()

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from medibench.models._weights import import_transformers, transformers_folder
+from medibench.models._hf_vlm import LocalVLM
 
 __all__ = [
     "Answerer",
@@ -34,8 +34,6 @@ __all__ = [
     "load_answerer",
 ]
 
-#: LLaVA-1.5's conversation format, for processors without a chat template.
-LLAVA_PROMPT = "USER: <image>\n{question} ASSISTANT:"
 Item = tuple[np.ndarray, str]
 
 
@@ -65,15 +63,18 @@ class Answerer:
 
 
 class TransformersAnswerer(Answerer):
-    """A local transformers VLM (``path``: a folder written by ``save_pretrained``).
+    """A local transformers VLM (``path``: a folder written by ``save_pretrained``), through
+    :class:`medibench.models._hf_vlm.LocalVLM` (the model's own prompt format, stop ids,
+    processor-native batching and teacher forcing).
 
     Args:
         path: the model and processor folder.
-        prompt: a template with ``{question}`` (default: the processor's chat template when it
-            has one, else :data:`LLAVA_PROMPT`).
+        prompt: a template with ``{question}`` (default: the processor's chat template, else
+            the family's own format; a folder with neither is an error naming this option).
         max_new_tokens: the longest answer, in tokens (greedy decoding).
         batch_size: questions per ``generate`` call (left padding).
         device: torch device.
+        eos_token_id: stop id(s) (default: every stop id of the generation config).
     """
 
     def __init__(
@@ -84,46 +85,44 @@ class TransformersAnswerer(Answerer):
         max_new_tokens: int = 16,
         batch_size: int = 8,
         device: str = "cpu",
+        eos_token_id: int | list[int] | None = None,
     ) -> None:
         super().__init__()
-        self.torch, transformers = import_transformers("a transformers VLM")
-        p = transformers_folder(path, "transformers VLM")
-        self.name = p.name
-        self.path = p
-        self.processor = transformers.AutoProcessor.from_pretrained(p)
-        self.tokenizer = self.processor.tokenizer
+        self.vlm = LocalVLM(path, device=device, prompt=prompt, eos_token_id=eos_token_id)
+        self.torch = self.vlm.torch
+        self.path = self.vlm.folder
+        self.name = self.path.name
+        self.processor = self.vlm.processor
+        self.tokenizer = self.vlm.tokenizer
         self.tokenizer.padding_side = "left"
-        self.model = transformers.AutoModelForImageTextToText.from_pretrained(p).to(device).eval()
         self.device = device
         self.max_new_tokens = int(max_new_tokens)
         self.batch_size = int(batch_size)
-        chat = getattr(self.processor, "chat_template", None)
-        self.prompt = prompt if prompt is not None else (None if chat else LLAVA_PROMPT)
         #: The prompt's length while a teacher-forced pass runs (codebook adapters read it).
         self.teacher_prompt_length: int | None = None
 
+    @property
+    def model(self) -> Any:
+        """The transformers model (an editor may replace it: LoRA's merged copy)."""
+        return self.vlm.model
+
+    @model.setter
+    def model(self, value: Any) -> None:
+        self.vlm.model = value
+
     # -- prompts ----------------------------------------------------------------------------
     def prompt_text(self, question: str) -> str:
-        q = self.question_text(question)
-        if self.prompt is not None:
-            return self.prompt.replace("{question}", q)
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]}]
-        return self.processor.apply_chat_template(messages, add_generation_prompt=True)
+        return self.vlm.prompt_text(self.question_text(question))
 
     def encode(self, images: Sequence[np.ndarray], questions: Sequence[str]) -> Any:
-        from PIL import Image
-
-        pil = [Image.fromarray(np.ascontiguousarray(im)) for im in images]
-        texts = [self.prompt_text(q) for q in questions]
-        return self.processor(images=pil, text=texts, return_tensors="pt", padding=True).to(
-            self.device
-        )
+        return self.vlm.encode([[im] for im in images], [self.prompt_text(q) for q in questions])
 
     # -- generation -------------------------------------------------------------------------
     def answer_batch(self, items: Sequence[Item]) -> list[str]:
         out: list[str] = []
-        for i in range(0, len(items), self.batch_size):
-            chunk = items[i : i + self.batch_size]
+        size = min(self.batch_size, self.vlm.max_batch or self.batch_size)
+        for i in range(0, len(items), size):
+            chunk = items[i : i + size]
             out.extend(self._generate([im for im, _ in chunk], [q for _, q in chunk]))
         return out
 
@@ -131,11 +130,7 @@ class TransformersAnswerer(Answerer):
         torch = self.torch
         enc = self.encode(images, questions)
         ids, mask = enc["input_ids"], enc["attention_mask"]
-        with torch.no_grad():
-            seq = self.model.generate(
-                **enc, max_new_tokens=self.max_new_tokens, do_sample=False,
-                pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.tokenizer.eos_token_id,
-            )  # fmt: skip
+        seq = self.vlm.generate(enc, self.max_new_tokens)
         n = ids.shape[1]
         if seq.ndim != 2 or seq.shape[1] < n or not torch.equal(seq[:, :n].to(ids.device), ids):
             raise AnswererError(
@@ -152,28 +147,14 @@ class TransformersAnswerer(Answerer):
                     "prompt tokens as its answer (a model or generation config that echoes "
                     "its input)"
                 )
-            answers.append(self.tokenizer.decode(new, skip_special_tokens=True).strip())
+            answers.append(self.vlm.decode(new))
         return answers
 
     # -- teacher forcing --------------------------------------------------------------------
     def teacher_batch(self, image: np.ndarray, question: str, answer: str) -> tuple[Any, int]:
-        """The model inputs for ``prompt + answer + eos`` with labels on the answer tokens, and
-        the prompt's length in tokens."""
-        torch = self.torch
-        enc = self.encode([image], [question])
-        answer_ids = self.tokenizer(" " + answer.strip(), add_special_tokens=False)["input_ids"]
-        eos = self.tokenizer.eos_token_id
-        tail = torch.tensor(
-            [[*answer_ids, *([eos] if eos is not None else [])]], device=self.device
-        )
-        n = enc["input_ids"].shape[1]
-        batch = dict(enc)
-        batch["input_ids"] = torch.cat([enc["input_ids"], tail], dim=1)
-        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
-        labels = torch.full_like(batch["input_ids"], -100)
-        labels[:, n:] = tail
-        batch["labels"] = labels
-        return batch, n
+        """The model inputs for ``prompt + answer + end of turn`` with labels on exactly the
+        answer's tokens and the end of turn, and the prompt's length in tokens."""
+        return self.vlm.teacher_batch(image, self.prompt_text(question), answer)
 
     def token_accuracy(self, image: np.ndarray, question: str, answer: str, *,
                        with_eos: bool = False) -> float:  # fmt: skip
@@ -187,7 +168,7 @@ class TransformersAnswerer(Answerer):
         logits = self.forward(batch, n).logits
         target = batch["labels"][0, n:]
         pred = logits[0, n - 1 : -1].argmax(-1)
-        if not with_eos and self.tokenizer.eos_token_id is not None:
+        if not with_eos:  # the last label is the end of turn
             pred, target = pred[:-1], target[:-1]
         if target.numel() == 0:
             return self.torch.tensor(1.0)

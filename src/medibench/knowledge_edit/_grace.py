@@ -1,11 +1,19 @@
 """A GRACE-style codebook adapter (Hartvigsen et al., 2023), written for this harness.
 
-One decoder layer's MLP is wrapped. Its codebook holds, per edit, a key (the MLP's input at the
-prompt's last token), a radius and a value vector. When a new sequence is run (the prompt pass
-of a generation, or a teacher-forced pass), the query is the MLP input at the prompt's last
-token; if its nearest key is within that key's radius, the MLP's output is replaced by the
-key's value at that token and at every token after it (the generated ones included). A query
-outside every radius leaves the layer as it was, which is what keeps edits local.
+One decoder layer's MLP is wrapped (``layer``). Its codebook holds, per edit, a key (the MLP's
+input at the prompt's last token), a radius and a value trained to the target. When a new
+sequence is run (the prompt pass of a generation, or a teacher-forced pass), the query is the
+MLP input at the prompt's last token; if its nearest key is within that key's radius, the MLP's
+output is replaced by the key's value from that token on, one value vector per token of the
+answer (its end-of-turn token included): the first at the prompt's last token, the next at the
+first answer token, and so on; generated tokens past the answer's length are left alone. A
+query outside every radius leaves the layer as it was, which is what keeps edits local.
+
+The paper's value is one vector, written at the key's token (``replace_last``) or at every
+token; neither converges on small models, where one vector at one layer cannot both produce the
+answer's first token and end the turn (loss 1-5 after 100 steps). A vector per answer token
+keeps the published parts (a key per edit at a chosen layer, radii, the value trained to the
+target with the weights untouched) and reaches the target wherever ft and lora do.
 
 Each row of a batch decides for itself (a batch mixing edited and unrelated questions answers
 each with its own entry, or none). A new key within an older key's radius splits the two: both
@@ -62,7 +70,7 @@ class GraceEditor(TrainedEditor):
         codebook = layer.mlp if isinstance(layer.mlp, book) else book(layer.mlp, m)
         layer.mlp = codebook
         batch, n = m.teacher_batch(request.image, request.question, request.target)
-        key, first_value = codebook.probe(m, batch, n)
+        key, first_value = codebook.probe(m, batch, n)  # first_value: (answer tokens, hidden)
         radii_before = list(codebook.radii)
         radius = cfg.eps
         for i, other in enumerate(codebook.keys):
@@ -106,7 +114,8 @@ def _module_class(torch: Any) -> Any:
             self.keys: list[Any] = []
             self.values: list[Any] = []  # trained vectors (not model weights)
             self.radii: list[float] = []
-            self._hit: tuple[Any, Any] | None = None
+            self._hits: list[tuple[int, int]] = []  # (row, entry) of the sequence being run
+            self._step = 0  # tokens generated since the prompt pass
 
         def add(self, key: Any, value: Any, radius: float) -> None:
             self.keys.append(key.detach())
@@ -119,11 +128,12 @@ def _module_class(torch: Any) -> Any:
             self.values.pop()
 
         def probe(self, m: Any, batch: Any, n: int) -> tuple[Any, Any]:
-            """The key (MLP input at the prompt's last token) and the MLP's output there."""
+            """The key (MLP input at the prompt's last token) and the MLP's outputs from there
+            to the answer's last token (the value's start)."""
             seen: dict[str, Any] = {}
 
             def hook(_mod: Any, args: Any, out: Any) -> None:
-                seen["x"], seen["y"] = args[0][0, n - 1].detach(), out[0, n - 1].detach()
+                seen["x"], seen["y"] = args[0][0, n - 1].detach(), out[0, n - 1 : -1].detach()
 
             h = self.inner.register_forward_hook(hook)
             try:
@@ -137,26 +147,27 @@ def _module_class(torch: Any) -> Any:
             out = self.inner(x, *args, **kwargs)
             if not self.keys:
                 return out
-            if x.shape[1] > 1:  # a new sequence: decide per row
+            if x.shape[1] > 1:  # a new sequence: each row looks its key up
                 forced = self.owner[0].teacher_prompt_length  # a teacher-forced pass
                 pos = forced - 1 if forced is not None else x.shape[1] - 1
                 keys = torch.stack(self.keys).to(x.dtype)
-                dist = torch.cdist(x[:, pos, :].detach(), keys)
-                best, idx = dist.min(dim=1)
+                best, idx = torch.cdist(x[:, pos, :].detach(), keys).min(dim=1)
                 radii = torch.tensor(self.radii, dtype=x.dtype, device=x.device)
-                self._hit = (best <= radii[idx], idx)
+                hits = torch.nonzero(best <= radii[idx]).flatten()
+                self._hits = [(int(r), int(idx[r])) for r in hits]
+                self._step = 0
                 start = pos
-            elif self._hit is None:
-                return out
-            else:  # one generated token: the rows that hit keep their value
+            else:  # one generated token: the next vector of each hit row's value
+                self._step += 1
                 start = 0
-            hit, idx = self._hit
-            if not bool(hit.any()):
+            if not self._hits:
                 return out
-            rows = [int(r) for r in torch.nonzero(hit).flatten()]
             replaced = out.clone()
-            for r in rows:
-                replaced[r, start:, :] = self.values[int(idx[r])].to(out.dtype)
+            for row, entry in self._hits:
+                value = self.values[entry][self._step :]
+                span = min(value.shape[0], out.shape[1] - start)
+                if span > 0:
+                    replaced[row, start : start + span, :] = value[:span].to(out.dtype)
             return replaced
 
     _CLASS = Codebook

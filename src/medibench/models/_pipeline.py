@@ -58,7 +58,9 @@ class PipelineOptions(TypedDict, total=False):
     ``"float16"``, ``"bfloat16"``; ``batch_size``: items of the same size edited in one call;
     ``local_files_only``: never download (default: on when ``HF_HUB_OFFLINE`` is set);
     ``cpu_offload``: ``enable_model_cpu_offload`` for small GPUs; ``load_options``: extra
-    ``from_pretrained`` keyword arguments (``variant``, ``revision``).
+    ``from_pretrained`` keyword arguments (``variant``, ``revision``); ``lora``: LoRA weights
+    (a folder or ``.safetensors`` file that ``load_lora_weights`` reads, a ``medibench train``
+    checkpoint) applied at ``lora_scale``.
     """
 
     device: str
@@ -67,6 +69,8 @@ class PipelineOptions(TypedDict, total=False):
     local_files_only: bool | None
     cpu_offload: bool
     load_options: dict[str, Any] | None
+    lora: str | None
+    lora_scale: float
 
 
 class DiffusersEditModel(SharedOptions):
@@ -108,6 +112,8 @@ class DiffusersEditModel(SharedOptions):
         local_files_only: bool | None = None,
         cpu_offload: bool = False,
         load_options: dict[str, Any] | None = None,
+        lora: str | None = None,
+        lora_scale: float = 1.0,
     ) -> None:
         torch = _import_torch()
         if steps < 1:
@@ -126,6 +132,9 @@ class DiffusersEditModel(SharedOptions):
             path or self.default_weights, local_files_only=local_files_only, model=name
         )
         self.pipeline = self._load(torch, dict(load_options or {}), local_files_only)
+        self.lora, self.lora_scale = (None if lora is None else str(lora)), float(lora_scale)
+        if self.lora is not None:
+            self._load_lora()
         self.cpu_offload = bool(cpu_offload)
         if cpu_offload:
             self.pipeline.enable_model_cpu_offload()
@@ -225,6 +234,16 @@ class DiffusersEditModel(SharedOptions):
                 _unbuildable(self.weights, self.pipeline_class, exc)
             ) from exc
 
+    def _load_lora(self) -> None:
+        from pathlib import Path
+
+        if not Path(self.lora).exists():
+            raise FileNotFoundError(f"LoRA weights {self.lora} do not exist")
+        if not hasattr(self.pipeline, "load_lora_weights"):
+            raise ValueError(f"{type(self.pipeline).__name__} takes no LoRA weights")
+        self.pipeline.load_lora_weights(self.lora, adapter_name="medibench")
+        self.pipeline.set_adapters(["medibench"], adapter_weights=[self.lora_scale])
+
     def _generator_device(self) -> str:
         # With CPU offload the pipeline draws its noise where it runs: the accelerator.
         return self.device
@@ -237,6 +256,7 @@ class DiffusersEditModel(SharedOptions):
             "dtype": str(self.dtype).removeprefix("torch."),
             "batch_size": self.batch_size,
             "cpu_offload": self.cpu_offload,
+            **({"lora": self.lora, "lora_scale": self.lora_scale} if self.lora else {}),
         }
 
     def __repr__(self) -> str:

@@ -40,7 +40,6 @@ import numpy as np
 
 from medibench.models._base import as_rgb_uint8
 from medibench.models._errors import ContentRefusedError
-from medibench.models._weights import import_transformers, transformers_folder
 from medibench.registry import Registry
 
 __all__ = [
@@ -285,7 +284,9 @@ class OpenAIChatVLM:
 
 
 class TransformersVLM:
-    """A transformers image-text-to-text model saved at ``path`` (greedy decoding).
+    """A transformers image-text-to-text model saved at ``path`` (greedy decoding), through
+    :class:`medibench.models._hf_vlm.LocalVLM`: the model's own prompt format, every stop id
+    of its generation config, the processor's own batching.
 
     Args:
         path: the ``save_pretrained`` folder (``config.json``, weights, processor).
@@ -293,10 +294,15 @@ class TransformersVLM:
         max_new_tokens: the answer's length limit.
         device: torch device; ``auto``: CUDA, then MPS, then CPU (as the diffusers models).
         max_images: the most images the model takes at once (``None``: any).
+        prompt: a template with ``{question}`` and ``{images}`` (the image placeholders)
+            instead of the chat template (needed where the folder has none and medibench knows
+            no format for its family).
+        eos_token_id: stop id(s) (default: every stop id of the generation config).
 
     Raises:
         FileNotFoundError: ``path`` has no ``config.json`` (the message names the file).
         ImportError: torch or transformers is missing.
+        UnsupportedModelError: not an image-text-to-text model, or no prompt format.
     """
 
     spec_argument = "path"
@@ -309,19 +315,20 @@ class TransformersVLM:
         max_new_tokens: int = 512,
         device: str = "auto",
         max_images: int | None = None,
+        prompt: str | None = None,
+        eos_token_id: int | list[int] | None = None,
     ) -> None:
-        from medibench.models._pipeline import _pick_device
+        from medibench.models._hf_vlm import LocalVLM
 
-        folder = transformers_folder(path, "transformers VLM")
-        self._torch, transformers = import_transformers("a transformers VLM")
-        self.name = name or folder.name
-        self.path = folder
+        self.vlm = LocalVLM(path, device=_device(device), prompt=prompt, eos_token_id=eos_token_id)
+        self._torch = self.vlm.torch
+        self.path = self.vlm.folder
+        self.name = name or self.path.name
         self.max_images = max_images
         self.max_new_tokens = int(max_new_tokens)
-        self.device = _pick_device(self._torch, device)
-        self.processor = transformers.AutoProcessor.from_pretrained(folder)
-        model = transformers.AutoModelForImageTextToText.from_pretrained(folder)
-        self.model = model.to(self.device).eval()
+        self.device = self.vlm.device
+        self.processor = self.vlm.processor
+        self.model = self.vlm.model
 
     def answer(self, images: Sequence[np.ndarray], prompt: str, *, seed: int) -> str:
         return self.answer_with_examples(images, prompt, (), seed=seed)
@@ -331,34 +338,21 @@ class TransformersVLM:
     ) -> str:
         """:meth:`answer` after in-context ``examples`` as prior chat turns (as
         :meth:`OpenAIChatVLM.answer_with_examples`), through the processor's chat template."""
-        from PIL import Image
+        from medibench.models._examples import ExamplesNotSupportedError, chat_examples
 
-        from medibench.models._examples import chat_examples
-
-        turns = [*chat_examples(examples), ("user", list(images), prompt)]
-        messages, shown = [], []
-        for role, pictures, words in turns:
-            seen = images_for(self, pictures) if pictures else []
-            shown += seen
-            content: list[dict[str, Any]] = [{"type": "image"} for _ in seen]
-            content.append({"type": "text", "text": words})
-            messages.append({"role": role, "content": content})
-        text = self.processor.apply_chat_template(messages, add_generation_prompt=True)
-        pil = [Image.fromarray(im) for im in shown]
-        enc = self.processor(images=pil, text=[text], return_tensors="pt").to(self.device)
-        tok = self.processor.tokenizer
-        torch = self._torch
-        torch.manual_seed(int(seed))
-        with torch.inference_mode():
-            seq = self.model.generate(
-                **enc,
-                max_new_tokens=self.max_new_tokens,
-                do_sample=False,
-                pad_token_id=tok.pad_token_id,
-                eos_token_id=tok.eos_token_id,
+        if examples and self.vlm.template is not None:
+            raise ExamplesNotSupportedError(
+                f"{self.name}: in-context examples are prior chat turns, and {self.path} has no "
+                "chat template (its prompt is a single-turn format)"
             )
-        new = seq[0, enc["input_ids"].shape[1] :]
-        return str(tok.decode(new, skip_special_tokens=True)).strip()
+        turns = [*chat_examples(examples), ("user", list(images), prompt)]
+        seen = [(role, images_for(self, pictures) if pictures else [], words)
+                for role, pictures, words in turns]  # fmt: skip
+        text = self.vlm.chat_text([(role, len(ims), words) for role, ims, words in seen])
+        enc = self.vlm.encode([[im for _, ims, _ in seen for im in ims]], [text])
+        self._torch.manual_seed(int(seed))
+        seq = self.vlm.generate(enc, self.max_new_tokens)
+        return self.vlm.decode(seq[0, enc["input_ids"].shape[1] :])
 
 
 class CallableVLM:
@@ -387,3 +381,14 @@ VLMS.register(
     "medibench.models.vlm:TransformersVLM",
     help="A transformers image-text-to-text model saved locally: transformers-vlm:PATH.",
 )
+
+
+def _device(device: str) -> str:
+    """``auto``: CUDA, then MPS, then CPU (as the diffusers models); any other value as given."""
+    if device != "auto":
+        return device
+    from medibench.models._pipeline import _pick_device
+    from medibench.models._weights import import_transformers
+
+    torch, _ = import_transformers("a transformers VLM")  # missing: names the extra
+    return _pick_device(torch, device)

@@ -47,6 +47,12 @@ def report(
     from medibench.runs import RunStoreError
 
     err = stderr_console()
+    if not (run / "run.sqlite").exists():
+        from medibench.report._panels import folder_report  # a training folder, say
+
+        if (page := folder_report(run, out)) is not None:
+            stdout_console().print(f"report -> {page}", markup=False)
+            return
     if images not in ("copy", "link"):
         err.print(labelled("error", f"--images must be copy or link, not {images!r}"))
         raise typer.Exit(code=2)

@@ -14,7 +14,7 @@ from typing import Any
 
 from medibench.registry import import_object
 
-__all__ = ["PANEL_PROVIDERS", "collect_panels"]
+__all__ = ["FOLDER_REPORTS", "PANEL_PROVIDERS", "collect_panels", "folder_report"]
 
 #: The stages with a report panel, in page order.
 PANEL_PROVIDERS = (
@@ -22,7 +22,22 @@ PANEL_PROVIDERS = (
     "medibench.prompt_tuning._tables:grid_panel",  # medibench calibration grid --run
     "medibench.knowledge_edit._report:editing_panel",  # medibench edit run
     "medibench.benchmarks.medgen.controls:pairing_panel",  # medibench medgen delta
+    "medibench.train._report:training_panel",  # medibench train (its folder, its eval runs)
 )
+
+
+#: Folders other than runs that ``medibench report FOLDER`` reports on: each ``"module:function"``
+#: takes ``(folder, out)`` and returns the page it wrote, or ``None`` when the folder is not its.
+FOLDER_REPORTS = ("medibench.train._report:write_training_report",)  # medibench train's folder
+
+
+def folder_report(folder: Path, out: Path | None) -> Path | None:
+    """The page of the first :data:`FOLDER_REPORTS` writer that takes ``folder``, or ``None``."""
+    for spec in FOLDER_REPORTS:
+        page = import_object(spec)(folder, out)
+        if page is not None:
+            return page
+    return None
 
 
 def collect_panels(store: Any, run_dir: Path) -> list[dict[str, Any]]:

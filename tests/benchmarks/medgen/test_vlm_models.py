@@ -118,8 +118,9 @@ def test_one_image_vlm_gets_the_contact_sheet(tiny_llava):
         vlm.answer(images, "what is shown ?", seed=0)
     finally:
         vlm.processor.__class__.__call__ = original
-    (shown,) = calls
-    assert len(shown) == 1 and shown[0].size == (2 * 768, 768 + 44)
+    (nested,) = calls  # one list of images per prompt: here one prompt, the sheet alone
+    assert len(nested) == 1 and len(nested[0]) == 1
+    assert nested[0][0].size == (2 * 768, 768 + 44)
 
 
 def test_missing_model_folder_names_the_file(tmp_path):

@@ -1,0 +1,97 @@
+"""Model editing (``medibench edit run`` with ft, lora, grace and in-context) on the families
+of :data:`tests.conformance._matrix.EDITED`, and each editor's undo, bit for bit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.conformance._matrix import EDITED, EDITING
+from tests.conformance.conftest import QUESTION, TARGET, image
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture(scope="session")
+def tasks(tmp_path_factory):
+    from medibench.knowledge_edit._synthetic import synthetic_taskset
+
+    root = tmp_path_factory.mktemp("edit-tasks")
+    synthetic_taskset(root / "tasks", 3, seed=0)
+    return root / "tasks"
+
+
+@pytest.mark.parametrize("editor", EDITING)
+@pytest.mark.parametrize("family", EDITED)
+def test_edit_run_reaches_each_edit_and_scores_it(family, editor, family_folder, tasks,
+                                                  tmp_path):  # fmt: skip
+    from medibench.cli import app
+
+    run = tmp_path / "run"
+    args = ["edit", "run", "--tasks", str(tasks), "--model", str(family_folder(family)),
+            "--editor", editor, "--limit", "2", "--matcher", "exact", "--max-new-tokens", "4",
+            "--run", str(run), "--json", str(tmp_path / "scores.json")]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "0 failed" in " ".join(result.output.split())
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    assert scores["n_edits"] == 2
+    if editor != "in-context":  # a random model does not read facts; trained editors must land
+        assert scores["reliability"] == 1.0
+    from medibench.knowledge_edit import read_taskset
+
+    lines = (run / "edit_results.jsonl").read_text().splitlines()
+    probes = sum(len(r.probes) for r in read_taskset(tasks).requests[:2])
+    assert len(lines) == probes  # one line per probe of the two edits, each scored
+
+
+@pytest.mark.parametrize("editor", ["ft", "lora", "grace"])
+@pytest.mark.parametrize("family", EDITED)
+def test_an_edit_lands_and_undo_restores_the_model_bit_for_bit(family, editor, family_folder):
+    import torch
+
+    from medibench.knowledge_edit import TransformersAnswerer, load_editor
+    from medibench.knowledge_edit._editors import EditCase
+
+    model = TransformersAnswerer(family_folder(family), max_new_tokens=4)
+    before = {k: v.clone() for k, v in model.model.state_dict().items()}
+    answer_before = model.answer(image(), QUESTION)
+    handle = load_editor(editor).edit(model, EditCase("e", image(), QUESTION, TARGET))
+    assert model.answer(image(), QUESTION) == TARGET
+    handle.undo()
+    after = model.model.state_dict()
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+    assert model.answer(image(), QUESTION) == answer_before
+
+
+@pytest.mark.parametrize("family", ["llava", "qwen2_vl", "gemma3", "paligemma"])
+def test_grace_converges_with_a_codebook_key_per_edit(family, family_folder):
+    from medibench.knowledge_edit import TransformersAnswerer, load_editor
+    from medibench.knowledge_edit._editors import EditCase, decoder_layers
+
+    model = TransformersAnswerer(family_folder(family), max_new_tokens=4)
+    editor = load_editor("grace", {"max_steps": 200})
+    first = editor.edit(model, EditCase("a", image(), QUESTION, TARGET))
+    second = editor.edit(model, EditCase("b", image(7), "which organ is shown ?", "heart"))
+    assert first.converged and second.converged
+    assert first.loss <= editor.config.tol and second.loss <= editor.config.tol
+    codebook = decoder_layers(model)[editor.config.layer].mlp
+    assert len(codebook.keys) == 2  # one key per edit, at the chosen layer
+    assert model.answer_batch([(image(), QUESTION), (image(7), "which organ is shown ?")]) == [
+        TARGET, "heart"]  # fmt: skip
+    second.undo()
+    first.undo()
+    assert not hasattr(decoder_layers(model)[editor.config.layer].mlp, "keys")
+
+
+def test_gemma3_batched_edit_answers_equal_single_answers(family_folder):
+    from medibench.knowledge_edit import TransformersAnswerer
+
+    model = TransformersAnswerer(family_folder("gemma3"), max_new_tokens=3, batch_size=8)
+    items = [(image(i, (16 + i, 20)), q) for i in range(4)
+             for q in (QUESTION, "which organ is shown ?")]  # fmt: skip
+    assert len(items) == 8
+    assert model.answer_batch(items) == [model.answer(im, q) for im, q in items]
