@@ -94,7 +94,7 @@ def test_every_block_has_a_current_row():
     for key, row in rows.items():
         assert row.first == blocks[key].first, f"{key}: the block now starts {blocks[key].first!r}"
         assert row.status in {"runs", "partly", "not yet"} and (row.status == "runs" or row.why)
-    assert len(blocks) == 32  # the count README and blocks.md state
+    assert len(blocks) == 36  # the count README and blocks.md state
 
 
 def test_every_substitution_applies_to_a_block():
