@@ -304,7 +304,7 @@ class InstructPix2PixFamily(DenoisingFamily):
 
 def family_class(name: str, weights: Path | str | None = None) -> type[Family]:
     """The :class:`Family` subclass of a trainable family name; ``diffusers-inpaint`` picks
-    its pipeline's (SD inpainting or FLUX.1 Fill) from ``weights``' ``model_index.json``."""
+    its pipeline's (SD or SDXL inpainting, FLUX.1 Fill) from ``weights``' ``model_index.json``."""
     if name == "ip2p":
         return InstructPix2PixFamily
     if name == "flux-kontext":
@@ -317,15 +317,19 @@ def family_class(name: str, weights: Path | str | None = None) -> type[Family]:
         return QwenImageEditFamily
     if name == "diffusers-inpaint":
         from medibench.train._flow import FluxFillFamily
-        from medibench.train._inpaint import StableDiffusionInpaintFamily
+        from medibench.train._inpaint import (
+            StableDiffusionInpaintFamily,
+            StableDiffusionXLInpaintFamily,
+        )
 
-        known = {c.pipeline_class: c for c in (StableDiffusionInpaintFamily, FluxFillFamily)}
+        trained = (StableDiffusionInpaintFamily, StableDiffusionXLInpaintFamily, FluxFillFamily)
+        known = {c.pipeline_class: c for c in trained}
         if weights is None:
             return StableDiffusionInpaintFamily
         found = _read_json(Path(weights) / "model_index.json").get("_class_name")
         if found not in known:
             raise TrainError(f"{weights} holds a {found}; diffusers-inpaint trains "
-                             f"{' or '.join(known)}")  # fmt: skip
+                         f"{', '.join(list(known)[:-1])} or {list(known)[-1]}")  # fmt: skip
         return known[found]
     raise TrainError(f"no trainable family {name!r}")
 
