@@ -19,3 +19,14 @@ def count_rows(db: str | Path, table: str) -> int:
         return 0
     finally:
         con.close()
+
+
+def table_rows(db: str | Path, table: str, *, drop: tuple[str, ...] = ()) -> list[tuple]:
+    """Every row of ``table`` in ``db``, sorted, without the columns named in ``drop`` (times)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        cur = con.execute(f"SELECT * FROM {table}")
+        keep = [i for i, d in enumerate(cur.description) if d[0] not in drop]
+        return sorted((tuple(row[i] for i in keep) for row in cur), key=repr)
+    finally:
+        con.close()

@@ -4,19 +4,16 @@ writing atomically. The next command that takes the folder's lock (a re-run of `
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from medibench.cli import app
+from tests._kill import folder_state, hidden_temps, kill_mid_write
 from tests.runs.conftest import make_native
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[2]
 LEFT = ("outputs/identity/.s000_0.png.k3j9x2ab.tmp", "exports/.run.jsonl.q8w7e6r5.tmp",
         ".run.sqlite.zz11yy22.tmp", "report/images/.a.png.p0o9i8u7.tmp")  # fmt: skip
 KEPT = ("outputs/identity/notes.tmp", "exports/keep.txt")  # not hidden: not a temp file
@@ -104,27 +101,13 @@ def test_calibration_into_a_run_removes_the_temps(tmp_path):
 
 @pytest.mark.slow
 def test_sigkill_mid_run_then_resume_leaves_no_temp(tmp_path, data):
-    """A real kill: a run killed while it writes, then resumed, ends with no temp file."""
-    import signal
-
-    run = tmp_path / "run"
-    code = (
-        "import time, medibench.io._write as w\n"
-        "real = w.os.replace\n"
-        "def slow(a, b):\n"
-        "    time.sleep(0.5)\n"
-        "    return real(a, b)\n"
-        "w.os.replace = slow\n"
-        "from medibench.cli import app\n"
-        f"app(['run', '--dataset', 'native:{data}', '--model', 'identity', '--out', '{run}',"
-        " '--no-progress'])\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(run.rglob(".*.tmp")):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert list(run.rglob(".*.tmp")), "the kill came after the run finished"
-    _ok("run", "--dataset", f"native:{data}", "--model", "identity", "--out", run, "--no-progress")
-    assert not list(run.rglob(".*.tmp"))
+    """A real kill: a run killed in its second atomic rename, then resumed, ends with no temp
+    file and the outputs of an uninterrupted run."""
+    run, ref = tmp_path / "run", tmp_path / "ref" / "run"
+    args = ["run", "--dataset", f"native:{data}", "--model", "identity", "--no-progress", "--out"]
+    kill_mid_write([*args, run], run, hang_at=1)
+    assert hidden_temps(run), "the kill came after the run finished"
+    _ok(*args, run)
+    _ok(*args, ref)
+    assert hidden_temps(run) == [] and folder_state(run) == folder_state(ref)
+    assert len([k for k in folder_state(run) if k.startswith("outputs/")]) == 3

@@ -141,3 +141,67 @@ def test_a_link_out_of_the_snapshots_repository_is_still_refused(tmp_path):
     (plain / "img" / "in.png").symlink_to(repo / "blobs" / "x")
     with pytest.raises(DatasetError, match="through a symbolic link"):
         resolve_inside(plain.resolve(), "img/in.png", what="t")
+
+
+@pytest.mark.parametrize("path", ["img/s001.png", "samples.jsonl"])  # LFS (sha256), git (blob id)
+def test_a_download_with_bytes_other_than_the_listing_promises_is_refused(tmp_path, hub_env, path):
+    """The hf: path checks each downloaded file as ``medibench download`` does; the refused
+    snapshot leaves the cache, so the wrong bytes are never loaded later."""
+    import hashlib
+
+    repo = _native_repo(tmp_path)
+    repo.faults[path] = "wrong-bytes"
+    data = repo.files[path]
+    promised = (hashlib.sha256(data).hexdigest() if path.endswith(".png")
+                else hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())  # fmt: skip
+    snapshot = tmp_path / "hf_home" / "hub" / "datasets--someone--tiny-native" / "snapshots"
+    with fake_hub(repo) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(HubDownloadError) as info:
+            load_dataset(f"native:hf:{repo.repo_id}", download=True)
+        message = " ".join(str(info.value).split())
+        assert f"someone/tiny-native@{repo.sha}: file {path}: the bytes received" in message
+        assert promised in message and "not what the Hub's metadata promises" in message
+        assert "the snapshot was removed from the Hugging Face cache" in message
+        assert not (snapshot / repo.sha).exists()
+        with pytest.raises(HubDownloadError, match="is not in the local Hugging Face cache"):
+            load_dataset(f"native:hf:{repo.repo_id}")  # nothing of it is served from the cache
+        argv = ["score", "--dataset", f"hf:{repo.repo_id}", "--download", "--predictions",
+                str(tmp_path), "--out", str(tmp_path / "s")]  # fmt: skip
+        res = runner.invoke(app, argv)
+        assert res.exit_code == 2
+        assert f"file {path}: the bytes received" in " ".join(res.output.split())
+        del repo.faults[path]  # the Hub serves the right bytes again: the download succeeds
+        fetched = load_dataset(f"native:hf:{repo.repo_id}", download=True)
+    assert (fetched.root / path).read_bytes() == data
+
+
+@pytest.mark.slow  # the client's own retries of a cut-off body take seconds
+@pytest.mark.parametrize(
+    ("fault", "status"),
+    [
+        ("500", "HTTP 500"),
+        ("404", "HTTP 404"),
+        ("truncate", "RemoteProtocolError"),
+        ("redirect-loop", "TooManyRedirects"),
+    ],  # fmt: skip
+)
+def test_an_http_failure_of_a_download_is_one_line_and_nothing_is_cached(
+    tmp_path, hub_env, fault, status
+):
+    repo = _native_repo(tmp_path)
+    repo.faults["img/s001.png"] = fault
+    with fake_hub(repo) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(HubDownloadError) as info:
+            load_dataset(f"native:hf:{repo.repo_id}", download=True)
+        message = str(info.value)
+        assert message.startswith(f"cannot download someone/tiny-native@main from {hub.url}: ")
+        assert status in message and "\n" not in message
+        argv = ["score", "--dataset", f"hf:{repo.repo_id}", "--download", "--predictions",
+                str(tmp_path), "--out", str(tmp_path / "s")]  # fmt: skip
+        res = runner.invoke(app, argv)
+        assert res.exit_code == 2  # the CLI's one line, not a traceback (exit 1)
+        assert "cannot download someone/tiny-native@main" in " ".join(res.output.split())
+    with pytest.raises(HubDownloadError, match="is not in the local Hugging Face cache"):
+        load_dataset(f"native:hf:{repo.repo_id}")  # the half-fetched snapshot is not served

@@ -75,10 +75,14 @@ def resolve_hf_path(
     ``dataset`` sub-path (``dataBenchmark_00.tar``) is what the path resolves to. ``download``:
     fetch a snapshot that is not cached (never when ``HF_HUB_OFFLINE`` is set). ``notes``
     receives what a reader of the results should know (an unpinned revision, a download).
+    A snapshot downloaded here has each file checked against the Hub's tree listing at its
+    commit (LFS sha256 or git blob id, and size); one already cached is used as it is.
 
     Raises:
         HubDownloadError: the snapshot is not cached (and ``download`` is off, or the Hub
-            cannot be reached), or the repository or revision does not exist.
+            cannot be reached), or the repository or revision does not exist, or a downloaded
+            file is not what the Hub's listing promises (the snapshot is then removed from
+            the cache, naming the file and both hashes).
     """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -124,8 +128,12 @@ def resolve_hf_path(
                 f"{reason}{where} is not in the local Hugging Face cache "
                 f"({settings['cache_dir']}): {how}"
             )
+        from medibench.sources._hub import _hub_quiet
+        from medibench.sources._hub_fetch import describe_failure
+
         try:
-            folder = snapshot(endpoint=settings["endpoint"])
+            with _hub_quiet():  # its retry warnings would bury the one line that says what failed
+                folder = snapshot(endpoint=settings["endpoint"])
         except RevisionNotFoundError as exc:
             raise HubDownloadError(f"{spec.repo_id} has no revision {revision!r}") from exc
         except RepositoryNotFoundError as exc:
@@ -133,9 +141,29 @@ def resolve_hf_path(
                 f"dataset repository {spec.repo_id} not found (private or gated repositories "
                 "need HF_TOKEN)"
             ) from exc
-        except LocalEntryNotFoundError as exc:
-            raise HubDownloadError(f"cannot reach the Hub to download {where}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - unreachable, a 500, a cut-off body, a loop
+            raise HubDownloadError(
+                f"cannot download {where} from {settings['endpoint']}: {describe_failure(exc)}; "
+                "nothing of it is used"
+            ) from None
+        _verify(spec.repo_id, patterns, Path(folder), settings)
         if notes is not None:
-            notes.append(f"{where}: downloaded into the Hugging Face cache {settings['cache_dir']}")
+            notes.append(
+                f"{where}: downloaded into the Hugging Face cache {settings['cache_dir']}, "
+                "each file checked against the Hub's listing"
+            )
     root = Path(folder)
     return root / source.dataset if ours and source and source.dataset else root
+
+
+def _verify(repo_id: str, patterns: list[str] | None, folder: Path, settings: dict) -> None:
+    """Check a freshly downloaded cache snapshot (``folder``, named by its commit) file by
+    file against the Hub's tree listing at that commit (see ``verify_snapshot``)."""
+    from huggingface_hub import HfApi
+
+    from medibench.sources._hub import _hub_quiet
+    from medibench.sources._hub_fetch import verify_snapshot
+
+    source = HubSource(repo_id, folder.name, allow_patterns=tuple(patterns) if patterns else None)
+    with _hub_quiet():
+        verify_snapshot(HfApi(endpoint=settings["endpoint"]), source, folder.name, folder)

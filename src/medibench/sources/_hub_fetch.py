@@ -12,6 +12,7 @@ verified unless every file matched.
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from medibench.sources._hub import HubDownloadError, HubSource, SourceFile
 
-__all__ = ["describe_failure", "fetch_verified"]
+__all__ = ["describe_failure", "fetch_verified", "verify_snapshot"]
 
 _CHUNK = 1 << 20
 _WORKERS = 8  # as huggingface_hub's snapshot_download
@@ -35,22 +36,7 @@ def fetch_verified(
         HubDownloadError: the listing or a file could not be fetched (naming the file and the
             HTTP status), or a file's bytes are not the ones the Hub's metadata promises.
     """
-    from huggingface_hub.utils import filter_repo_objects
-
-    at = f"{source.repo_id}@{commit}"
-    try:
-        tree = api.list_repo_tree(
-            source.repo_id, repo_type=source.repo_type, revision=commit, recursive=True
-        )
-        entries = [e for e in tree if getattr(e, "blob_id", None) is not None]
-    except Exception as exc:  # noqa: BLE001 - every failure of the listing is one line
-        raise HubDownloadError(
-            f"cannot list the files of {at} on {api.endpoint}: {describe_failure(exc)}"
-        ) from None
-    patterns = list(source.allow_patterns) if source.allow_patterns else None
-    wanted = list(filter_repo_objects(entries, allow_patterns=patterns, key=lambda e: e.path))
-    if not wanted:
-        raise HubDownloadError(f"{at} has no file matching {patterns or 'any pattern'}")
+    wanted = _listing(api, source, commit)
     with ThreadPoolExecutor(max_workers=min(_WORKERS, len(wanted))) as pool:
         results = list(pool.map(lambda e: _fetch_one(source, commit, e, folder, settings), wanted))
     problems = [r for r in results if isinstance(r, str)]
@@ -59,6 +45,34 @@ def fetch_verified(
         raise HubDownloadError(problems[0] + more)
     files = [r for r in results if isinstance(r, SourceFile)]
     return tuple(sorted(files, key=lambda f: f.path))
+
+
+def verify_snapshot(api: Any, source: HubSource, commit: str, folder: Path) -> None:
+    """Check every file of ``folder``, a Hugging Face cache snapshot of ``source`` at
+    ``commit`` (its ``allow_patterns``), against the tree listing at that commit.
+
+    Raises:
+        HubDownloadError: the listing could not be read, or a file is missing or its bytes are
+            not the ones the Hub's metadata promises. The snapshot folder is then removed, with
+            the cached blobs of the refused files, so the cache does not serve them again.
+    """
+    at = f"{source.repo_id}@{commit}"
+    problems = []
+    for entry in _listing(api, source, commit):
+        local = folder / entry.path
+        if not local.is_file():
+            problems.append(f"{at}: file {entry.path}: not in the downloaded snapshot")
+            continue
+        problem = _check(entry, _hashes(local), f"{at}: file {entry.path}")
+        if problem is not None:
+            problems.append(problem)
+            local.resolve().unlink(missing_ok=True)  # the blob the snapshot links to
+    if problems:
+        shutil.rmtree(folder, ignore_errors=True)
+        more = f" (and {len(problems) - 1} more file(s))" if len(problems) > 1 else ""
+        raise HubDownloadError(
+            f"{problems[0]}{more}; the snapshot was removed from the Hugging Face cache"
+        )
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -104,20 +118,50 @@ def _fetch_one(
     except Exception as exc:  # noqa: BLE001 - every failure of a file is one line
         _forget(folder, entry.path)
         return f"{where}: download failed ({describe_failure(exc)}); nothing was recorded"
-    sha256, blob, size = _hashes(local)
+    hashes = _hashes(local)
+    problem = _check(entry, hashes, where)
+    if problem is not None:
+        _forget(folder, entry.path)
+        return f"{problem}; the file was removed and nothing was recorded"
+    return SourceFile(entry.path, hashes[2], hashes[0])
+
+
+def _listing(api: Any, source: HubSource, commit: str) -> list[Any]:
+    """The tree entries (files) of ``source`` at ``commit`` that its ``allow_patterns`` take."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    at = f"{source.repo_id}@{commit}"
+    try:
+        tree = api.list_repo_tree(
+            source.repo_id, repo_type=source.repo_type, revision=commit, recursive=True
+        )
+        entries = [e for e in tree if getattr(e, "blob_id", None) is not None]
+    except Exception as exc:  # noqa: BLE001 - every failure of the listing is one line
+        raise HubDownloadError(
+            f"cannot list the files of {at} on {api.endpoint}: {describe_failure(exc)}"
+        ) from None
+    patterns = list(source.allow_patterns) if source.allow_patterns else None
+    wanted = list(filter_repo_objects(entries, allow_patterns=patterns, key=lambda e: e.path))
+    if not wanted:
+        raise HubDownloadError(f"{at} has no file matching {patterns or 'any pattern'}")
+    return wanted
+
+
+def _check(entry: Any, hashes: tuple[str, str, int], where: str) -> str | None:
+    """``None`` when a file's ``(sha256, git blob id, size)`` are what the tree ``entry``
+    promises (the LFS sha256, else the git blob id), else the problem, naming both."""
+    sha256, blob, size = hashes
     lfs = getattr(entry, "lfs", None)
     if lfs is not None:
         promised, actual, kind = lfs.sha256, sha256, "sha256 (the Hub's LFS oid)"
     else:
         promised, actual, kind = entry.blob_id, blob, "git blob id (the Hub's oid)"
-    if actual != promised or size != entry.size:
-        _forget(folder, entry.path)
-        return (
-            f"{where}: the bytes received ({size} bytes, {kind.split(' ')[0]} {actual}) are "
-            f"not what the Hub's metadata promises ({entry.size} bytes, {kind} {promised}); "
-            "the file was removed and nothing was recorded"
-        )
-    return SourceFile(entry.path, size, sha256)
+    if actual == promised and size == entry.size:
+        return None
+    return (
+        f"{where}: the bytes received ({size} bytes, {kind.split(' ')[0]} {actual}) are "
+        f"not what the Hub's metadata promises ({entry.size} bytes, {kind} {promised})"
+    )
 
 
 def _hashes(path: Path) -> tuple[str, str, int]:
