@@ -41,6 +41,13 @@ def flux_fill(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def sdxl_inpaint(tmp_path_factory):
+    from tests.conformance._diffusers_models import weights
+
+    return weights("sdxl-inpaint", tmp_path_factory)
+
+
 FILL_PARTS = ("scheduler", "vae", "text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2")
 
 
@@ -49,6 +56,7 @@ FILL_PARTS = ("scheduler", "vae", "text_encoder", "tokenizer", "text_encoder_2",
     [
         ("sd_inpaint", "mask and masked-target latents concatenated on channels"),
         ("flux_fill", "masked-target latents and the mask concatenated on token channels"),
+        ("sdxl_inpaint", "pooled text embeddings and time ids (size, crop (0, 0), size)"),
     ],
 )
 def test_an_inpainting_lora_trains_and_the_build_inpainter_uses_it(
@@ -83,6 +91,19 @@ def test_an_inpainting_lora_trains_and_the_build_inpainter_uses_it(
     assert not np.array_equal(expert, fill({}))
     card = (result.checkpoint / "README.md").read_text()
     assert conditioning in card
+
+
+def test_sdxl_inpainting_gives_the_unet_the_pipelines_added_conditions(sdxl_inpaint, tmp_path):
+    """Time ids (original size, crop, target size: no aesthetic score in this pipeline's
+    config) of a 32 x 48 image, and the second encoder's pooled projection (16 wide)."""
+    from medibench.train._inpaint import StableDiffusionXLInpaintFamily
+
+    cfg = TrainConfig(dataset="native:x", model=f"diffusers-inpaint:{sdxl_inpaint}",
+                      method="lora", out=tmp_path / "x")  # fmt: skip
+    family = StableDiffusionXLInpaintFamily(sdxl_inpaint, cfg, torch.device("cpu"), torch.float32)
+    text, added = family.text_conditioning(["a", "b"], (32, 48))
+    assert added["time_ids"].tolist() == [[32, 48, 0, 0, 32, 48]] * 2
+    assert tuple(added["text_embeds"].shape) == (2, 16) and text.shape[-1] == 32
 
 
 def test_inpainting_needs_masks_and_only_lora(sd_inpaint, tmp_path):
@@ -137,6 +158,6 @@ def test_inpainting_weights_of_another_pipeline_name_the_ones_it_trains(
         bins=(32,),
     )
     with pytest.raises(TrainError, match="holds a StableDiffusionInstructPix2PixPipeline; "
-                       "diffusers-inpaint trains StableDiffusionInpaintPipeline or "
-                       "FluxFillPipeline"):  # fmt: skip
+                       "diffusers-inpaint trains StableDiffusionInpaintPipeline, "
+                       "StableDiffusionXLInpaintPipeline or FluxFillPipeline"):  # fmt: skip
         train(cfg)

@@ -17,7 +17,8 @@ def train(
     model: Annotated[
         str,
         typer.Option(
-            help="FAMILY:PATH: ip2p, flux-kontext or diffusers-inpaint, and the base weights"
+            help="FAMILY:PATH: ip2p, flux-kontext, qwen-image-edit or diffusers-inpaint, "
+            "and the base weights"
         ),
     ],
     method: Annotated[str, typer.Option(help="full or lora")],

@@ -3,8 +3,9 @@
 :func:`train` fine-tunes a diffusers editing model on the triplets (input, instruction,
 target) of any medibench dataset, with the objective its pipeline was trained with
 (:mod:`medibench.train._families`): InstructPix2Pix in full or with LoRA, FLUX.1 Kontext with
-LoRA (:mod:`._flow`), and SD inpainting and FLUX.1 Fill pipelines with LoRA (the modality
-experts of the modification build, :mod:`._inpaint`, :mod:`._flow`).
+LoRA (:mod:`._flow`), Qwen-Image-Edit with LoRA (:mod:`._qwen`), and SD and SDXL inpainting
+and FLUX.1 Fill pipelines with LoRA (the modality experts of the modification build,
+:mod:`._inpaint`, :mod:`._flow`).
 
 The training folder ``DIR`` holds ``train_config.json`` (every setting, the objective, the base
 weights' and the dataset's hashes), ``train.jsonl`` (one line per step: ``step``, ``loss``,

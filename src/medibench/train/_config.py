@@ -16,6 +16,7 @@ MixedPrecision = Literal["no", "bf16", "fp16"]
 TRAINABLE: dict[str, tuple[str, ...]] = {
     "ip2p": ("full", "lora"),
     "flux-kontext": ("lora",),
+    "qwen-image-edit": ("lora",),
     "diffusers-inpaint": ("lora",),
 }
 #: MieDB-100k trains in three resolution bins.

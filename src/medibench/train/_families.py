@@ -13,7 +13,8 @@ that ``pipeline.load_lora_weights`` reads (``method="lora"``).
   classifier-free guidance: with ``u ~ U(0, 1)`` per sample, the text is dropped (the empty
   prompt's embedding) when ``u < 2p`` and the image latents are zeroed when ``p <= u < 3p``, so
   each of text only, image only and both is dropped with probability ``p``.
-- FLUX.1 Kontext and FLUX.1 Fill (flow matching) live in :mod:`medibench.train._flow`, SD
+- FLUX.1 Kontext and FLUX.1 Fill (flow matching) live in :mod:`medibench.train._flow`,
+  Qwen-Image-Edit in :mod:`medibench.train._qwen`, SD
   inpainting in :mod:`medibench.train._inpaint` (both kinds of ``diffusers-inpaint`` experts).
 """
 
@@ -54,7 +55,7 @@ class Family:
         self.config = config
         self.device, self.weight_dtype = device, dtype
         cls = getattr(diffusers, self.pipeline_class)
-        self.pipeline = cls.from_pretrained(str(weights), **self.load_options)
+        self.pipeline = cls.from_pretrained(str(weights), **self.pipeline_options(Path(weights)))
         self.pipeline.set_progress_bar_config(disable=True)
         self.denoiser = getattr(self.pipeline, self.denoiser_name)
         #: what the loss calls: the denoiser, or its data-parallel wrapper (accelerate)
@@ -82,6 +83,11 @@ class Family:
                 f"{weights} holds a {index.get('_class_name')}, not the "
                 f"{cls.pipeline_class} this family trains"
             )
+
+    @classmethod
+    def pipeline_options(cls, weights: Path) -> dict[str, Any]:
+        """Options of the pipeline's ``from_pretrained`` for ``weights`` (``load_options``)."""
+        return dict(cls.load_options)
 
     @classmethod
     def multiple(cls, weights: Path) -> int:
@@ -298,24 +304,32 @@ class InstructPix2PixFamily(DenoisingFamily):
 
 def family_class(name: str, weights: Path | str | None = None) -> type[Family]:
     """The :class:`Family` subclass of a trainable family name; ``diffusers-inpaint`` picks
-    its pipeline's (SD inpainting or FLUX.1 Fill) from ``weights``' ``model_index.json``."""
+    its pipeline's (SD or SDXL inpainting, FLUX.1 Fill) from ``weights``' ``model_index.json``."""
     if name == "ip2p":
         return InstructPix2PixFamily
     if name == "flux-kontext":
         from medibench.train._flow import FluxKontextFamily
 
         return FluxKontextFamily
+    if name == "qwen-image-edit":
+        from medibench.train._qwen import QwenImageEditFamily
+
+        return QwenImageEditFamily
     if name == "diffusers-inpaint":
         from medibench.train._flow import FluxFillFamily
-        from medibench.train._inpaint import StableDiffusionInpaintFamily
+        from medibench.train._inpaint import (
+            StableDiffusionInpaintFamily,
+            StableDiffusionXLInpaintFamily,
+        )
 
-        known = {c.pipeline_class: c for c in (StableDiffusionInpaintFamily, FluxFillFamily)}
+        trained = (StableDiffusionInpaintFamily, StableDiffusionXLInpaintFamily, FluxFillFamily)
+        known = {c.pipeline_class: c for c in trained}
         if weights is None:
             return StableDiffusionInpaintFamily
         found = _read_json(Path(weights) / "model_index.json").get("_class_name")
         if found not in known:
             raise TrainError(f"{weights} holds a {found}; diffusers-inpaint trains "
-                             f"{' or '.join(known)}")  # fmt: skip
+                         f"{', '.join(list(known)[:-1])} or {list(known)[-1]}")  # fmt: skip
         return known[found]
     raise TrainError(f"no trainable family {name!r}")
 

@@ -73,12 +73,8 @@ class FluxFamily(Family):
             x0 = self.latents([p[1] for p in pixels], generator, sample=True)
             embeds, pooled, text_ids = self._encode_prompts(prompts)
         bsz, ch, h, w = x0.shape
-        noise = torch.randn(x0.shape, generator=generator, device=self.device, dtype=x0.dtype)
-        n = self.scheduler.config.num_train_timesteps
-        idx = torch.randint(0, n, (bsz,), generator=generator, device=self.device).cpu()
-        timesteps = self.scheduler.timesteps[idx].to(self.device)
-        sigma = self.scheduler.sigmas[idx].to(self.device, x0.dtype).reshape(bsz, 1, 1, 1)
-        tokens = pipe._pack_latents((1.0 - sigma) * x0 + sigma * noise, bsz, ch, h, w)
+        noisy, noise, timesteps = self.noised(x0, generator)
+        tokens = pipe._pack_latents(noisy, bsz, ch, h, w)
         ids = pipe._prepare_latent_image_ids(bsz, h // 2, w // 2, self.device, x0.dtype)
         with torch.no_grad():
             hidden, img_ids = self.condition(pixels, tokens, ids, generator)
@@ -95,10 +91,37 @@ class FluxFamily(Family):
             img_ids=img_ids,
             return_dict=False,
         )[0]
-        f = pipe.vae_scale_factor
-        pred = pipe._unpack_latents(pred[:, : tokens.shape[1]], h * f, w * f, f)
+        return self.velocity_loss(pred[:, : tokens.shape[1]], noise, x0)
+
+    def velocity_loss(self, pred, noise, x0):
+        """Mean squared error of the packed prediction ``pred`` (the noisy tokens' part),
+        unpacked to ``x0``'s shape, to the velocity ``noise - x0`` (mean per sample, then over
+        the batch)."""
+        f = self.pipeline.vae_scale_factor
+        h, w = x0.shape[-2:]
+        pred = self.pipeline._unpack_latents(pred, h * f, w * f, f)
         target = noise - x0
+        bsz = x0.shape[0]
         return ((pred.float() - target.float()) ** 2).reshape(bsz, -1).mean(1).mean()
+
+    def noised(self, x0, generator, mu: float | None = None):
+        """``(x_t, noise, timesteps)`` for clean latents ``x0`` (batch first): ``t`` drawn
+        uniformly from the scheduler's training timesteps, its sigma shifted by
+        ``time_shift(mu, 1, sigma)`` when ``mu`` is given (dynamic shifting, timesteps then
+        ``1000 sigma``), ``x_t = (1 - sigma) x0 + sigma noise``."""
+        import torch
+
+        bsz = x0.shape[0]
+        noise = torch.randn(x0.shape, generator=generator, device=self.device, dtype=x0.dtype)
+        n = self.scheduler.config.num_train_timesteps
+        idx = torch.randint(0, n, (bsz,), generator=generator, device=self.device).cpu()
+        timesteps = self.scheduler.timesteps[idx].to(self.device)
+        sigma = self.scheduler.sigmas[idx].to(self.device)
+        if mu is not None:
+            sigma = self.scheduler.time_shift(mu, 1.0, sigma)
+            timesteps = sigma * n
+        sigma = sigma.to(x0.dtype).reshape(bsz, *[1] * (x0.ndim - 1))
+        return (1.0 - sigma) * x0 + sigma * noise, noise, timesteps
 
     def _encode_prompts(self, prompts: list[str]):
         """``(T5 embeddings, CLIP pooled embeddings, text position ids)`` of ``prompts``."""
