@@ -15,7 +15,7 @@ Output never depends on the terminal in a way users or tests trip on:
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -25,6 +25,9 @@ from rich.text import Text
 __all__ = [
     "PIPE_WIDTH",
     "CliConsole",
+    "console",
+    "err",
+    "fail",
     "labelled",
     "long_format",
     "stderr_console",
@@ -97,6 +100,19 @@ def stderr_console() -> CliConsole:
 def labelled(label: str, text: object, style: str = "bold red") -> Text:
     """``label: text``, the label styled and ``text`` printed verbatim (no markup)."""
     return Text.assemble((f"{label}:", style), " ", str(text))
+
+
+#: The consoles every command prints on (the CLI groups beside their packages included).
+console = stdout_console()
+err = stderr_console()
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``error: MESSAGE`` on stderr and exit 2."""
+    import typer
+
+    err.print(labelled("error", message))
+    raise typer.Exit(code=2)
 
 
 def fits(console: Console, table: Table) -> bool:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.table import Table
 
-from medibench._console import labelled, stderr_console, stdout_console
+from medibench._console import console, err, fail, labelled
 from medibench.cli._aliases import AliasGroup
 
 __all__ = [
@@ -36,9 +36,9 @@ app = typer.Typer(
     add_completion=False,
     help="Evaluate text-guided medical image editing, by the papers' protocols and corrected ones.",
 )
-# Leaderboards are wide: keep them readable when stdout is a pipe or a CI log (80 columns).
-console = stdout_console()  # COLUMNS wide (else the terminal, else 120); too-wide tables long
-err = stderr_console()  # error messages stay on one line (greppable), printed verbatim
+# console: COLUMNS wide (else the terminal, else 120), too-wide tables split or long; err: error
+# messages on one line (greppable), printed verbatim; fail: "error: ..." and exit 2. They live
+# in medibench._console so the command groups beside their packages share them without a cycle.
 
 
 def _print_version(value: bool) -> None:
@@ -59,12 +59,6 @@ def _main(
     ] = False,
 ) -> None:
     """Evaluate text-guided medical image editing, by the papers' protocols and corrected ones."""
-
-
-def fail(message: str) -> NoReturn:
-    """Print ``error: MESSAGE`` on stderr and exit 2."""
-    err.print(labelled("error", message))
-    raise typer.Exit(code=2)
 
 
 def load(fn: Callable[..., T], spec: Any, **kwargs: Any) -> T:

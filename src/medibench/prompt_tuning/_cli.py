@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from medibench.cli._app import console, fail
+from medibench._console import console, fail
 
 __all__ = ["grid_command", "train_command"]
 
