@@ -150,26 +150,10 @@ def make_run(root: Path, n_samples: int, n_models: int, size: int, seed: int = 0
 
 def time_interactive(index: Path) -> tuple[float, float]:
     """(ms until the page's script is ready, s for the whole page load) in headless Chromium."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' Chromium setup
+    from tests.browser.conftest import start_chromium, stop_chromium
 
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = "/usr/bin/chromium"
-    profile = tempfile.mkdtemp(prefix="medibench-chromium-")
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-        f"--user-data-dir={profile}",
-    ):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    driver, profile = start_chromium(1400, 1000)
     try:
         driver.get("about:blank")
         t0 = time.perf_counter()
@@ -177,8 +161,7 @@ def time_interactive(index: Path) -> tuple[float, float]:
         load = time.perf_counter() - t0
         ready = driver.execute_script("return window.medibenchReadyMs")
     finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+        stop_chromium(driver, profile)
     return float(ready), load
 
 
