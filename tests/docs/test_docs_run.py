@@ -14,47 +14,28 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
+from tests.docs import standins
 from tests.docs._blocks import ROOT, TABLE, Block, shell_blocks, table_rows
 
-#: (file, text in the block) -> (replacement, why). A marked substitution: the block names a
-#: download, weights, a paid API or a size too slow for a test; "" drops the line.
-SUBSTITUTIONS: dict[tuple[str, str], tuple[str, str]] = {
-    ("README.md", "--dataset suite --model identity --model classical --out runs/a"): (
-        "--dataset suite --dataset-option name=medibench-suite@1-mini --model identity "
-        "--model classical --out runs/a",
-        "the 66-sample frozen suite instead of the 396-sample one (same code, less time)",
-    ),
-    ("README.md", "--dataset miedb:MieDB-100k"): ("", "needs MieDB-100k and ip2p weights"),
-    ("README.md", "medibench run --dataset suite --model openai-image"): ("", "a paid API"),
-    ("README.md", "--model configs/flux.yaml"): ("", "FLUX weights, Ray"),
-    ("README.md", "medibench run ... --shard 0/4"): ("", "`...` stands for the options above"),
-    ("README.md", "--model gemini-image --icl-k 0"): ("", "a paid API (Gemini)"),
-    ("README.md", "--preset medium --n-per-task 12 --seed 7"): (
-        "--preset medium --n-per-task 2 --seed 7",
-        "2 items per task instead of 12 (same code, less time)",
-    ),
-    ("docs/suite.md", "medibench score --dataset native:suite ..."): ("", "`...`: a placeholder"),
-    ("docs/suite.md", "--preset medium --n-per-task 4"): (
-        "--preset medium --n-per-task 1",
-        "1 item per task instead of 4",
-    ),
-    ("docs/suite.md", "--out suite1 --suite medibench-suite@1 "): (
-        "--out suite1 --suite medibench-suite@1-mini ",
-        "the 66-sample frozen suite instead of the 396-sample one",
-    ),
-}
+#: (file, text in the block) -> (replacement, why): the marked substitutions of every module of
+#: tests/docs/standins (a block names a download, weights, a paid API or a size too slow for a
+#: test; "" drops the line; file "*" is every file).
+SUBSTITUTIONS = standins.substitutions()
 
 
 def _runnable(block: Block) -> str:
     """The block's text with its substitutions applied (lines whose replacement is "" dropped)."""
     lines = []
+    # the file's own substitutions first, then those of every file ("*")
+    ordered = sorted(SUBSTITUTIONS.items(), key=lambda item: item[0][0] == "*")
     for line in block.text.splitlines():
-        for (file, old), (new, _why) in SUBSTITUTIONS.items():
-            if file == block.file and old in line:
+        for (file, old), (new, _why) in ordered:
+            if file in (block.file, "*") and old in line:
                 line = line.replace(old, new) if new else ""
         if line.strip():
             lines.append(line)
@@ -101,20 +82,41 @@ def test_every_substitution_applies_to_a_block():
     texts = defaultdict(str)
     for b in shell_blocks():
         texts[b.file] += b.text
+    everything = "".join(texts.values())
     for (file, old), (_new, why) in SUBSTITUTIONS.items():
-        assert old in texts[file] and why, (file, old)
+        assert old in (everything if file == "*" else texts[file]) and why, (file, old)
 
 
 _RUN = [r for r in table_rows() if r.status in {"runs", "partly"}]
 
 
+@pytest.fixture(scope="session")
+def standin_cache(tmp_path_factory) -> Path:
+    """A folder the stand-in modules share across files (tiny models built once)."""
+    return tmp_path_factory.mktemp("standins")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("file", sorted({r.file for r in _RUN}))
-def test_the_blocks_that_run_run(file, tmp_path):
+def test_the_blocks_that_run_run(file, tmp_path, standin_cache):
     ordinals = {r.ordinal for r in _RUN if r.file == file}
+    # a developer's aid: DOCS_BLOCKS="README.md:4,6 docs/train.md:1" runs only those blocks
+    only = dict(item.split(":") for item in os.environ.get("DOCS_BLOCKS", "").split())
+    if only:
+        if file not in only:
+            pytest.skip(f"DOCS_BLOCKS names other files than {file}")
+        ordinals &= {int(n) for n in only[file].split(",")}
     env = _env(_shims(tmp_path / "bin"))
     work = tmp_path / "work"
     work.mkdir()
+    with ExitStack() as stack:
+        for module in standins.modules():
+            if hasattr(module, "standins"):
+                stack.enter_context(module.standins(file, work, env, standin_cache))
+        _run_blocks(file, ordinals, work, env)
+
+
+def _run_blocks(file: str, ordinals: set[int], work: Path, env: dict[str, str]) -> None:
     for block in (b for b in shell_blocks() if b.file == file and b.ordinal in ordinals):
         script = "set -euo pipefail\n" + _runnable(block)
         res = subprocess.run(
