@@ -23,3 +23,18 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
     folder.mkdir(parents=True, exist_ok=True)
     env["DOCS_WEIGHTS"] = str(folder)
     yield
+
+
+def tiny(env: dict[str, str], name: str, build) -> Path:
+    """``$DOCS_WEIGHTS/name``, made by ``build(folder)`` the first time any module asks for it
+    (built in a temporary folder and renamed, so a half-built model is never found there)."""
+    folder = Path(env["DOCS_WEIGHTS"]) / name
+    if not folder.exists():
+        part = folder.with_name(f".{name}.part")
+        if part.exists():
+            import shutil
+
+            shutil.rmtree(part)
+        build(part)
+        part.rename(folder)
+    return folder
