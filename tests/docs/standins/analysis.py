@@ -36,15 +36,36 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
 
 
 def build_weights(env: dict[str, str]) -> None:
-    """The four models the blocks name, each built once per session."""
-    from medibench.analysis.features import INCEPTION_FILE
-    from tests.analysis.conftest import build_dinov2_dir, build_inception_file, build_lpips_dir
+    """The four models the blocks name, each built once per session (torch is imported only
+    when one is missing)."""
+    weights.tiny(env, "instruct-pix2pix", _ip2p)
+    weights.tiny(env, "pt_inception-2015-12-05-6726825d.pth", _inception)  # a file, as shipped
+    weights.tiny(env, "lpips", _lpips)
+    weights.tiny(env, "rad-dino", _rad_dino)
+
+
+def _ip2p(folder: Path) -> None:
     from tests.models.test_diffusers import build_tiny_ip2p
 
-    weights.tiny(env, "instruct-pix2pix", build_tiny_ip2p)
-    weights.tiny(env, INCEPTION_FILE, build_inception_file)  # a file, as pytorch-fid ships it
-    weights.tiny(env, "lpips", build_lpips_dir)
-    weights.tiny(env, "rad-dino", build_dinov2_dir)
+    build_tiny_ip2p(folder)
+
+
+def _inception(path: Path) -> None:
+    from tests.analysis.conftest import build_inception_file
+
+    build_inception_file(path)
+
+
+def _lpips(folder: Path) -> None:
+    from tests.analysis.conftest import build_lpips_dir
+
+    build_lpips_dir(folder)
+
+
+def _rad_dino(folder: Path) -> None:
+    from tests.analysis.conftest import build_dinov2_dir
+
+    build_dinov2_dir(folder)
 
 
 def build_benchmarks(work: Path) -> None:
