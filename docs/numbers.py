@@ -32,8 +32,6 @@ import math
 import re
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,29 +43,7 @@ BEGIN, END = "<!-- numbers:inventory -->", "<!-- /numbers:inventory -->"
 MACHINE = "AMD EPYC"
 
 
-@dataclass(frozen=True)
-class Figure:
-    """A passage a doc must hold: ``text`` (whitespace-insensitive) in ``doc``."""
-
-    doc: str
-    text: str
-    what: str
-
-
-@dataclass(frozen=True)
-class Check:
-    """Figures and what produces them. ``figures`` recomputes them (``None``: stated figures,
-    listed in ``stated``, that no script recomputes; ``status`` says why)."""
-
-    name: str
-    producer: str
-    noise: str
-    figures: Callable[[], list[Figure]] | None = None
-    slow: bool = False
-    stated: tuple[Figure, ...] = ()
-    status: str = "checked"
-    listed: tuple[Figure, ...] = field(default=())
-
+from tests.docs._figures import STATED, Check, Figure
 
 # -- fast, deterministic -------------------------------------------------------------------
 
@@ -355,8 +331,8 @@ def prompt_tuning_table() -> list[Figure]:
 
     doc = (ROOT / "docs" / "calibration.md").read_text(encoding="utf-8")
     block = doc[doc.index("## Few-shot prompt tuning") :]
-    train = next(line for line in block.splitlines() if "calibration train" in line)
-    score = next(line for line in block.splitlines() if "calibration score pt/probe" in line)
+    train = next(x for x in block.splitlines() if x.startswith("medibench calibration train"))
+    score = next(x for x in block.splitlines() if x.startswith("medibench calibration score"))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         for command in ("python -m medibench.prompt_tuning.example pt", train, score):
@@ -425,165 +401,6 @@ def _exp(x: float) -> str:
         mantissa, exponent = 1, exponent + 1
     return f"{mantissa}e{exponent}"
 
-
-def _stated(producer: str, noise: str, status: str, *figures: tuple[str, str, str]) -> Check:
-    return Check(
-        f"stated: {producer}",
-        producer,
-        noise,
-        None,
-        status=status,
-        stated=tuple(Figure(*f) for f in figures),
-    )
-
-
-UNRECORDED = "stated; no recorded run yet (the script prints it; `--record` not wired)"
-#: Figures no script recomputes (yet): the text is checked to be as inventoried here.
-STATED: tuple[Check, ...] = (
-    _stated(
-        "the lead's measured `COLUMNS=80 make test` (commit b84c09a)",
-        "-",
-        "stated; in README block 1 (shell), updated by the lead",
-        ("README.md", "(2,640 tests, about 15 min on 2 cores", "test count and time"),
-    ),
-    _stated(
-        "a timed `make demo`",
-        "'about'",
-        UNRECORDED,
-        ("README.md", "about 40 s on 2 cores once installed", "demo time"),
-    ),
-    _stated(
-        "`python bench/metrics.py`",
-        "ranges over five runs",
-        UNRECORDED,
-        ("README.md", "SSIM float32 RGB 2.48-3.09 ms at 512", "SSIM time"),
-        ("README.md", "27.9-31.8x scikit-image's Gaussian SSIM", "SSIM ratio"),
-    ),
-    _stated(
-        "`python bench/score_official.py`",
-        "ranges over the runs named",
-        UNRECORDED,
-        ("README.md", "9.35-10.49x with `medibench score --workers 1`", "scoring ratio"),
-        ("README.md", "max diff 8.9e-14", "values vs the official loop"),
-    ),
-    _stated(
-        "`python bench/runner.py`",
-        "range over seven runs",
-        UNRECORDED,
-        ("README.md", "145.1-151.7/s in seven idle runs", "API throughput"),
-    ),
-    _stated(
-        "`python bench/judge.py`",
-        "ranges over three runs",
-        UNRECORDED,
-        ("README.md", "116.0-120.7/s over 50 waves", "judge throughput"),
-        (
-            "docs/judges.md",
-            "concurrency 64 reached 70.5/s on the same machine",
-            "before the group commit (earlier code: not re-measurable)",
-        ),
-    ),
-    _stated(
-        "`python bench/sources.py`",
-        "one run",
-        UNRECORDED,
-        ("README.md", "0.95x on the first read", "Parquet load ratio"),
-    ),
-    _stated(
-        "`python bench/build.py`",
-        "one run, load stated",
-        UNRECORDED,
-        ("README.md", "perception 258/s, transformation 266/s", "build throughput"),
-    ),
-    _stated(
-        "`python bench/calibration.py` (before `--record`)",
-        "range over four runs",
-        "stated; earlier idle runs, not recorded",
-        ("README.md", "0.4-0.9 s over four idle runs", "calibration metrics time"),
-        ("docs/calibration.md", "in 0.4-0.9 s over four idle runs", "calibration metrics time"),
-        ("docs/calibration.md", "ECE and MCE 1.5-1.7x faster than torchmetrics'", "ratio"),
-    ),
-    _stated(
-        "`python bench/suite.py` (before `--record`)",
-        "one run",
-        "stated; not recorded",
-        ("README.md", "84/s at 256, 28/s at 512 in an earlier run", "suite samples/s"),
-    ),
-    _stated(
-        "`python bench/features.py`",
-        "runs and loads stated",
-        UNRECORDED,
-        ("README.md", "FID 1.85 s (the reference 45.8 s)", "FID time"),
-    ),
-    _stated(
-        "`python bench/knowledge_edit.py`",
-        "one run",
-        UNRECORDED,
-        ("README.md", "5.2% of model time", "harness overhead"),
-    ),
-    _stated(
-        "`python bench/report.py`",
-        "runs stated",
-        UNRECORDED,
-        ("README.md", "| 11.2 s; 0.2 s", "report build, time to interactive"),
-    ),
-    _stated(
-        "`python bench/paintbench.py --paintbench PATH` (needs PaintBench's code)",
-        "runs stated",
-        "stated; needs PaintBench's repository, not on this machine",
-        ("README.md", "3.51x and 3.78x on 1,008 problems", "speed ratio"),
-        (
-            "README.md",
-            "on 813 generated problems (every level within 3.3e-16)",
-            "values vs the official code",
-        ),
-    ),
-    _stated(
-        "`python bench/train.py`",
-        "two rounds",
-        UNRECORDED,
-        ("README.md", "1.04x (203 vs 211 ms per step", "training step time"),
-    ),
-    _stated(
-        "`python bench/prompt_tuning.py`",
-        "two runs",
-        UNRECORDED,
-        (
-            "docs/calibration.md",
-            "20.2 against 21.2 steps/s (0.95x) and 25.7 against 24.1",
-            "CoOp steps/s vs plain PyTorch",
-        ),
-    ),
-    _stated(
-        "`python bench/gpu_generate.py` (CPU smoke)",
-        "five runs",
-        UNRECORDED,
-        (
-            "docs/models.md",
-            "a run of 8 images spent 35-58 ms in five runs",
-            "medibench's time besides the pipeline",
-        ),
-    ),
-    _stated(
-        "`bash bench/gpu_wheels.sh`",
-        "'about'",
-        "stated; a download size",
-        ("docs/models.md", "pydantic and what they need; 23 MB", "wheels"),
-    ),
-    _stated(
-        "tests/build/test_transformation.py (asserts > 0.99, > 0.999)",
-        "the bound",
-        "checked by that test",
-        ("docs/build.md", "(interior within one grey level, 99% identical)", "vs MONAI"),
-        ("docs/build.md", "(within one level, 99.9% identical)", "vs MONAI"),
-    ),
-    _stated(
-        "tests/judges/test_agreement.py (Shrout & Fleiss 1979, Table 2)",
-        "2 decimals",
-        "checked by that test",
-        ("docs/judges.md", "Shrout & Fleiss's worked example (0.29)", "ICC(2,1)"),
-    ),
-)
 
 CHECKS: tuple[Check, ...] = (
     Check(
@@ -703,10 +520,11 @@ def nearest(doc: str, text: str) -> str:
     return best[0][:160] if best else "(nothing close)"
 
 
-def run_checks(slow: bool) -> tuple[int, list[str]]:
+def run_checks(slow: bool, only: str = "") -> tuple[int, list[str]]:
+    """How many figures were checked, and a message per figure the docs do not hold."""
     checked, problems = 0, []
     for check in CHECKS:
-        if check.slow and not slow:
+        if (check.slow and not slow) or only.lower() not in check.name.lower():
             continue
         figures = list(check.stated) if check.figures is None else check.figures()
         for f in figures:
@@ -737,6 +555,20 @@ def inventory() -> str:
     return "\n".join([BEGIN, *rows, END])
 
 
+def inventory_current() -> bool:
+    """Whether docs/numbers.md holds :func:`inventory`'s table, line numbers aside (an edit
+    elsewhere in a doc moves them; ``--write`` refreshes them)."""
+    text = INVENTORY.read_text(encoding="utf-8") if INVENTORY.is_file() else ""
+    if BEGIN not in text or END not in text:
+        return False
+    table = text[text.index(BEGIN) : text.index(END) + len(END)]
+    return _unlined(table) == _unlined(inventory())
+
+
+def _unlined(table: str) -> str:
+    return re.sub(r"^\| ([^|]+?):(\d+|\?) \|", r"| \1 |", table, flags=re.M)
+
+
 def _cell(text: str) -> str:
     return "`" + text.replace("|", "\\|").replace("`", "'") + "`"
 
@@ -750,6 +582,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--slow", action="store_true", help="with --check: the slow checks too")
+    ap.add_argument("--only", default="", help="with --check: the checks whose name has this")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--write", action="store_true", help="rewrite docs/numbers.md's table")
     args = ap.parse_args()
@@ -763,9 +596,8 @@ def main() -> int:
         INVENTORY.write_text(text.replace(old, inventory()), encoding="utf-8")
         return 0
     t0 = time.perf_counter()
-    checked, problems = run_checks(slow=args.slow)
-    text = INVENTORY.read_text(encoding="utf-8") if INVENTORY.is_file() else ""
-    if BEGIN not in text or text[text.index(BEGIN) : text.index(END) + len(END)] != inventory():
+    checked, problems = run_checks(slow=args.slow, only=args.only)
+    if not args.only and not inventory_current():
         problems.append(
             "docs/numbers.md: the inventory table is stale: run python docs/numbers.py --write"
         )
