@@ -41,6 +41,8 @@ INVENTORY = ROOT / "docs" / "numbers.md"
 BEGIN, END = "<!-- numbers:inventory -->", "<!-- /numbers:inventory -->"
 #: The machine every measured figure of the docs was measured on, as the docs name it.
 MACHINE = "AMD EPYC"
+#: In a figure's text: anything on the same line (a table row's cells in between).
+WILDCARD = "[...]"
 
 
 from tests.docs._figures import STATED, Check, Figure
@@ -102,7 +104,7 @@ def suite_counts() -> list[Figure]:
             Figure(
                 "docs/suite.md",
                 f"| `{t.name}` | {t.perspective.value} | {', '.join(t.modalities)} |",
-                f"task {t.name}: modalities",
+                "the task table: perspective, modalities",
             )
         )
     return out
@@ -168,8 +170,8 @@ def hub_revisions() -> list[Figure]:
         hub = BENCHMARKS.get(name).hub
         pinned = re.fullmatch(r"[0-9a-f]{40}", hub.revision) is not None
         cell = f"`{hub.revision}`" if pinned else f"`{hub.revision}`, **unpinned**"
-        out.append(Figure("docs/sources.md", f"| `{name}` | `{hub.repo_id}` |", f"{name} repo"))
-        out.append(Figure("docs/sources.md", cell, f"{name} revision"))
+        row = f"| `{name}` | `{hub.repo_id}` | {WILDCARD} | {cell}"
+        out.append(Figure("docs/sources.md", row, "repository and revision"))
         if pinned:
             out.append(Figure("README.md", f"--revision {hub.revision}", f"{name} revision"))
     return out
@@ -508,9 +510,11 @@ CHECKS: tuple[Check, ...] = (
 
 
 def find(doc: str, text: str) -> int | None:
-    """The 1-based line where ``text`` starts in ``doc`` (whitespace-insensitive), else None."""
+    """The 1-based line where ``text`` starts in ``doc`` (whitespace-insensitive; ``[...]``
+    stands for anything on the same line), else None."""
     body = _read(doc)
-    m = re.search(r"\s+".join(map(re.escape, text.split())), body)
+    parts = [r"\s+".join(map(re.escape, part.split())) for part in text.split(WILDCARD)]
+    m = re.search(r"[^\n]*?".join(parts), body)
     return None if m is None else body[: m.start()].count("\n") + 1
 
 
@@ -538,18 +542,31 @@ def run_checks(slow: bool, only: str = "") -> tuple[int, list[str]]:
 
 
 def inventory() -> str:
-    """The table of docs/numbers.md: every figure, where, what produces it, its noise, status."""
+    """The table of docs/numbers.md: every figure, where, what produces it, its noise, status
+    (figures of one check that fill one table of a doc, one after the other, are one row)."""
     rows = ["| where | figure | produced by | noise | status |", "|---|---|---|---|---|"]
     for check in CHECKS:
         figures = check.stated or check.listed
         if check.figures is not None and not check.slow:
             figures = check.figures()
+        groups: list[list[Figure]] = []
         for f in figures:
-            line = find(f.doc, f.text)
+            if groups and (groups[-1][0].doc, groups[-1][0].what) == (f.doc, f.what):
+                groups[-1].append(f)
+            else:
+                groups.append([f])
+        status = check.status + (" (slow: `--slow`)" if check.slow else "")
+        for group in groups:
+            f, lines = group[0], [find(g.doc, g.text) for g in group]
+            where = (
+                "?"
+                if None in lines
+                else "-".join(dict.fromkeys(map(str, (min(lines), max(lines)))))
+            )
             figure = f.text if len(f.text) <= 90 else f.text[:87] + "..."
-            status = check.status + (" (slow: `--slow`)" if check.slow else "")
+            more = f", and {len(group) - 1} more like it" if len(group) > 1 else ""
             rows.append(
-                f"| {f.doc}:{line or '?'} | {_cell(figure)} ({f.what}) | "
+                f"| {f.doc}:{where} | {_cell(figure)} ({f.what}{more}) | "
                 f"{check.producer} | {check.noise} | {status} |"
             )
     return "\n".join([BEGIN, *rows, END])
@@ -566,7 +583,7 @@ def inventory_current() -> bool:
 
 
 def _unlined(table: str) -> str:
-    return re.sub(r"^\| ([^|]+?):(\d+|\?) \|", r"| \1 |", table, flags=re.M)
+    return re.sub(r"^\| ([^|]+?):(\d+(?:-\d+)?|\?) \|", r"| \1 |", table, flags=re.M)
 
 
 def _cell(text: str) -> str:

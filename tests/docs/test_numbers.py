@@ -67,6 +67,9 @@ def test_a_figure_is_found_across_line_breaks_and_a_changed_one_is_not(fake_root
     assert numbers.find("README.md", "(396 samples over 33 tasks)") == 2
     assert numbers.find("README.md", "(397 samples over 33 tasks)") is None
     assert numbers.find("missing.md", "396") is None
+    # [...]: anything on the same line, never across lines
+    assert numbers.find("README.md", "frozen suite [...] over") == 2
+    assert numbers.find("README.md", "frozen suite [...] 33 tasks") is None
     assert numbers.nearest("README.md", "the frozen suite (397 samples over") == (
         "the frozen suite (396 samples over"
     )
