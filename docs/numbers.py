@@ -352,9 +352,11 @@ def prompt_tuning_table() -> list[Figure]:
         for command in ("python -m medibench.prompt_tuning.example pt", train, score):
             argv = command.split("  #")[0].split()
             argv = [sys.executable, *(argv[1:] if argv[0] == "python" else ["-m", *argv])]
-            subprocess.run(argv, cwd=tmp, env=env, check=True, capture_output=True)
+            done = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"{command}: exit {done.returncode}\n{done.stderr[-2000:]}")
         groups = json.loads((Path(tmp) / "pt/probe/scores.json").read_text())["groups"]
-    defaults = example.make_example.__kwdefaults__
+    defaults = example.build_example.__kwdefaults__
 
     def row(label: str, name: str) -> str:
         g = groups[name]
