@@ -27,9 +27,7 @@ SUBSTITUTIONS = {
 @contextmanager
 def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
     if file in FILES:
-        # weights.standins sets $DOCS_WEIGHTS; this module is entered before it (by name)
-        with weights.standins(file, work, env, cache):
-            build_weights(env)
+        build_weights(env)
     if file == "docs/analysis.md":
         build_benchmarks(work)
     yield
