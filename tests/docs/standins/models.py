@@ -78,8 +78,10 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
     with weights.standins(file, work, env, cache):  # sets DOCS_WEIGHTS (it runs after this one)
         for name in _WEIGHTS.get(file, ()):
             weights.tiny(env, name, _builder(name))
-    for name, text in yaml_specs(file).items():  # the spec files the doc shows, as it shows them
-        path = work / "configs" / name
+    specs = yaml_specs(file)
+    for name in _SPECS.get(file, ()):  # the spec files the doc shows, written as it shows them
+        assert name in specs, f"{file} shows no ```yaml block opening with '# configs/{name}'"
+        path, text = work / "configs" / name, specs[name]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text.replace("/weights/", env["DOCS_WEIGHTS"] + "/"), encoding="utf-8")
     yield
@@ -88,7 +90,7 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
 def yaml_specs(file: str) -> dict[str, str]:
     """The ```yaml blocks of ``file`` that open with ``# configs/NAME``: ``{NAME: text}``."""
     text = (ROOT / file).read_text(encoding="utf-8")
-    blocks = re.findall(r"^```yaml\n# configs/(\S+)[^\n]*\n(.*?)^```", text, re.S | re.M)
+    blocks = re.findall(r"^```yaml\n# configs/([\w.-]+\.yaml)[^\n]*\n(.*?)^```", text, re.S | re.M)
     return {name: body for name, body in blocks if name in _SPECS.get(file, ())}
 
 
