@@ -66,18 +66,20 @@ SUBSTITUTIONS = {
     ),
 }
 
-#: The weights each file's blocks name, and the test builder of each family.
+#: The weights each file's blocks name (under /weights/), built by :func:`_builder`.
 _WEIGHTS = {
     "README.md": ("instruct-pix2pix", "FLUX.1-Kontext-dev"),
     "docs/models.md": ("instruct-pix2pix", "FLUX.1-Kontext-dev"),
 }
+#: The spec files a file's shell blocks use, written from its ```yaml block of that name
+#: (configs/ip2p.yaml in docs/models.md is shown only).
+_SPECS = {"README.md": ("flux.yaml",), "docs/models.md": ("kontext.yaml",)}
 
 
 @contextmanager
 def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
-    with weights.standins(file, work, env, cache):  # sets DOCS_WEIGHTS (it runs after this one)
-        for name in _WEIGHTS.get(file, ()):
-            weights.tiny(env, name, _builder(name))
+    for name in _WEIGHTS.get(file, ()):
+        weights.tiny(env, name, _builder(name))
     specs = yaml_specs(file)
     for name in _SPECS.get(file, ()):  # the spec files the doc shows, written as it shows them
         assert name in specs, f"{file} shows no ```yaml block opening with '# configs/{name}'"
@@ -91,11 +93,7 @@ def yaml_specs(file: str) -> dict[str, str]:
     """The ```yaml blocks of ``file`` that open with ``# configs/NAME``: ``{NAME: text}``."""
     text = (ROOT / file).read_text(encoding="utf-8")
     blocks = re.findall(r"^```yaml\n# configs/([\w.-]+\.yaml)[^\n]*\n(.*?)^```", text, re.S | re.M)
-    return {name: body for name, body in blocks if name in _SPECS.get(file, ())}
-
-
-#: The spec files a file's shell blocks use (configs/ip2p.yaml in docs/models.md is shown only).
-_SPECS = {"README.md": ("flux.yaml",), "docs/models.md": ("kontext.yaml",)}
+    return dict(blocks)
 
 
 def _builder(name: str):
