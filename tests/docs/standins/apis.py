@@ -50,6 +50,7 @@ SUBSTITUTIONS = {
 
 @contextmanager
 def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
+    _protocols()  # built here, once, not by the server's first requests
     with FakeImageAPI(chat=chat_reply) as api:
         env.update(
             OPENAI_BASE_URL=f"{api.url}/v1",
@@ -91,6 +92,7 @@ def _answer_verdict(text: str) -> bool | None:
 # -- the judge protocols ------------------------------------------------------------------------
 @cache
 def _protocols() -> tuple[Any, ...]:
+    """Every registered judge protocol (built once)."""
     from medibench.judges import JUDGES
 
     return tuple(JUDGES.create(spec) for spec in JUDGES.names())
