@@ -64,7 +64,9 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
 def chat_reply(body: dict[str, Any], n: int) -> Reply:
     """The fake's answer to chat request ``body`` (module docstring)."""
     text = first_text(body)
-    digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).digest()
+    # the judge model is part of it, so two judges of one output disagree a little
+    seen = json.dumps([body["model"], body["messages"]], sort_keys=True)
+    digest = hashlib.sha256(seen.encode()).digest()
     verdict = _answer_verdict(text)
     if verdict is not None:
         return Reply(json.dumps({"correct": verdict}))
