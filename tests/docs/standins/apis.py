@@ -45,6 +45,10 @@ SUBSTITUTIONS = {
         "--model-option resolution=64 --out runs/medebench",
         "2 denoising steps at 64 px instead of 100 at 512 (same code, less time)",
     ),
+    ("docs/judges.md", "--model classical --out runs/starter"): (
+        "--model classical --limit 6 --out runs/starter",
+        "6 of the starter benchmark's 24 samples (same code, less time)",
+    ),
     ("*", "http://host:8000/v1"): (
         "$OPENAI_BASE_URL",
         "a served model (vLLM, sglang) at the user's host: the local fake OpenAI-compatible "
