@@ -88,6 +88,10 @@ def run(
         int,
         typer.Option("--k", min=1, help="outputs per sample, each with its own seed"),
     ] = 1,
+    limit: Annotated[
+        int | None,
+        typer.Option(min=1, help="only the first N samples (before --shard splits them)"),
+    ] = None,
     seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
     stage: Annotated[str, typer.Option(help="generate, score or all")] = "all",
     only_failed: Annotated[
@@ -176,6 +180,7 @@ def run(
         out=out,
         protocols=tuple(protocol or ()),
         k=k,
+        limit=limit,
         seed=seed,
         stage=stage,  # type: ignore[arg-type]  # checked above
         only_failed=only_failed,

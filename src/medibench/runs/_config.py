@@ -34,6 +34,8 @@ class RunConfig:
         out: the run folder (created if missing); ``{shard}`` in it becomes ``i-of-n``.
         protocols: ``name@version`` specs to score by; ``()``: the dataset's defaults.
         k: outputs per sample, each with its own seed.
+        limit: only the dataset's first ``limit`` samples (before ``shard`` splits them);
+            ``None``: every sample.
         seed: the run seed; per-(sample, k) seeds derive from it.
         stage: ``"generate"``, ``"score"`` or ``"all"``.
         only_failed: re-run only failed items (refused ones included).
@@ -65,6 +67,7 @@ class RunConfig:
     out: Path
     protocols: tuple[str, ...] = ()
     k: int = 1
+    limit: int | None = None
     seed: int = 0
     stage: Stage = "all"
     only_failed: bool = False
@@ -93,6 +96,8 @@ class RunConfig:
             raise ValueError(f"executor must be local or ray, not {self.executor!r}")
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.max_cost is not None and not self.max_cost >= 0:
