@@ -197,8 +197,19 @@ def test_score_csv_is_the_printed_table_as_rows(tmp_path, files):
     out, table = tmp_path / "scores.json", tmp_path / "scores.csv"
     res = runner.invoke(
         app,
-        ["calibration", "score", str(test), "--by", "domain", "--resamples", "20",
-         "--json", str(out), "--csv", str(table)],  # fmt: skip
+        [
+            "calibration",
+            "score",
+            str(test),
+            "--by",
+            "domain",
+            "--resamples",
+            "20",
+            "--json",
+            str(out),
+            "--csv",
+            str(table),
+        ],  # fmt: skip
     )
     assert res.exit_code == 0, res.output
     assert f"summary -> {table}" in res.output.replace("\n", "")
@@ -207,7 +218,8 @@ def test_score_csv_is_the_printed_table_as_rows(tmp_path, files):
     assert [r["group"] for r in rows] == ["all", "in", "shifted"]
     assert [int(r["n"]) for r in rows] == [600, 400, 200]
     assert {r["protocol"] for r in rows} == {"calibration@1"}
-    for row, part in zip(rows, [data, data["groups"]["in"], data["groups"]["shifted"]]):
+    parts = [data, data["groups"]["in"], data["groups"]["shifted"]]
+    for row, part in zip(rows, parts, strict=True):
         assert float(row["ece"]) == pytest.approx(part["ece"], rel=1e-12)
         assert float(row["nll_ci_low"]) == pytest.approx(part["ci"]["nll"][0], rel=1e-12)
         assert float(row["nll_ci_high"]) == pytest.approx(part["ci"]["nll"][1], rel=1e-12)
