@@ -50,9 +50,7 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
         _toy_folders(work)
     elif file == "docs/knowledge_edit.md":
         _vqa_layouts(work)
-        # weights' own context sets $DOCS_WEIGHTS, but it is entered after this module's
-        with weights.standins(file, work, env, cache):
-            weights.tiny(env, LLAVA, _tiny_llava)
+        weights.tiny(env, LLAVA, _tiny_llava)
     yield
 
 
