@@ -1,7 +1,6 @@
 import json
 
 import pytest
-
 import typer
 from typer.testing import CliRunner
 
