@@ -88,10 +88,6 @@ def run(
         int,
         typer.Option("--k", min=1, help="outputs per sample, each with its own seed"),
     ] = 1,
-    limit: Annotated[
-        int | None,
-        typer.Option(min=1, help="only the first N samples (before --shard splits them)"),
-    ] = None,
     seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
     stage: Annotated[str, typer.Option(help="generate, score or all")] = "all",
     only_failed: Annotated[
@@ -117,6 +113,14 @@ def run(
         typer.Option(
             help="run shard i/n of the samples (default: from RANK/WORLD_SIZE or "
             "SLURM_PROCID/SLURM_NTASKS); merge shard runs with `medibench merge`"
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="run only the first N samples (of the shard, when sharded); a later run "
+            "without it adds the rest",
         ),
     ] = None,
     max_cost: Annotated[
@@ -180,7 +184,6 @@ def run(
         out=out,
         protocols=tuple(protocol or ()),
         k=k,
-        limit=limit,
         seed=seed,
         stage=stage,  # type: ignore[arg-type]  # checked above
         only_failed=only_failed,
@@ -190,6 +193,7 @@ def run(
         workers=workers,
         ray_address=ray_address,
         shard=shard,
+        limit=limit,
         dataset_options={
             **_dataset_options(dataset_option),
             **({"download": True} if download else {}),

@@ -34,8 +34,6 @@ class RunConfig:
         out: the run folder (created if missing); ``{shard}`` in it becomes ``i-of-n``.
         protocols: ``name@version`` specs to score by; ``()``: the dataset's defaults.
         k: outputs per sample, each with its own seed.
-        limit: only the dataset's first ``limit`` samples (before ``shard`` splits them);
-            ``None``: every sample.
         seed: the run seed; per-(sample, k) seeds derive from it.
         stage: ``"generate"``, ``"score"`` or ``"all"``.
         only_failed: re-run only failed items (refused ones included).
@@ -46,6 +44,8 @@ class RunConfig:
         ray_address: the Ray cluster to join; ``None``: a local one.
         shard: ``"i/n"``: run that shard of the samples; ``None``: from RANK/WORLD_SIZE or
             SLURM_PROCID/SLURM_NTASKS when set, else every sample.
+        limit: run only the first ``limit`` samples (of the shard, when sharded); ``None``:
+            all of them. A later run with a larger limit (or none) adds the rest.
         dataset_options: keyword arguments for the dataset loader (the suite's ``name`` and
             ``seed``, for instance).
         max_cost: USD budget for the paid calls of the generate stage in this run folder (API
@@ -67,7 +67,6 @@ class RunConfig:
     out: Path
     protocols: tuple[str, ...] = ()
     k: int = 1
-    limit: int | None = None
     seed: int = 0
     stage: Stage = "all"
     only_failed: bool = False
@@ -77,6 +76,7 @@ class RunConfig:
     workers: int | None = None
     ray_address: str | None = None
     shard: str | None = None
+    limit: int | None = None
     dataset_options: Mapping[str, Any] = field(default_factory=dict)
     max_cost: float | None = None
     icl_k: tuple[int, ...] = ()
