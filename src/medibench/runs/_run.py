@@ -164,6 +164,7 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
         "models": list(cfg.models),
         "model_specs": [spec.to_dict() for spec in specs],
         "k": cfg.k,
+        "limit": cfg.limit,
         "seed": cfg.seed,
         "protocols": {p.name: p.version for p in protos},
     }
