@@ -279,7 +279,7 @@ def machine_named() -> list[Figure]:
     return [
         Figure(
             "README.md",
-            f"measured here ({MACHINE}, Zen 4 with AVX-512, 2 cores",
+            f"measured here (2-core {MACHINE} machines, Python 3.11",
             "the speed table names its machine",
         )
     ]

@@ -1,5 +1,5 @@
-"""``--limit N``: only the dataset's first N samples, in ``medibench run`` (of the shard, when
-sharded; a later run without it resumes and adds the rest) and ``medibench score``."""
+"""``--limit N``: only the dataset's first N samples, in ``medibench run`` (with a shard, its share
+of them; a later run without it resumes and adds the rest) and ``medibench score``."""
 
 from __future__ import annotations
 
@@ -19,15 +19,17 @@ from tests.runs.conftest import make_native
 runner = CliRunner()
 
 
-def test_the_plan_takes_the_first_n_samples_of_the_shard(tmp_path):
+def test_the_plan_takes_the_first_n_samples_then_the_shards_share(tmp_path):
     data = make_native(tmp_path / "data", n=5)
     plan = plan_run(RunConfig(dataset=f"native:{data}", models="identity", out="r", limit=2))
     assert [s.sample_id for s in plan.samples] == ["s000", "s001"]
-    config = RunConfig(dataset=f"native:{data}", models="identity", out="r", limit=2, shard="0/2")
-    assert [s.sample_id for s in plan_run(config).samples] == [
-        "s000",
-        "s002",
-    ]  # of s000, s002, s004
+    shard = {}
+    for i in range(2):
+        config = RunConfig(
+            dataset=f"native:{data}", models="identity", out="r", limit=3, shard=f"{i}/2"
+        )
+        shard[i] = [s.sample_id for s in plan_run(config).samples]
+    assert shard == {0: ["s000", "s002"], 1: ["s001"]}  # of s000, s001, s002
     whole = RunConfig(dataset=f"native:{data}", models="identity", out="r", limit=50)
     assert len(plan_run(whole).samples) == 5
     with pytest.raises(ValueError, match="limit must be >= 1, got 0"):
