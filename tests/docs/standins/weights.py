@@ -31,10 +31,12 @@ def tiny(env: dict[str, str], name: str, build) -> Path:
     folder = Path(env["DOCS_WEIGHTS"]) / name
     if not folder.exists():
         part = folder.with_name(f".{name}.part")
-        if part.exists():
+        if part.is_dir():  # a build that a killed session left half done
             import shutil
 
             shutil.rmtree(part)
+        elif part.exists():
+            part.unlink()
         build(part)
         part.rename(folder)
     return folder
