@@ -39,7 +39,8 @@ from .test_paintbench import lab32  # the float32 Lab reference (eval.py's conve
 
 H, W = 8, 10
 THRESHOLDS = range(11)
-BG = (168, 206, 225)  # float32 dE to NEAR_BG is 5.00004 (> 5), float64 4.99999 (<= 5)
+BG = (168, 206, 225)  # float32 dE to NEAR_BG: 5.00004 (> 5) with AVX-512, 4.99996 without;
+# float64 4.99999 (<= 5)
 NEAR_BG = (170, 202, 229)
 PAINT = (52, 219, 239)  # float32 dE to NEAR_PAINT is 1.99999 (<= 2), float64 2.00001 (> 2)
 NEAR_PAINT = (53, 215, 237)
@@ -240,8 +241,12 @@ def test_every_problem_equals_eval(case):
 
 
 def test_near_threshold_flat_colours_need_float32(case):
-    # Both colour pairs flip across their threshold between float32 and float64: the float64
-    # scores of those problems differ, and paintbench@1 has the float32 ones.
+    # Near-threshold colour pairs flip across their threshold between float32 and float64: the
+    # float64 scores of those problems differ, and paintbench@1 has the float32 ones (eval.py's).
+    # PAINT/NEAR_PAINT flips on every machine (the 3 near_paint/resized problems). BG/NEAR_BG
+    # flips only where numpy's float32 path gives 5.00004: with AVX-512; without it (AVX2) the
+    # float32 distance is 4.99996 and agrees with float64, and so does eval.py's own float32
+    # result there: official PaintBench scores near a threshold depend on the CPU.
     flipped = 0
     for p in case["problems"]:
         if not p["out"].is_file():
@@ -254,7 +259,7 @@ def test_near_threshold_flat_colours_need_float32(case):
         f32 = paint_iou(*images, dtype=np.float32)
         assert f32 == pytest.approx(p["scores"]["iou"], abs=1e-15)
         flipped += f64 != pytest.approx(f32, abs=1e-9)
-    assert flipped >= 4
+    assert flipped >= 3
     # recolor/001 paints NEAR_PAINT: correct from t = 2 in float32 (from t = 3 in float64).
     near = next(p for p in case["problems"] if p["task"] == "recolor" and p["problem_id"] == 1)
     assert [near["scores"][f"cie76_{t}"] for t in THRESHOLDS] == [0.0, 0.0] + [1.0] * 9
