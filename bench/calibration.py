@@ -7,7 +7,9 @@ protocol, which computes the top-label confidences once) and of ``mvcbench@paper
 against torchmetrics' ``MulticlassCalibrationError`` where it computes the same thing (the
 ``torchmetrics`` edge policy; norms ``l1`` = ECE and ``max`` = MCE), with the ratio
 reference / ours and the absolute difference of the values. Target: all metrics in under 1 s.
-One thread (``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``) for both sides.
+One thread (``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``) for both sides. ``--record``
+appends the figures, the machine and its load to ``bench/results/calibration.json``, which
+``docs/numbers.py --check`` compares with the docs.
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--record", action="store_true", help="append to bench/results/")
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]
+    figures: dict[str, float] = {}
 
     rng = np.random.default_rng(0)
     z = rng.normal(size=(args.n, args.classes)) * 2.0
@@ -80,12 +85,14 @@ def main() -> None:
         t, _ = best(lambda spec=spec: load_calibration_protocol(spec).metrics(pred), args.repeats)
         flag = "  (target < 1 s: " + ("met)" if t < 1.0 else "MISSED)")
         print(f"{'all metrics, ' + spec:<24}{t:>10.3f}{flag if spec == proto.spec else ''}")
+        figures[f"all_metrics_s[{spec}]"] = t
 
     try:
         import torch
         from torchmetrics.functional.classification import multiclass_calibration_error
     except ImportError:
         print("\ntorchmetrics is not installed (pip install 'medibench[dev]'): no comparison")
+        _record(args, figures, load_before)
         return
     torch.set_num_threads(1)
     pt, yt = torch.from_numpy(p), torch.from_numpy(y)
@@ -104,6 +111,18 @@ def main() -> None:
         diff = abs(float(v_ours) - float(v_ref))
         label = f"{'ECE' if norm == 'l1' else 'MCE'} (norm={norm})"
         print(f"{label:<24}{t_ours:>10.3f}{t_ref:>10.3f}{t_ref / t_ours:>10.1f}{diff:>10.1e}")
+        figures[f"{label.split()[0].lower()}_torchmetrics_ratio"] = t_ref / t_ours
+        figures[f"{label.split()[0].lower()}_torchmetrics_diff"] = diff
+    _record(args, figures, load_before)
+
+
+def _record(args: argparse.Namespace, figures: dict[str, float], load_before: float) -> None:
+    if args.record:
+        from _record import record
+
+        settings = {"n": args.n, "classes": args.classes, "repeats": args.repeats}
+        path = record("calibration", figures, load_before=load_before, settings=settings)
+        print(f"recorded in {path}")
 
 
 if __name__ == "__main__":

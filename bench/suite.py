@@ -2,7 +2,9 @@
 
 Generates every task type with a fixed seed into a temporary folder, with the default process
 pool (one worker per CPU), and once more in memory without PNG writing (single process), and
-prints samples per second. Run: ``python bench/suite.py [--n-per-task N]``.
+prints samples per second. Run: ``python bench/suite.py [--n-per-task N] [--record]``
+(``--record`` appends the figures, the machine and its load to ``bench/results/suite.json``, which
+``docs/numbers.py --check`` compares with the docs).
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ def in_memory(size: int, n_per_task: int) -> tuple[int, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-per-task", type=int, default=8)
+    parser.add_argument("--record", action="store_true", help="append to bench/results/")
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    figures: dict[str, float] = {}
     print(f"{os.cpu_count()} CPUs (load average {load:.1f}: other work slows wall-clock rates); "
           f"all task types, modalities {', '.join(MODALITIES)}")  # fmt: skip
     for size in (256, 512):
@@ -53,9 +57,16 @@ def main() -> None:
             f"samples, {wall:.1f} s); {m / wall1:6.1f} samples/s in memory, one process "
             f"({m / cpu1:.1f} per CPU-second)"
         )
+        figures[f"per_s_written[{size}]"] = n / wall
+        figures[f"per_s_in_memory[{size}]"] = m / wall1
         if size == 256:
             verdict = "meets" if n / wall >= TARGET_PER_S else "MISSES"
             print(f"  target >= {TARGET_PER_S:.0f} samples/s at 256x256: {verdict}")
+    if args.record:
+        from _record import record
+
+        path = record("suite", figures, load_before=load, settings={"n_per_task": args.n_per_task})
+        print(f"recorded in {path}")
 
 
 if __name__ == "__main__":

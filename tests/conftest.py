@@ -2,8 +2,18 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import cv2  # noqa: E402
 
 cv2.setNumThreads(1)
+
+
+@pytest.fixture(autouse=True)
+def _no_api_base_url_from_the_shell(monkeypatch):
+    """A developer's OPENAI_BASE_URL / GOOGLE_GEMINI_BASE_URL would send the tests' calls (and
+    their expected defaults) elsewhere: each test sets them itself."""
+    for name in ("OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)

@@ -13,9 +13,9 @@ from medibench.calibration.mni152 import run_example, shift_domain, tissue_volum
 README = {
     "temperature": 0.4253,
     ("before", "in-domain"): {"accuracy": 0.9743, "ece": 0.0369, "nll": 0.0892},
-    ("before", "shifted"): {"accuracy": 0.8150, "ece": 0.1169, "nll": 0.6515},
+    ("before", "shifted"): {"accuracy": 0.8150, "ece": 0.1169, "nll": 0.6514},
     ("after_temperature", "in-domain"): {"accuracy": 0.9743, "ece": 0.0040, "nll": 0.0666},
-    ("after_temperature", "shifted"): {"accuracy": 0.8150, "ece": 0.1561, "nll": 1.3761},
+    ("after_temperature", "shifted"): {"accuracy": 0.8150, "ece": 0.1561, "nll": 1.3762},
 }
 
 

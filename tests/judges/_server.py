@@ -35,6 +35,40 @@ class Reply:
     message: str | None = None  # the error message of a non-200 reply
 
 
+def chat_answer(body: dict, n: int, reply: Reply, auth: str) -> tuple:
+    """``(status, body, headers, content type)`` of the answer to chat request ``n``
+    (``body``, parsed) as ``reply`` scripts it; ``{auth}`` becomes ``auth``."""
+    if reply.raw is not None:
+        raw = reply.raw.replace("{auth}", auth).encode()
+        return reply.status, raw, reply.headers, reply.content_type
+    if reply.status != 200:
+        message = (reply.message or f"scripted {reply.status}").replace("{auth}", auth)
+        error = {"message": message, "type": "scripted", "code": None, "param": None}
+        return reply.status, {"error": error}, reply.headers, "application/json"
+    content = reply.content and reply.content.replace("{auth}", auth)
+    message = {"role": "assistant", "content": content, "refusal": reply.refusal}
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": reply.finish_reason,
+    }
+    usage = {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+    answer = {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": body["model"],
+        "choices": [choice],
+        "usage": usage,
+    }
+    return 200, answer, {}, "application/json"
+
+
 class FakeJudgeServer:
     def __init__(self, responder=None, *, keep_bodies: bool = True) -> None:
         self.responder = responder or (lambda body, n: Reply())
@@ -61,53 +95,10 @@ class FakeJudgeServer:
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": "no such route", "type": "x"}})
                 reply = server.responder(body, n)
-                auth = self.headers.get("Authorization") or ""
                 if reply.delay:  # reading and parsing the body is part of it, not added
                     time.sleep(max(0.0, reply.delay - (time.perf_counter() - arrived)))
-                if reply.raw is not None:
-                    raw = reply.raw.replace("{auth}", auth).encode()
-                    return self._send(reply.status, raw, reply.headers, reply.content_type)
-                content = reply.content and reply.content.replace("{auth}", auth)
-                if reply.status != 200:
-                    message = (reply.message or f"scripted {reply.status}").replace("{auth}", auth)
-                    return self._send(
-                        reply.status,
-                        {
-                            "error": {
-                                "message": message,
-                                "type": "scripted",
-                                "code": None,
-                                "param": None,
-                            }
-                        },
-                        reply.headers,
-                    )
-                self._send(
-                    200,
-                    {
-                        "id": f"chatcmpl-{n}",
-                        "object": "chat.completion",
-                        "created": 1700000000,
-                        "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {
-                                    "role": "assistant",
-                                    "content": content,
-                                    "refusal": reply.refusal,
-                                },
-                                "logprobs": None,
-                                "finish_reason": reply.finish_reason,
-                            }
-                        ],
-                        "usage": {
-                            "prompt_tokens": reply.prompt_tokens,
-                            "completion_tokens": reply.completion_tokens,
-                            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-                        },
-                    },
-                )
+                auth = self.headers.get("Authorization") or ""
+                self._send(*chat_answer(body, n, reply, auth))
 
             def do_GET(self) -> None:  # noqa: N802
                 self._send(200, {"requests": server.count})

@@ -4,7 +4,10 @@
   edited) -> ``{"data": [{"b64_json": ...}]}``;
 - ``POST /v1beta/models/{model}:generateContent`` (Gemini, JSON with ``inline_data``; the last
   turn is edited) -> ``candidates[0].content.parts[].inlineData``;
-- ``POST /edit`` (a plain JSON endpoint for the ``http`` adapter) -> ``{"image": ...}``.
+- ``POST /edit`` (a plain JSON endpoint for the ``http`` adapter) -> ``{"image": ...}``;
+- ``POST /v1/chat/completions`` (OpenAI chat, when a ``chat`` responder is given: the reply that
+  ``chat(body, n)`` scripts, as :class:`tests.judges._server.FakeJudgeServer` sends it), so one
+  server stands for every API a command calls.
 
 The edit is ``255 - input``. The prompt steers a sample's answer: ``REFUSE`` (content filter),
 ``NOIMAGE`` (a well-formed answer without an image), ``GRAY`` (a gray image twice the size),
@@ -36,8 +39,11 @@ from PIL import Image
 class FakeImageAPI:
     """Start with ``with FakeImageAPI() as api:``; ``api.url`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, latency: float = 0.0, slow_s: float = 1.0, echo: bool = False) -> None:
+    def __init__(
+        self, latency: float = 0.0, slow_s: float = 1.0, echo: bool = False, chat=None
+    ) -> None:
         self.latency = latency
+        self.chat = chat  # (request body, request number) -> tests.judges._server.Reply
         self.slow_s = slow_s
         # echo: answer OpenAI edits with the uploaded image itself, without decoding or
         # re-encoding it, so that a throughput benchmark measures the client, not this server's
@@ -114,6 +120,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(action, {"error": {"message": f"status {action}"}}, extra)
         if action == "garbage":
             return self._send(200, b"<html>upstream proxy error</html>", ctype="text/html")
+        if self.path.endswith("/chat/completions") and api.chat is not None:
+            return self._chat(body, record)
         if self.path.endswith("/images/edits"):
             return self._openai(body, record)
         if self.path.endswith(":generateContent"):
@@ -145,6 +153,16 @@ class _Handler(BaseHTTPRequestHandler):
         query = files["image"][2] if "image" in files else uploads[-1][3]  # image[]: the last
         out = _edited(query, prompt)
         return self._send(200, {"created": 1, "data": [{"b64_json": out}], "usage": {}})
+
+    def _chat(self, body: bytes, record: dict) -> None:
+        from tests.judges._server import chat_answer
+
+        payload = json.loads(body)
+        record["json"] = payload
+        with self.api._lock:
+            n = sum(1 for r in self.api.requests if r["path"] == self.path)
+        reply = self.api.chat(payload, n)
+        self._send(*chat_answer(payload, n, reply, self.headers.get("Authorization", "")))
 
     def _gemini(self, body: bytes, record: dict) -> None:
         payload = json.loads(body)

@@ -125,9 +125,19 @@ def test_legends_sit_outside_the_axes(tmp_path, monkeypatch):
 
 
 def test_small_multiples_draw_one_panel_per_metric(tmp_path):
-    rows = [{**r, "dice": 1 - r["ssim"]} for r in _rows(4)]
-    png, _ = _plots.small_multiples(rows, ["ssim", "dice"], "task", "two", tmp_path / "fam")
+    import re
+
+    rows = [{**r, "dice": 1 - r["ssim"], "psnr": 20 + r["ssim"]} for r in _rows(4)]
+    metrics = ["ssim", "dice", "psnr", "lpips"]
+    for r in rows:
+        r["lpips"] = 1 - r["ssim"] / 2
+    png, svg = _plots.small_multiples(rows, metrics, "task", "four", tmp_path / "fam")
     assert png.is_file()
+    text = svg.read_text()
+    # a 3-column grid of 2 rows: four panels drawn, the two empty cells hidden (not drawn)
+    assert len(re.findall(r'<g id="axes_\d+"', text)) == 4
+    for metric in metrics:  # each panel titled with its metric
+        assert re.search(rf">\s*{metric}\s*<", text), metric
 
 
 def test_the_reliability_diagram_labels_both_gap_sides(tmp_path):

@@ -12,6 +12,9 @@
   put images into its messages.
 * :class:`CallSlots` / :func:`run_bounded` / :class:`CostBudget`: bounded concurrency (a client
   and a semaphore per event loop, workers over a shared queue) and a run folder's cost budget.
+* :func:`openai_base_url` / :func:`gemini_base_url`: the base URL of a call: an explicit one,
+  else ``$OPENAI_BASE_URL`` / ``$GOOGLE_GEMINI_BASE_URL`` (as the official SDKs read them),
+  else the provider's public endpoint.
 * :class:`Ahead`: request bodies or inputs made on a thread ahead of need.
 * :func:`preload_http`: import the HTTP stack on a thread while the caller plans.
 * :func:`json_body`: a JSON request body with its data URLs spliced in, not escaped;
@@ -26,6 +29,14 @@ imports no HTTP library until :func:`send` runs (or :func:`preload_http` is call
 from medibench.calls._ahead import Ahead
 from medibench.calls._base64 import b64_text
 from medibench.calls._body import PlainText, data_url, json_body
+from medibench.calls._endpoints import (
+    GEMINI_API_URL,
+    GEMINI_BASE_URL_ENV,
+    OPENAI_API_URL,
+    OPENAI_BASE_URL_ENV,
+    gemini_base_url,
+    openai_base_url,
+)
 from medibench.calls._keys import MissingAPIKeyError, key_from_env
 from medibench.calls._limits import CallSlots, CostBudget, preload_http, run_bounded
 from medibench.calls._redact import (
@@ -60,6 +71,12 @@ __all__ = [
     "PlainText",
     "b64_text",
     "data_url",
+    "GEMINI_API_URL",
+    "GEMINI_BASE_URL_ENV",
+    "OPENAI_API_URL",
+    "OPENAI_BASE_URL_ENV",
+    "gemini_base_url",
+    "openai_base_url",
     "LOGGERS",
     "REDACTED",
     "CallSlots",

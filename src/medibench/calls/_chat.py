@@ -6,9 +6,10 @@ extends it with what judging adds. :class:`ChatClient` makes one chat-completion
 retries and accounting.
 
 Works with any server that speaks ``POST {base_url}/chat/completions`` (OpenAI, Azure OpenAI,
-OpenRouter, vLLM, sglang, Ollama, Gemini's OpenAI endpoint). The request goes out through
-:func:`medibench.calls.send` (``httpx``): up to ``max_attempts`` attempts on 429, 408/409/425,
-5xx, timeouts and connection errors, waiting a jittered exponential backoff
+OpenRouter, vLLM, sglang, Ollama, Gemini's OpenAI endpoint); without a ``base_url`` the calls go
+to ``$OPENAI_BASE_URL``, as the ``openai`` SDK's do, else to the OpenAI API. The request goes out
+through :func:`medibench.calls.send` (``httpx``): up to ``max_attempts`` attempts on 429,
+408/409/425, 5xx, timeouts and connection errors, waiting a jittered exponential backoff
 (``cap * uniform(0.5, 1)``, ``cap = min(backoff_max_s, backoff_s * 2**attempt)``, at least the
 server's ``Retry-After``). Calls in flight are bounded by :class:`medibench.calls.CallSlots`.
 
@@ -32,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from medibench.calls._body import json_body
+from medibench.calls._endpoints import openai_base_url
 from medibench.calls._keys import MissingAPIKeyError
 from medibench.calls._limits import CallSlots
 from medibench.calls._redact import redact, register_secret
@@ -55,7 +57,7 @@ class ChatConfig(BaseModel):
     Attributes:
         model: the model id, as the endpoint names it.
         base_url: the OpenAI-compatible endpoint, ending in ``/v1`` for most servers; ``None``
-            means the OpenAI API.
+            means ``$OPENAI_BASE_URL``, else the OpenAI API (:func:`openai_base_url`).
         api_key_env: the environment variable holding the key.
         api_key_required: ``False`` for local servers (vLLM, sglang, Ollama) that take any key;
             then a missing variable sends the placeholder ``"EMPTY"``.
@@ -106,8 +108,9 @@ class ChatConfig(BaseModel):
 
     @property
     def endpoint(self) -> str:
-        """The endpoint without a trailing slash (the judges' cache key holds it)."""
-        return (self.base_url or "https://api.openai.com/v1").rstrip("/")
+        """The endpoint the calls go to, without a trailing slash: ``base_url``, else
+        ``$OPENAI_BASE_URL``, else the OpenAI API (the judges' cache key and records hold it)."""
+        return openai_base_url(self.base_url)
 
     def decoding(self, seed: int | None) -> dict[str, Any]:
         """The decoding parameters of one call (they go into the request, and the judges'

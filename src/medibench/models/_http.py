@@ -21,6 +21,7 @@ import json
 import os
 import random
 import threading
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypedDict
 
 import numpy as np
@@ -91,6 +92,9 @@ class APIImageModel(SharedOptions):
     #: ``NAME:ARG`` on the command line fills this option.
     spec_argument: ClassVar[str] = "model"
     key_env: ClassVar[tuple[str, ...]] = ()
+    #: ``(base_url, environ) -> URL``: where a ``base_url`` of ``None`` points (the provider's
+    #: environment variable, else its public API; :mod:`medibench.calls._endpoints`)
+    default_base_url: ClassVar[Callable[..., str] | None] = None
     #: the run's cost budget, set by the runner for ``--max-cost`` (``None``: no limit)
     cost_budget: CostBudget | None = None
 
@@ -134,6 +138,17 @@ class APIImageModel(SharedOptions):
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
         self._jitter = random.Random()
+
+    @classmethod
+    def resolve_options(
+        cls, options: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """``options`` as the model will use them: a ``base_url`` of ``None`` becomes the URL
+        its calls go to (what a run records, so a run names the server it was made with)."""
+        out = dict(options)
+        if cls.default_base_url is not None and "base_url" in out:
+            out["base_url"] = cls.default_base_url(out["base_url"], environ)
+        return out
 
     # -- the EditModel contract ---------------------------------------------------------------
     def edit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:

@@ -1,10 +1,12 @@
 """Editing models behind web APIs: OpenAI image edits, Gemini image models, any JSON endpoint.
 
 - ``openai-image``: ``POST {base_url}/images/edits`` (multipart: ``model``, ``prompt``,
-  ``image``), answer ``{"data": [{"b64_json": ...}]}``; key ``OPENAI_API_KEY``.
+  ``image``), answer ``{"data": [{"b64_json": ...}]}``; key ``OPENAI_API_KEY``; ``base_url``
+  by default ``$OPENAI_BASE_URL``, else the OpenAI API.
 - ``gemini-image``: ``POST {base_url}/v1beta/models/{model}:generateContent`` with the image as
   ``inline_data`` and ``responseModalities: ["TEXT", "IMAGE"]``; the image comes back as
-  ``inlineData``; key ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``).
+  ``inlineData``; key ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``); ``base_url`` by default
+  ``$GOOGLE_GEMINI_BASE_URL`` (the variable the ``google-genai`` SDK reads), else the Gemini API.
 - ``http``: any endpoint, through a JSON request template and a path to the image in the answer.
 
 In-context demonstrations (``edit_with_examples``, :mod:`medibench.models._examples`):
@@ -29,6 +31,7 @@ from typing import Any, ClassVar, Unpack
 
 import numpy as np
 
+from medibench.calls import gemini_base_url, openai_base_url
 from medibench.models._base import as_rgb_uint8
 from medibench.models._errors import (
     APIError,
@@ -128,7 +131,8 @@ class OpenAIImageModel(_TakesExamples):
     Args:
         model: the API model id (``gpt-image-1``).
         name: the name recorded in runs (default: the model id).
-        base_url: the API root (``https://api.openai.com/v1``); any compatible server works.
+        base_url: the API root; ``None``: ``$OPENAI_BASE_URL``, else
+            ``https://api.openai.com/v1`` (any compatible server works).
         size, quality, input_fidelity, background, output_format: passed when set (see the
             OpenAI images API); ``None`` leaves the API's default.
         transport: ``timeout``, ``max_attempts``, ``backoff``, ``max_backoff``, ``concurrency``,
@@ -136,6 +140,7 @@ class OpenAIImageModel(_TakesExamples):
     """
 
     key_env = ("OPENAI_API_KEY",)
+    default_base_url = staticmethod(openai_base_url)
     _REFUSAL_CODES = frozenset({"moderation_blocked", "content_policy_violation", "content_filter"})
 
     def __init__(
@@ -143,7 +148,7 @@ class OpenAIImageModel(_TakesExamples):
         model: str = "gpt-image-1",
         *,
         name: str | None = None,
-        base_url: str = "https://api.openai.com/v1",
+        base_url: str | None = None,
         size: str | None = None,
         quality: str | None = None,
         input_fidelity: str | None = None,
@@ -151,7 +156,7 @@ class OpenAIImageModel(_TakesExamples):
         output_format: str | None = None,
         **transport: Unpack[TransportOptions],
     ) -> None:
-        super().__init__(name=name or model, base_url=base_url, **transport)
+        super().__init__(name=name or model, base_url=openai_base_url(base_url), **transport)
         self.model = model
         fields = dict(
             size=size,
@@ -213,13 +218,15 @@ class GeminiImageModel(_TakesExamples):
     Args:
         model: the model id (``gemini-2.5-flash-image``).
         name: the name recorded in runs (default: the model id).
-        base_url: the API root (``https://generativelanguage.googleapis.com``).
+        base_url: the API root; ``None``: ``$GOOGLE_GEMINI_BASE_URL``, else
+            ``https://generativelanguage.googleapis.com``.
         temperature: sampling temperature (``None``: the API's default). The item's seed is sent
             as ``generationConfig.seed``.
         Other options as :class:`OpenAIImageModel`.
     """
 
     key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    default_base_url = staticmethod(gemini_base_url)
     _BLOCKED = frozenset(
         {
             "SAFETY",
@@ -238,11 +245,11 @@ class GeminiImageModel(_TakesExamples):
         model: str = "gemini-2.5-flash-image",
         *,
         name: str | None = None,
-        base_url: str = "https://generativelanguage.googleapis.com",
+        base_url: str | None = None,
         temperature: float | None = None,
         **transport: Unpack[TransportOptions],
     ) -> None:
-        super().__init__(name=name or model, base_url=base_url, **transport)
+        super().__init__(name=name or model, base_url=gemini_base_url(base_url), **transport)
         self.model = model
         self.temperature = temperature
 

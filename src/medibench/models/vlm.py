@@ -15,7 +15,8 @@ Adapters (registered in :data:`VLMS`):
 
 * ``openai-chat:MODEL``: any OpenAI-compatible ``/chat/completions`` endpoint through the judges'
   call layer (:class:`medibench.calls.ChatClient`: retries, bounded concurrency, redaction);
-  images as PNG data URLs, temperature 0, the seed sent. A refusal or content filter raises
+  images as PNG data URLs, temperature 0, the seed sent; the endpoint is ``base_url``, else
+  ``$OPENAI_BASE_URL``, else the OpenAI API. A refusal or content filter raises
   :class:`~medibench.models.ContentRefusedError`; a failed call :class:`AnswerError`.
 * ``transformers-vlm:PATH``: a transformers image-text-to-text model saved at ``PATH``
   (``save_pretrained`` folder), greedy decoding with ``torch.manual_seed(seed)``.
@@ -31,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -173,7 +174,7 @@ class OpenAIChatVLM:
     Args:
         model: the served model id (``gpt-4o``, ``Qwen/Qwen3-VL-8B-Instruct``).
         name: the name recorded in runs (default: the model id).
-        base_url: the API root; ``None``: the OpenAI API.
+        base_url: the API root; ``None``: ``$OPENAI_BASE_URL``, else the OpenAI API.
         api_key_env: the variable holding the key; ``api_key_required=False`` for local servers.
         max_tokens, temperature, max_image_side, concurrency, max_attempts: as
             :class:`medibench.calls.ChatConfig`; ``timeout``: its ``timeout_s`` (seconds per
@@ -182,6 +183,16 @@ class OpenAIChatVLM:
     """
 
     spec_argument = "model"
+
+    @classmethod
+    def resolve_options(
+        cls, options: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """``options`` as the model will use them: a ``base_url`` of ``None`` becomes the URL
+        its calls go to (``$OPENAI_BASE_URL``, else the OpenAI API), as a run records it."""
+        from medibench.calls import openai_base_url
+
+        return {**options, "base_url": openai_base_url(options.get("base_url"), environ)}
 
     def __init__(
         self,

@@ -8,7 +8,8 @@
   the factory says it (a ``name`` option or default, a class attribute), so two ``--model``
   entries with one name are refused before anything runs.
 - :func:`check_model_specs` refuses a model name that the run already holds with another fully
-  resolved spec (factory defaults included), as a changed seed is refused.
+  resolved spec (factory defaults included, an API model's base URL as the one its calls go to),
+  as a changed seed is refused.
 - :func:`generation_budget` and :func:`charge_budget`: the run's ``max_cost`` as the call
   layer's :class:`~medibench.calls.CostBudget`, shared by its API models.
 """
@@ -69,7 +70,9 @@ def planned_name(spec) -> str | None:
 
 def resolved_spec(spec) -> dict[str, Any]:
     """The spec as the factory will see it: ``{"model", "options"}`` with every default the
-    factory's signature declares filled in (JSON-safe; non-JSON values by their ``repr``)."""
+    factory's signature declares filled in, and then resolved by the factory's
+    ``resolve_options`` if it has one (an API model's base URL: the one its calls go to)
+    (JSON-safe; non-JSON values by their ``repr``)."""
     options: dict[str, Any] = {}
     try:
         params = _parameters(spec.factory())
@@ -79,7 +82,20 @@ def resolved_spec(spec) -> dict[str, Any]:
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty:
             options[name] = p.default
     options.update(spec.options)
+    options = _resolve(spec.model, options)
     return {"model": spec.model, "options": {k: _json_safe(v) for k, v in sorted(options.items())}}
+
+
+def _resolve(model: str, options: dict[str, Any], environ: Mapping[str, str] | None = None):
+    """``options`` through the factory's ``resolve_options`` (what a default stands for on this
+    machine: an API model's ``base_url`` of ``None`` is the URL its calls go to), if it has one."""
+    from medibench.models._spec import ModelSpec
+
+    try:
+        resolve = getattr(ModelSpec(model).factory(), "resolve_options", None)
+    except Exception:  # reported when the model is built
+        return options
+    return resolve(options, environ) if callable(resolve) else options
 
 
 def check_unique_names(entries: Sequence[tuple[str, str | None]]) -> None:
@@ -120,6 +136,8 @@ def _same_spec(before: dict[str, Any], now: dict[str, Any]) -> bool:
     with warnings.catch_warnings():  # a run recorded before an option was renamed
         warnings.simplefilter("ignore", FutureWarning)
         old = migrate_options(str(before.get("model")), before.get("options", {}))
+    # a base URL recorded as None (before runs recorded the URL used) was the provider's API
+    old = _resolve(str(before.get("model")), old, environ={})
     new = now.get("options", {})
     added = set(new) - set(old)
     rest = {k: v for k, v in before.items() if k != "options"}  # model, icl settings

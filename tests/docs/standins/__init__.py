@@ -20,8 +20,12 @@ from types import ModuleType
 
 
 def modules() -> list[ModuleType]:
-    """Every stand-in module of this package, by name."""
-    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    """Every stand-in module of this package: ``weights`` first (it sets ``DOCS_WEIGHTS``, which
+    the others build into), then the others by name."""
+    names = sorted(
+        (m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")),
+        key=lambda name: (name != "weights", name),
+    )
     return [importlib.import_module(f"{__name__}.{name}") for name in names]
 
 

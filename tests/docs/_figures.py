@@ -1,0 +1,211 @@
+"""The records of docs/numbers.py (a figure a doc must hold, a check and what produces it), and
+the figures the docs state that no script recomputes yet, each with why."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A passage a doc must hold: ``text`` (whitespace-insensitive) in ``doc``."""
+
+    doc: str
+    text: str
+    what: str
+
+
+@dataclass(frozen=True)
+class Check:
+    """Figures and what produces them. ``figures`` recomputes them (``None``: stated figures,
+    listed in ``stated``, that no script recomputes; ``status`` says why)."""
+
+    name: str
+    producer: str
+    noise: str
+    figures: Callable[[], list[Figure]] | None = None
+    slow: bool = False
+    stated: tuple[Figure, ...] = ()
+    status: str = "checked"
+    listed: tuple[Figure, ...] = field(default=())
+
+
+def _stated(producer: str, noise: str, status: str, *figures: tuple[str, str, str]) -> Check:
+    return Check(
+        f"stated: {producer}",
+        producer,
+        noise,
+        None,
+        status=status,
+        stated=tuple(Figure(*f) for f in figures),
+    )
+
+
+UNRECORDED = "stated; no recorded run yet (the script prints it; `--record` not wired)"
+#: Figures no script recomputes (yet): the text is checked to be as inventoried here.
+STATED: tuple[Check, ...] = (
+    _stated(
+        "the lead's measured `COLUMNS=80 make test` (commit b84c09a)",
+        "-",
+        "stated; in README block 1 (shell), updated by the lead",
+        ("README.md", "(2,640 tests, about 15 min on 2 cores", "test count and time"),
+    ),
+    _stated(
+        "a timed `make demo`",
+        "'about'",
+        UNRECORDED,
+        ("README.md", "about 40 s on 2 cores once installed", "demo time"),
+    ),
+    _stated(
+        "`python bench/metrics.py`",
+        "ranges over five runs",
+        UNRECORDED,
+        ("README.md", "SSIM float32 RGB 2.48-3.09 ms at 512", "SSIM time"),
+        ("README.md", "27.9-31.8x scikit-image's Gaussian SSIM", "SSIM ratio"),
+    ),
+    _stated(
+        "`python bench/score_official.py`",
+        "ranges over the runs named",
+        UNRECORDED,
+        ("README.md", "9.35-10.49x with `medibench score --workers 1`", "scoring ratio"),
+        ("README.md", "max diff 8.9e-14", "values vs the official loop"),
+    ),
+    _stated(
+        "`python bench/runner.py`",
+        "range over seven runs",
+        UNRECORDED,
+        ("README.md", "145.1-151.7/s in seven idle runs", "API throughput"),
+    ),
+    _stated(
+        "`python bench/judge.py`",
+        "ranges over three runs",
+        UNRECORDED,
+        ("README.md", "116.0-120.7/s over 50 waves", "judge throughput"),
+        (
+            "docs/judges.md",
+            "concurrency 64 reached 70.5/s on the same machine",
+            "before the group commit (earlier code: not re-measurable)",
+        ),
+    ),
+    _stated(
+        "`python bench/sources.py`",
+        "one run",
+        UNRECORDED,
+        ("README.md", "0.95x on the first read", "Parquet load ratio"),
+    ),
+    _stated(
+        "`python bench/build.py`",
+        "one run, load stated",
+        UNRECORDED,
+        ("README.md", "perception 258/s, transformation 266/s", "build throughput"),
+    ),
+    _stated(
+        "`python bench/calibration.py` (before `--record`)",
+        "range over four runs",
+        "stated; earlier idle runs, not recorded",
+        ("README.md", "0.4-0.9 s over four idle runs", "calibration metrics time"),
+        ("docs/calibration.md", "in 0.4-0.9 s over four idle runs", "calibration metrics time"),
+        ("docs/calibration.md", "ECE and MCE 1.5-1.7x faster than torchmetrics'", "ratio"),
+    ),
+    _stated(
+        "`python bench/suite.py` (before `--record`)",
+        "one run",
+        "stated; not recorded",
+        ("README.md", "84/s at 256, 28/s at 512 in an earlier run", "suite samples/s"),
+    ),
+    _stated(
+        "`python bench/features.py`",
+        "runs and loads stated",
+        UNRECORDED,
+        ("README.md", "FID 1.85 s (the reference 45.8 s)", "FID time"),
+    ),
+    _stated(
+        "`python bench/edit_table.py --check`",
+        "one run each",
+        UNRECORDED,
+        ("README.md", "(250 s at load average 9; 2 min idle earlier)", "its time"),
+    ),
+    _stated(
+        "`python bench/knowledge_edit.py`",
+        "one run",
+        UNRECORDED,
+        ("README.md", "5.2% of model time", "harness overhead"),
+    ),
+    _stated(
+        "`python bench/report.py`",
+        "runs stated",
+        UNRECORDED,
+        ("README.md", "| 11.2 s; 0.2 s", "report build, time to interactive"),
+    ),
+    _stated(
+        "`python bench/paintbench.py --paintbench PATH` (needs PaintBench's code)",
+        "runs stated",
+        "stated; needs PaintBench's repository, not on this machine",
+        ("README.md", "3.51x and 3.78x on 1,008 problems", "speed ratio"),
+        (
+            "README.md",
+            "on 813 generated problems (every level within 3.3e-16)",
+            "values vs the official code",
+        ),
+    ),
+    _stated(
+        "`python bench/train.py`",
+        "two rounds",
+        UNRECORDED,
+        ("README.md", "1.04x (203 vs 211 ms per step", "training step time"),
+    ),
+    _stated(
+        "`python bench/prompt_tuning.py`",
+        "two runs",
+        UNRECORDED,
+        (
+            "docs/calibration.md",
+            "20.2 against 21.2 steps/s (0.95x) and 25.7 against 24.1",
+            "CoOp steps/s vs plain PyTorch",
+        ),
+    ),
+    _stated(
+        "`python bench/gpu_generate.py` (CPU smoke)",
+        "five runs",
+        UNRECORDED,
+        (
+            "docs/models.md",
+            "a run of 8 images spent 35-58 ms in five runs",
+            "medibench's time besides the pipeline",
+        ),
+    ),
+    _stated(
+        "`bash bench/gpu_wheels.sh`",
+        "'about'",
+        "stated; a download size",
+        ("docs/models.md", "pydantic and what they need; 23 MB", "wheels"),
+    ),
+    _stated(
+        "tests/build/test_transformation.py (asserts > 0.99, > 0.999)",
+        "the bound",
+        "checked by that test",
+        ("docs/build.md", "(interior within one grey level, 99% identical)", "vs MONAI"),
+        ("docs/build.md", "(within one level, 99.9% identical)", "vs MONAI"),
+    ),
+    _stated(
+        "the reference-agreement tests (tests/metrics/test_ssim.py, test_color.py, "
+        "test_features.py; tests/calibration/test_metrics.py) with these tolerances",
+        "the tolerance stated",
+        "checked by those tests",
+        ("README.md", "`skimage.metrics.structural_similarity(..., full=True)` to 1e-6", "SSIM"),
+        ("README.md", "the fast OpenCV path (within 1e-5)", "SSIM float32"),
+        ("README.md", 'within 1e-9 with `constants="skimage"`', "Lab"),
+        ("README.md", "PaintBench's constants differ by < 0.005", "Lab"),
+        ("docs/analysis.md", "exactly the stated mean and covariance (rel. 1e-9)", "FID"),
+        ("docs/analysis.md", "sqrt((n_a - 1)(n_b - 1))`, rel. 1e-12", "FID, N < D"),
+        ("docs/calibration.md", "stops at 2^-10, so within 3e-3", "smooth ECE vs relplot"),
+        ("docs/calibration.md", "smooth-ECE integral (within 1e-4)", "smooth ECE"),
+    ),
+    _stated(
+        "tests/judges/test_agreement.py (Shrout & Fleiss 1979, Table 2)",
+        "2 decimals",
+        "checked by that test",
+        ("docs/judges.md", "Shrout & Fleiss's worked example (0.29)", "ICC(2,1)"),
+    ),
+)

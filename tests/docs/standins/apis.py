@@ -1,0 +1,133 @@
+"""Paid APIs and judges: one local fake server on 127.0.0.1 stands for OpenAI (chat completions,
+image edits) and Gemini (``generateContent``) while a file's blocks run, reached the way the
+official SDKs are: ``OPENAI_BASE_URL`` and ``GOOGLE_GEMINI_BASE_URL``, with fake keys. So a
+documented ``--model openai-image:...``, ``--model gemini-image ...``, ``--model "openai-chat:...
++ openai-image:..."`` or ``medibench judge`` runs as written.
+
+The server is :class:`tests.models.fake_image_api.FakeImageAPI` (an edit is ``255 - input``, the
+query of an in-context request being its last image) with :func:`chat_reply` answering chat
+requests by what they are:
+
+- a judge protocol's prompt (every protocol medibench registers, found by its score labels):
+  every score it asks for, in the format it asks for (``Name: [Score]/N`` lines, or one JSON
+  object when the request sets ``response_format``; the checklist items ``yes``/``no``), each
+  value in range and drawn from a hash of the request, so two outputs get different scores;
+- the knowledge-edit answer judge: ``{"correct": true}`` when the model answer holds the
+  reference answer, else ``{"correct": false}``;
+- the plan prompt of a compositional system (``VLM + EDITOR``): its JSON plan, with the
+  instruction as the editor's prompt;
+- anything else (a VLM's question): one short sentence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tests.judges._server import Reply, first_text
+from tests.models.fake_image_api import FakeImageAPI
+
+#: The fake keys the blocks run with (the call layer redacts them like real ones).
+OPENAI_KEY = "sk-docs-fake-0123456789abcdef"
+GEMINI_KEY = "docs-fake-gemini-key-0123456789"
+#: A VLM's answer to a question.
+VLM_ANSWER = "A frontal chest radiograph; the lungs are clear and no acute finding is seen."
+
+SUBSTITUTIONS = {
+    ("*", "http://host:8000/v1"): (
+        "$OPENAI_BASE_URL",
+        "a served model (vLLM, sglang) at the user's host: the local fake OpenAI-compatible "
+        "server of tests/docs/standins/apis.py",
+    ),
+}
+
+
+@contextmanager
+def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
+    with FakeImageAPI(chat=chat_reply) as api:
+        env.update(
+            OPENAI_BASE_URL=f"{api.url}/v1",
+            GOOGLE_GEMINI_BASE_URL=api.url,
+            OPENAI_API_KEY=OPENAI_KEY,
+            GEMINI_API_KEY=GEMINI_KEY,
+        )
+        yield
+
+
+def chat_reply(body: dict[str, Any], n: int) -> Reply:
+    """The fake's answer to chat request ``body`` (module docstring)."""
+    text = first_text(body)
+    digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).digest()
+    verdict = _answer_verdict(text)
+    if verdict is not None:
+        return Reply(json.dumps({"correct": verdict}))
+    fields = _judge_fields(text)
+    if fields:
+        return Reply(_scores(fields, digest, text, body.get("response_format")))
+    if '"edit_prompt"' in text and '"output_text"' in text:
+        instruction = text.split("Instruction:", 1)[-1].split("Reply with", 1)[0].strip()
+        plan = {"output_text": VLM_ANSWER, "edit_prompt": instruction or "Edit the image."}
+        return Reply(json.dumps(plan))
+    return Reply(VLM_ANSWER)
+
+
+# -- the knowledge-edit answer judge ------------------------------------------------------------
+_VERDICT = re.compile(r"Reference answer: (?P<gold>.*)\nModel answer: (?P<answer>.*)\n")
+
+
+def _answer_verdict(text: str) -> bool | None:
+    m = _VERDICT.search(text)
+    if m is None or '"correct"' not in text:
+        return None
+    return m.group("gold").strip().lower() in m.group("answer").lower()
+
+
+# -- the judge protocols ------------------------------------------------------------------------
+@cache
+def _protocols() -> tuple[Any, ...]:
+    from medibench.judges import JUDGES
+
+    return tuple(JUDGES.create(spec) for spec in JUDGES.names())
+
+
+def _judge_fields(text: str) -> dict[str, tuple[Any, float, float]]:
+    """key -> (field, lo, hi) of every protocol whose required scores the prompt all names,
+    ranges narrowed to what all of them accept (``@code`` and ``@paper`` share one prompt; the
+    ``[Score]/N`` it asks for picks the scale)."""
+    asked = {int(n) for n in re.findall(r"\[Score\]/(\d+)", text)}
+    out: dict[str, tuple[Any, float, float]] = {}
+    for proto in _protocols():
+        required = [f for f in proto.fields if f.required]
+        if not all(f.label in text or f'"{f.key}"' in text for f in required):
+            continue
+        if asked and not any(f.hi in asked for f in required if f.kind == "number"):
+            continue
+        for f in proto.fields:
+            _, lo, hi = out.get(f.key, (f, f.lo, f.hi))
+            out[f.key] = (f, max(lo, f.lo), min(hi, f.hi))
+    return out
+
+
+def _scores(fields, digest: bytes, text: str, response_format: dict | None) -> str:
+    values: dict[str, Any] = {}
+    for i, (key, (f, lo, hi)) in enumerate(sorted(fields.items())):
+        pick = digest[i % len(digest)]
+        if f.kind == "yes_no":
+            values[key] = "yes" if pick % 4 else "no"
+        else:
+            values[key] = int(lo + pick % (int(hi - lo) + 1))
+    if response_format is not None:  # a JSON object with the protocol's text keys too
+        schema = (response_format.get("json_schema") or {}).get("schema") or {}
+        extra = [k for k in schema.get("properties", {}) if k not in values]
+        return json.dumps({**{k: "differences as the prompt asks" for k in extra}, **values})
+    lines = ["The edited image changes the region the instruction names; the rest is kept."]
+    for key, (f, _lo, hi) in sorted(fields.items()):
+        v = values[key]
+        lines.append(f"{f.label}: {v}" if f.kind == "yes_no" else f"{f.label}: [{v}]/{int(hi)}")
+    return "\n".join(lines)

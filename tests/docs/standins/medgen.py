@@ -1,0 +1,79 @@
+"""MedGEN-Bench (README "MedGEN-Bench: VQA and contextual multimodal generation",
+docs/medgen.md): the prepared inference folder ``MedGEN_data/`` (``vqa.jsonl``, ``gen.jsonl``
+and their images, from the benchmark tests' builders) and a tiny random-weight Qwen3-VL at
+``/weights/qwen3-vl-8b`` (the conformance family builder). README.md gets the Parquet release
+(``MedGEN-Bench/parquet/...``) from its download block (block 3); the paid APIs and the judge
+endpoint are the fake OpenAI-compatible server of :mod:`tests.docs.standins.apis`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.docs.standins import weights
+
+FILES = ("README.md", "docs/medgen.md")
+
+_SHORT = "8 answer tokens instead of 512 (the tiny model's answers are noise; same code, less time)"
+
+SUBSTITUTIONS = {
+    ("README.md", "--model transformers-vlm:/weights/qwen3-vl-8b --out runs/vqa"): (
+        "--model transformers-vlm:/weights/qwen3-vl-8b --model-option max_new_tokens=8 "
+        "--out runs/vqa",
+        _SHORT,
+    ),
+    ("docs/medgen.md", "--model transformers-vlm:/weights/qwen3-vl-8b \\"): (
+        "--model transformers-vlm:/weights/qwen3-vl-8b --model-option max_new_tokens=8 \\",
+        _SHORT,
+    ),
+}
+
+
+@contextmanager
+def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
+    if file in FILES:
+        build_data(work / "MedGEN_data")
+        # weights.standins sets $DOCS_WEIGHTS; this module is entered before it (by name)
+        with weights.standins(file, work, env, cache):
+            from tests.conformance._families import build_qwen3_vl
+
+            weights.tiny(env, "qwen3-vl-8b", build_qwen3_vl)
+        if file == "README.md" and _readme_block_3_left_out():
+            from tests.benchmarks.medgen.test_parquet import build_release
+
+            build_release(work / "MedGEN-Bench")  # what block 3's download writes
+    yield
+
+
+def build_data(root: Path) -> Path:
+    """``root`` as the official preparation writes it for inference: the VQA records (2 with an
+    answer, one without, skipped) and 2 generation records of two modalities (CT, MRI), so that
+    the ``unrelated`` control has a donor for each."""
+    from tests.benchmarks.medgen.answer_data import build_folder, pixels, png_bytes
+
+    build_folder(root)
+    (root / "images" / "g2.png").write_bytes(png_bytes(pixels(11)))
+    (root / "images" / "g2_gt.png").write_bytes(png_bytes(pixels(12)))
+    second = {
+        "sample_id": "medgen:MultimodalGeneration:disease-prediction:2",
+        "category": "MMGeneration",
+        "paper_task": "disease-prediction",
+        "instruction": "Predict the scan after treatment and describe it.",
+        "input_image": "images/g2.png",
+        "ground_truth_image": "images/g2_gt.png",
+        "answer": "The lesion shrinks.",
+        "modality": "MRI",
+    }
+    with (root / "gen.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps(second) + "\n")
+    return root
+
+
+def _readme_block_3_left_out() -> bool:
+    """A developer's ``DOCS_BLOCKS`` run of README.md blocks without block 3 (its download makes
+    ``MedGEN-Bench/``): the release is built in its place."""
+    chosen = dict(item.split(":") for item in os.environ.get("DOCS_BLOCKS", "").split())
+    return "README.md" in chosen and "3" not in chosen["README.md"].split(",")
