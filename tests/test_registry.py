@@ -62,3 +62,22 @@ def test_import_object_names_what_is_missing():
         import_object("os.path:nope")
     with pytest.raises(ValueError, match="module:attr"):
         import_object("os.path")
+
+
+def test_lookups_on_other_threads_wait_for_the_first_fill():
+    import threading
+    import time
+
+    def populate(reg):
+        for i in range(5):
+            time.sleep(0.01)  # long enough for the other threads to look up meanwhile
+            reg.register(f"p{i}", dict)
+
+    reg = Registry("thing", populate=populate)
+    seen: list[int] = []
+    threads = [threading.Thread(target=lambda: seen.append(len(reg.names()))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [5] * 8

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
@@ -73,6 +74,10 @@ class Registry(Generic[T]):
         self._entry_points_loaded = False
         self._populate = populate
         self._populated: set[str] = set()
+        # Filled once by the first lookup; a lookup on another thread meanwhile waits for it
+        # (an RLock: ``populate`` may look names up itself).
+        self._filling = threading.RLock()
+        self._filled = False
 
     def register(
         self, name: str, factory: Callable[..., T] | str | None = None, *, help: str = ""
@@ -129,15 +134,22 @@ class Registry(Generic[T]):
     def refresh(self) -> None:
         """Forget what ``populate`` registered, so that the next lookup fills it again (after a
         benchmark was registered or removed in this process)."""
-        for name in self._populated:
-            self._entries.pop(name, None)
-            self._help.pop(name, None)
-        self._populated = set()
-        self._entry_points_loaded = False
+        with self._filling:
+            for name in self._populated:
+                self._entries.pop(name, None)
+                self._help.pop(name, None)
+            self._populated = set()
+            self._entry_points_loaded = False
+            self._filled = False
 
     def _load_entry_points(self) -> None:
-        if self._entry_points_loaded:
+        if self._filled:
             return
+        with self._filling:
+            if not self._entry_points_loaded:  # else: this thread is filling it (re-entered)
+                self._fill()
+
+    def _fill(self) -> None:
         self._entry_points_loaded = True
         if self._populate is not None:
             before = set(self._entries)
@@ -154,3 +166,4 @@ class Registry(Generic[T]):
         for ep in entry_points(group=f"medibench.{self.kind}s"):
             if ep.name not in self._entries:
                 self._entries[ep.name] = ep.value
+        self._filled = True

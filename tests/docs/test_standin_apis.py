@@ -94,7 +94,7 @@ def test_the_server_is_reached_through_the_sdk_variables(tmp_path):
     import httpx
 
     env: dict[str, str] = {}
-    with apis.standins("README.md", tmp_path, env, tmp_path):
+    with apis.standins("docs/judges.md", tmp_path, env, tmp_path):
         url = env["OPENAI_BASE_URL"]
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         assert env["GOOGLE_GEMINI_BASE_URL"] == url.removesuffix("/v1")

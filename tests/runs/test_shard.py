@@ -77,6 +77,20 @@ def test_shard_runs_merge_into_the_unsharded_run(tmp_path):
     assert "shard" not in merged[3] and merged[3]["seed"] == 0
 
 
+def test_limit_runs_the_first_samples_of_the_shard_and_a_later_run_adds_the_rest(tmp_path):
+    data = make_native(tmp_path / "data", n=5)
+    _cli_run(data, tmp_path / "part", "--shard", "1/2", "--limit", "1")
+    preds, _, n_samples, _ = _content(tmp_path / "part")
+    assert n_samples == 1 and {p[1] for p in preds} == {"s001"}  # shard 1/2: s001, s003
+    _cli_run(data, tmp_path / "all", "--limit", "2")
+    _cli_run(data, tmp_path / "all")  # resumes: the 2 done are kept, 3 added
+    preds, scores, n_samples, _ = _content(tmp_path / "all")
+    assert n_samples == 5 and len(preds) == 10 and len(scores) == 10
+    res = runner.invoke(app, ["run", "--dataset", f"native:{data}", "--model", "classical",
+                              "--out", str(tmp_path / "x"), "--limit", "0"])  # fmt: skip
+    assert res.exit_code == 2 and "--limit" in res.output
+
+
 def test_launcher_variables_pick_the_shard_and_shards_can_share_one_store(tmp_path):
     data = make_native(tmp_path / "data", n=5)
     for rank in ("0", "1"):

@@ -115,6 +115,14 @@ def run(
             "SLURM_PROCID/SLURM_NTASKS); merge shard runs with `medibench merge`"
         ),
     ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="run only the first N samples (of the shard, when sharded); a later run "
+            "without it adds the rest",
+        ),
+    ] = None,
     max_cost: Annotated[
         float | None,
         typer.Option(
@@ -185,6 +193,7 @@ def run(
         workers=workers,
         ray_address=ray_address,
         shard=shard,
+        limit=limit,
         dataset_options={
             **_dataset_options(dataset_option),
             **({"download": True} if download else {}),

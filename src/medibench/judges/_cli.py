@@ -48,7 +48,11 @@ def judge(
         str | None, typer.Option(help="judge model id (instead of, or over, the config's)")
     ] = None,
     base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+        str | None,
+        typer.Option(
+            help="OpenAI-compatible endpoint, e.g. http://host:8000/v1 (default: the config's "
+            "base_url, else $OPENAI_BASE_URL, else the OpenAI API)"
+        ),
     ] = None,
     protocol: Annotated[
         list[str] | None,

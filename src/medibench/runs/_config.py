@@ -44,6 +44,8 @@ class RunConfig:
         ray_address: the Ray cluster to join; ``None``: a local one.
         shard: ``"i/n"``: run that shard of the samples; ``None``: from RANK/WORLD_SIZE or
             SLURM_PROCID/SLURM_NTASKS when set, else every sample.
+        limit: run only the first ``limit`` samples (of the shard, when sharded); ``None``:
+            all of them. A later run with a larger limit (or none) adds the rest.
         dataset_options: keyword arguments for the dataset loader (the suite's ``name`` and
             ``seed``, for instance).
         max_cost: USD budget for the paid calls of the generate stage in this run folder (API
@@ -74,6 +76,7 @@ class RunConfig:
     workers: int | None = None
     ray_address: str | None = None
     shard: str | None = None
+    limit: int | None = None
     dataset_options: Mapping[str, Any] = field(default_factory=dict)
     max_cost: float | None = None
     icl_k: tuple[int, ...] = ()
@@ -93,6 +96,8 @@ class RunConfig:
             raise ValueError(f"executor must be local or ray, not {self.executor!r}")
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.max_cost is not None and not self.max_cost >= 0:

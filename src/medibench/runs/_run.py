@@ -59,7 +59,7 @@ class RunPlan:
     Attributes:
         config: the config it was made from.
         dataset: the loaded dataset.
-        samples: the samples of this run (its shard's, when sharded).
+        samples: the samples of this run (its shard's, when sharded; the first ``limit``).
         protocols: the ``name@version`` specs it scores by (the config's, or the dataset's).
         shard: the shard, or ``None`` for every sample.
         folder: the run folder (``{shard}`` filled in).
@@ -86,6 +86,7 @@ def plan_run(config: RunConfig) -> RunPlan:
         where = f" in {root}" if root is not None else ""
         raise RunError(f"dataset {config.dataset!r} has no samples{where}: nothing to run or score")
     samples = list(ds) if shard is None else shard.select(list(ds))
+    samples = samples[: config.limit]  # None: all
     protocols = config.protocols or tuple(ds.default_protocols)
     return RunPlan(config, ds, samples, protocols, shard, folder)
 

@@ -40,6 +40,15 @@ GEMINI_KEY = "docs-fake-gemini-key-0123456789"
 VLM_ANSWER = "A frontal chest radiograph; the lungs are clear and no acute finding is seen."
 
 SUBSTITUTIONS = {
+    ("README.md", "--model ip2p:/weights/instruct-pix2pix --out runs/medebench"): (
+        "--model ip2p:/weights/instruct-pix2pix --model-option steps=2 "
+        "--model-option resolution=64 --out runs/medebench",
+        "2 denoising steps at 64 px instead of 100 at 512 (same code, less time)",
+    ),
+    ("docs/judges.md", "--model classical --out runs/starter"): (
+        "--model classical --limit 6 --out runs/starter",
+        "6 of the starter benchmark's 24 samples (same code, less time)",
+    ),
     ("*", "http://host:8000/v1"): (
         "$OPENAI_BASE_URL",
         "a served model (vLLM, sglang) at the user's host: the local fake OpenAI-compatible "
@@ -50,6 +59,12 @@ SUBSTITUTIONS = {
 
 @contextmanager
 def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
+    if file == "README.md":  # the MedEBench run judged in its "Judge with a VLM" block
+        from tests.docs.standins.weights import tiny
+        from tests.models.test_diffusers import build_tiny_ip2p
+
+        tiny(env, "instruct-pix2pix", build_tiny_ip2p)
+    _protocols()  # built here, once, not by the server's first requests
     with FakeImageAPI(chat=chat_reply) as api:
         env.update(
             OPENAI_BASE_URL=f"{api.url}/v1",
@@ -63,7 +78,9 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
 def chat_reply(body: dict[str, Any], n: int) -> Reply:
     """The fake's answer to chat request ``body`` (module docstring)."""
     text = first_text(body)
-    digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).digest()
+    # the judge model is part of it, so two judges of one output disagree a little
+    seen = json.dumps([body["model"], body["messages"]], sort_keys=True)
+    digest = hashlib.sha256(seen.encode()).digest()
     verdict = _answer_verdict(text)
     if verdict is not None:
         return Reply(json.dumps({"correct": verdict}))
@@ -91,6 +108,7 @@ def _answer_verdict(text: str) -> bool | None:
 # -- the judge protocols ------------------------------------------------------------------------
 @cache
 def _protocols() -> tuple[Any, ...]:
+    """Every registered judge protocol (built once)."""
     from medibench.judges import JUDGES
 
     return tuple(JUDGES.create(spec) for spec in JUDGES.names())
