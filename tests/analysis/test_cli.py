@@ -73,6 +73,19 @@ def test_rows_per_sample_and_k_with_iou_and_pictures(analysed):
     assert "no judged editing accuracy" in output
 
 
+def test_the_run_folder_gets_the_attention_summary(analysed):
+    _, run, output, _ = analysed
+    path = run / "attention_summary.json"
+    assert f"summary -> {path}" in output.replace("\n", "")
+    ious = [r["iou"] for r in _rows(run)]
+    rows = json.loads(path.read_text())
+    assert [(r["model"], r["region"]) for r in rows] == [("ip2p", "(none)"), ("ip2p", "overall")]
+    for r in rows:
+        assert (r["n"], r["nan"], r["zero"]) == (6, 0, sum(v == 0 for v in ious))
+        assert r["iou"] == pytest.approx(np.mean(ious), abs=1e-12)
+        assert (r["grounded"], r["conservative_edit"], r["mislocalised"]) == (None, None, None)
+
+
 def test_a_rerun_skips_what_is_done(analysed, tiny_ip2p):
     data, run, _, base = analysed
     before = _rows(run)

@@ -90,6 +90,42 @@ def test_diagnosis_reads_iou_beside_judged_accuracy():
     assert out == {"a": "conservative edit", "b": "grounded", "c": "mislocalised"}
 
 
+def test_the_attention_summary_counts_diagnoses_per_region_and_model():
+    from medibench.analysis._run import attention_summary
+    from medibench.samples import Score
+
+    def row(model, sid, region, iou, status="ok"):
+        return {"model": model, "sample_id": sid, "k": 0, "region": region, "iou": iou,
+                "status": status}  # fmt: skip
+
+    rows = [
+        row("m", "a", "liver", 0.7),  # judged 0.2: conservative edit
+        row("m", "b", "liver", 0.0),  # judged 0.9: mislocalised
+        row("m", "c", "lung", 0.6),  # judged 0.8: grounded
+        row("m", "d", "lung", None),  # NaN IoU: counted, not averaged, not diagnosed
+        row("m", "e", "lung", None, status="error"),  # failed: not in the summary
+        row("other", "a", "liver", 0.5),  # no judged accuracy
+    ]
+
+    def score(model, sid, ea):
+        return Score(sample_id=sid, model=model, k=0, protocol="p", protocol_version="1",
+                     metrics={"ea": ea})  # fmt: skip
+
+    scores = [score("m", "a", 0.2), score("m", "b", 0.9), score("m", "c", 0.8)]
+    out = {(r["model"], r["region"]): r for r in attention_summary(rows, scores)}
+    assert list(out) == [("m", "liver"), ("m", "lung"), ("m", "overall"),
+                         ("other", "liver"), ("other", "overall")]  # fmt: skip
+    verdicts = ("grounded", "conservative_edit", "mislocalised")
+    assert out["m", "liver"] == {"model": "m", "region": "liver", "n": 2, "iou": 0.35, "zero": 1,
+                                 "nan": 0, "grounded": 0, "conservative_edit": 1,
+                                 "mislocalised": 1}  # fmt: skip
+    assert (out["m", "lung"]["n"], out["m", "lung"]["iou"], out["m", "lung"]["nan"]) == (2, 0.6, 1)
+    assert [out["m", "lung"][v] for v in verdicts] == [1, 0, 0]
+    assert [out["m", "overall"][v] for v in verdicts] == [1, 1, 1]
+    assert out["m", "overall"]["n"] == 4 and out["m", "overall"]["iou"] == pytest.approx(1.3 / 3)
+    assert [out["other", "overall"][v] for v in verdicts] == [None, None, None]
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_iou_matches_scikit_learns_jaccard_of_the_binarised_map(seed):
     from sklearn.metrics import jaccard_score

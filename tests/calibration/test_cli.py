@@ -188,3 +188,44 @@ def test_diagram_writes_png_and_svg(tmp_path, files):
         app, ["calibration", "diagram", str(test), "--out", str(tmp_path / "d"), "--format", "svg"]
     )
     assert (tmp_path / "d" / "reliability.svg").read_bytes() == first  # reproducible
+
+
+def test_score_csv_is_the_printed_table_as_rows(tmp_path, files):
+    import csv
+
+    _, test, _ = files
+    out, table = tmp_path / "scores.json", tmp_path / "scores.csv"
+    res = runner.invoke(
+        app,
+        [
+            "calibration",
+            "score",
+            str(test),
+            "--by",
+            "domain",
+            "--resamples",
+            "20",
+            "--json",
+            str(out),
+            "--csv",
+            str(table),
+        ],  # fmt: skip
+    )
+    assert res.exit_code == 0, res.output
+    assert f"summary -> {table}" in res.output.replace("\n", "")
+    data = json.loads(out.read_text())
+    rows = list(csv.DictReader(table.open()))
+    assert [r["group"] for r in rows] == ["all", "in", "shifted"]
+    assert [int(r["n"]) for r in rows] == [600, 400, 200]
+    assert {r["protocol"] for r in rows} == {"calibration@1"}
+    parts = [data, data["groups"]["in"], data["groups"]["shifted"]]
+    for row, part in zip(rows, parts, strict=True):
+        assert float(row["ece"]) == pytest.approx(part["ece"], rel=1e-12)
+        assert float(row["nll_ci_low"]) == pytest.approx(part["ci"]["nll"][0], rel=1e-12)
+        assert float(row["nll_ci_high"]) == pytest.approx(part["ci"]["nll"][1], rel=1e-12)
+    res = runner.invoke(app, ["calibration", "score", str(test), "--resamples", "0",
+                              "--csv", str(table)])  # fmt: skip
+    (row,) = csv.DictReader(table.open())
+    assert row["group"] == "all" and row["ece_ci_low"] == "" and float(row["ece"]) > 0
+    res = runner.invoke(app, ["calibration", "score", str(test), "--csv", str(tmp_path)])
+    assert res.exit_code == 2 and "--csv" in res.output and "is a folder" in res.output

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -190,3 +191,35 @@ def test_nothing_to_judge_names_the_scored_protocols_and_their_judges(tmp_path, 
     assert "medebench@1 (1 rows) <- medebench-judge@paper-structure, " in text
     assert "miedb-rubric@1 fills miedb@paper, miedb@1" in text
     assert "predictions" not in text
+
+
+def test_judge_writes_the_run_folders_judge_summary(tmp_path, api_key):
+    run = build_run(tmp_path / "run", ["a", "b", "c"])
+    # the second call's answer has no score statement: unparsable (missing, never a 0)
+    replies = {2: Reply("I would rather not put a number on it.")}
+    with FakeJudgeServer(lambda body, n: replies.get(n, Reply())) as srv:
+        cfg = _judge_config(tmp_path, srv)
+        res = runner.invoke(app, ["judge", str(run), "--judge", str(cfg)])
+        assert res.exit_code == 0, res.output
+        path = run / "judge_summary.json"
+        assert f"summary -> {path}" in res.output.replace("\n", "")
+        (row,) = json.loads(path.read_text())
+        assert row == {
+            "judge": "medebench-judge@paper-structure",
+            "judge_model": "judge-x",
+            "items": 3,
+            "ok": 2,
+            "refused": 0,
+            "unparsable": 1,
+            "error": 0,
+            "cost_usd": row["cost_usd"],
+        }
+        assert row["cost_usd"] == pytest.approx(3 * 0.002)  # 1000 in, 100 out at $1 / $10
+        # a second pass: the folder's totals, not this invocation's
+        res = runner.invoke(app, ["judge", str(run), "--judge", str(cfg), "--passes", "2"])
+        assert res.exit_code == 0 and srv.count == 6
+        (row,) = json.loads(path.read_text())
+        assert (row["items"], row["ok"], row["unparsable"]) == (6, 5, 1)
+        assert row["cost_usd"] == pytest.approx(6 * 0.002)
+        res = runner.invoke(app, ["judge", str(run), "--judge", str(cfg), "--dry-run"])
+        assert res.exit_code == 0 and "summary ->" not in res.output

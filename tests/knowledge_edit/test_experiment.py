@@ -235,3 +235,42 @@ def test_cli_tasks_from_slake_and_vqarad(tmp_path, cli):
     (rad / "VQA_RAD Image Folder" / "synpic1.jpg").unlink()
     r = cli.invoke(app, ["edit", "tasks", "--vqarad", str(rad), "--out", str(tmp_path / "t2")])
     assert r.exit_code == 2 and "question a1" in r.output and "is missing" in r.output
+
+
+def test_cli_score_csv_is_the_printed_table_as_rows(tmp_path, cli):
+    import csv
+
+    def line(edit, probe, kind, task, post, pre=False, stage="immediate"):
+        return json.dumps({"edit_id": edit, "probe_id": probe, "kind": kind, "task_type": task,
+                           "stage": stage, "pre_correct": pre, "post_correct": post})  # fmt: skip
+
+    path = tmp_path / "r.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                line("e1", "p1", "reliability", "T0", True),
+                line("e1", "p2", "generality", "T1", True),
+                line("e1", "p3", "locality", "T0", False, pre=True),
+                line("e2", "p4", "reliability", "T0", False),
+                line("e2", "p5", "generality", "T1", False),
+                line("e2", "p6", "generality", "T1", True),
+            ]
+        )
+        + "\n"
+    )
+    table, out = tmp_path / "s.csv", tmp_path / "s.json"
+    r = cli.invoke(app, ["edit", "score", str(path), "--csv", str(table), "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    s = json.loads(out.read_text())
+    rows = {row["group"]: row for row in csv.DictReader(table.open())}
+    assert list(rows) == ["all (immediate)", "T0", "T1", "stage immediate"]
+    top = rows["all (immediate)"]
+    assert (top["matcher"], top["edits"]) == ("exact", "2")
+    assert float(top["reliability"]) == 0.5 == s["reliability"]
+    assert float(top["generality"]) == 0.75 == s["generality"]  # e1 1/1, e2 1/2
+    assert float(top["locality"]) == 0.0 == s["locality"]  # e1's one defined probe broke
+    assert (top["locality_undefined"], top["reliability_undefined"]) == ("1", "0")
+    for m in ("reliability", "generality"):
+        low, high = s["ci95"][m]
+        assert (float(top[f"{m}_ci_low"]), float(top[f"{m}_ci_high"])) == (low, high)
+    assert rows["T1"]["reliability"] == "" and rows["T1"]["reliability_undefined"] == "2"

@@ -163,8 +163,10 @@ def test_spans_cover_the_samples_and_shrink_towards_the_end():
 
 def test_workers_tune_the_allocator_unless_the_environment_says_how(folder, tmp_path, monkeypatch):
     if not _folder._fork_is_safe():
-        pytest.skip("another thread is alive in this process: workers are spawned, not forked, "
-                    "and do not inherit the spy (test_spawned_workers_when_another_thread_runs)")
+        pytest.skip(
+            "another thread is alive in this process: workers are spawned, not forked, "
+            "and do not inherit the spy (test_spawned_workers_when_another_thread_runs)"
+        )
     ds, index = folder
     marks = tmp_path / "tuned"
     real = _folder._tune_malloc

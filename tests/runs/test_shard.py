@@ -77,11 +77,17 @@ def test_shard_runs_merge_into_the_unsharded_run(tmp_path):
     assert "shard" not in merged[3] and merged[3]["seed"] == 0
 
 
-def test_limit_runs_the_first_samples_of_the_shard_and_a_later_run_adds_the_rest(tmp_path):
+def test_limit_takes_the_first_samples_then_shards_split_them(tmp_path):
     data = make_native(tmp_path / "data", n=5)
-    _cli_run(data, tmp_path / "part", "--shard", "1/2", "--limit", "1")
-    preds, _, n_samples, _ = _content(tmp_path / "part")
-    assert n_samples == 1 and {p[1] for p in preds} == {"s001"}  # shard 1/2: s001, s003
+    for i in range(2):  # the first 3 samples (s000-s002), split: s000, s002 | s001
+        _cli_run(data, tmp_path / "part-{shard}", "--shard", f"{i}/2", "--limit", "3")
+    got = [_content(tmp_path / f"part-{i}-of-2") for i in range(2)]
+    assert [sorted({p[1] for p in c[0]}) for c in got] == [["s000", "s002"], ["s001"]]
+    _cli_run(data, tmp_path / "three", "--limit", "3")
+    parts = [str(tmp_path / f"part-{i}-of-2") for i in range(2)]
+    res = runner.invoke(_merge_app(), ["merge", *parts, "--out", str(tmp_path / "merged")])
+    assert res.exit_code == 0, res.output
+    assert _content(tmp_path / "merged")[:3] == _content(tmp_path / "three")[:3]
     _cli_run(data, tmp_path / "all", "--limit", "2")
     _cli_run(data, tmp_path / "all")  # resumes: the 2 done are kept, 3 added
     preds, scores, n_samples, _ = _content(tmp_path / "all")

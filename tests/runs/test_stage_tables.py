@@ -213,6 +213,7 @@ def test_the_export_command_writes_the_judge_tables_beside_the_records(tmp_path,
     judged = (out.parent / "scores.judgements.jsonl").read_text().splitlines()
     assert {json.loads(x)["status"] for x in judged} == {"ok", "unparsable"}
     assert "judgements 2" in res.output
-    res = CliRunner().invoke(app, ["export", str(run), "--out", str(tmp_path / "only.jsonl"),
-                                   "--no-tables"])
+    res = CliRunner().invoke(
+        app, ["export", str(run), "--out", str(tmp_path / "only.jsonl"), "--no-tables"]
+    )
     assert res.exit_code == 0 and not list(tmp_path.glob("only.*.jsonl"))

@@ -21,9 +21,21 @@ from medibench.analysis._store import declare_attention, put_attention, read_att
 from medibench.analysis._tokens import instruction_words, select_word
 from medibench.analysis.grounding import diagnose, grounding
 
-__all__ = ["AttentionStage", "analyze_attention", "judged_accuracy", "key_word"]
+__all__ = [
+    "SUMMARY_FILE",
+    "AttentionStage",
+    "analyze_attention",
+    "attention_summary",
+    "judged_accuracy",
+    "key_word",
+]
 
 ATTENTION_DIR = Path("analysis") / "attention"
+#: ``medibench analyze attention`` writes :func:`attention_summary` here, in the run folder.
+SUMMARY_FILE = "attention_summary.json"
+#: The diagnoses of :func:`~medibench.analysis.diagnose`, as :func:`attention_summary` counts them.
+_VERDICTS = {"grounded": "grounded", "conservative edit": "conservative_edit",
+             "mislocalised": "mislocalised"}  # fmt: skip
 
 
 @dataclass
@@ -218,6 +230,26 @@ def summary_rows(rows: Sequence[dict[str, Any]], model: str) -> list[dict[str, A
                 "nan": len(vals) - len(present),
             }
         )
+    return out
+
+
+def attention_summary(
+    rows: Sequence[dict[str, Any]], scores: Sequence[Any]
+) -> list[dict[str, Any]]:
+    """The printed tables of every model in ``rows`` (the run's ``attention`` table) as rows:
+    ``model``, ``region`` (each, then ``overall``), ``n``, ``iou``, ``zero``, ``nan`` as
+    :func:`summary_rows`, and how many were diagnosed ``grounded``, ``conservative_edit`` and
+    ``mislocalised`` against the run's judged editing accuracy (``None`` when the model has
+    none judged)."""
+    out = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        diagnosed = diagnosis_rows([r for r in rows if r["model"] == model], scores)
+        for row in summary_rows(rows, model):
+            counts = dict.fromkeys(_VERDICTS.values(), None if not diagnosed else 0)
+            for d in diagnosed:
+                if row["region"] in ("overall", d.get("region") or "(none)"):
+                    counts[_VERDICTS[d["diagnosis"]]] += 1
+            out.append({"model": model, **row, **counts})
     return out
 
 

@@ -51,11 +51,18 @@ def attention(
     """Attention-grounding IoU per sample (MedEBench), heat maps into the run."""
     from medibench._progress import progress_bar
     from medibench.analysis._recorder import NoCrossAttentionError
-    from medibench.analysis._run import analyze_attention, diagnosis_rows, summary_rows
+    from medibench.analysis._run import (
+        SUMMARY_FILE,
+        analyze_attention,
+        attention_summary,
+        diagnosis_rows,
+        summary_rows,
+    )
     from medibench.analysis._store import read_attention
     from medibench.analysis.attention import AttentionOptions
     from medibench.datasets import load_dataset
     from medibench.models._spec import parse_model_spec
+    from medibench.report import write_rows_json
     from medibench.runs import RunStore, RunStoreError
     from medibench.runs._cli import run_folder_session
     from medibench.runs._runner import check_same_run
@@ -100,6 +107,7 @@ def attention(
                     fail(f"model {model!r}: {exc}")
             rows = read_attention(store.connection)
             scores = store.scores()
+        summary = write_rows_json(attention_summary(rows, scores), out / SUMMARY_FILE)
     console.print(
         f"attention of {stage.model}: {stage.written} written, {stage.skipped} already done, "
         f"{len(stage.failed)} failed -> {out / 'run.sqlite'} (table attention), "
@@ -128,6 +136,7 @@ def attention(
         console.print(diag)
     else:
         console.print("no judged editing accuracy (ea) in the run: no diagnosis table")
+    console.print(f"summary -> {summary}", markup=False)
 
 
 @analyze_app.command("features")

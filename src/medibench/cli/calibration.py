@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from medibench.cli._app import console, fail
+from medibench.cli._options import CsvOption
 
 __all__ = ["calibration_app"]
 
@@ -45,6 +46,7 @@ def score(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="write the results as JSON")
     ] = None,
+    csv_out: CsvOption = None,
     resamples: Annotated[
         int | None,
         typer.Option(min=0, help="bootstrap resamples (default: the protocol's; 0: none)"),
@@ -68,8 +70,9 @@ def score(
     from medibench.calibration import score as score_predictions
 
     _writable_file(json_out, "--json")
+    _writable_file(csv_out, "--csv")
     if run is not None and run.exists() and not run.is_dir():
-        fail(f"--run {run} is a file; give a run folder")
+        fail(f"--out {run} is a file; give a run folder")
     try:
         tolerance = {} if prob_tolerance is None else {"atol": prob_tolerance}
         predictions = load_predictions(pred, kind=kind, **tolerance)  # type: ignore[arg-type]
@@ -89,6 +92,11 @@ def score(
 
         atomic_write_text(json_out, json.dumps(result, indent=2) + "\n")
         console.print(f"results -> {json_out}")
+    if csv_out is not None:
+        from medibench.report import write_rows_csv
+
+        write_rows_csv(_score_rows(result), csv_out)
+        console.print(f"summary -> {csv_out}", markup=False)
     if run is not None:
         from medibench.calibration._report import diagram_folder
         from medibench.calibration.diagrams import write_diagrams
@@ -214,10 +222,26 @@ def _print_scores(result: dict[str, Any]) -> None:
     table.add_column("n", justify="right")
     for name in METRIC_NAMES:
         table.add_column(name, justify="right")
-    rows = [("all", result)] + list(result.get("groups", {}).items())
-    for key, r in rows:
-        table.add_row(key, str(r["n"]), *(_cell(r, name) for name in METRIC_NAMES))
+    for r in _score_rows(result):
+        table.add_row(r["group"], str(r["n"]), *(_cell(r, name) for name in METRIC_NAMES))
     console.print(table)
+
+
+def _score_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The printed table as rows: ``protocol``, ``source``, ``group`` (``all``, then each
+    group), ``n``, each metric and its interval (``<metric>_ci_low``, ``<metric>_ci_high``:
+    ``None`` without a bootstrap)."""
+    from medibench.calibration import METRIC_NAMES
+
+    rows = []
+    for group, r in [("all", result), *result.get("groups", {}).items()]:
+        row: dict[str, Any] = {"protocol": result["protocol"], "source": result["source"]}
+        row.update(group=group, n=r["n"])
+        for name in METRIC_NAMES:
+            low, high = r.get("ci", {}).get(name) or (None, None)
+            row.update({name: r[name], f"{name}_ci_low": low, f"{name}_ci_high": high})
+        rows.append(row)
+    return rows
 
 
 def _print_before_after(before, after) -> None:
@@ -235,9 +259,9 @@ def _print_before_after(before, after) -> None:
 
 
 def _cell(r: dict[str, Any], name: str) -> str:
-    ci = r.get("ci", {}).get(name)
+    low, high = r[f"{name}_ci_low"], r[f"{name}_ci_high"]
     value = f"{r[name]:.4f}"
-    return f"{value} [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else value
+    return value if low is None else f"{value} [{low:.4f}, {high:.4f}]"
 
 
 # Few-shot prompt tuning (medibench.prompt_tuning): `calibration train` and `calibration grid`.

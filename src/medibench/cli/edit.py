@@ -12,6 +12,7 @@ from rich.table import Table
 
 from medibench._console import labelled
 from medibench.cli._app import console, err, fail, load
+from medibench.cli._options import CsvOption
 
 edit_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Model editing of medical VLMs (M3Bench style).")  # fmt: skip
@@ -103,6 +104,7 @@ def run(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the scores as JSON.")
     ] = None,
+    csv_out: CsvOption = None,
 ) -> None:
     """Edit, answer the probes before and after, undo; store results and print the scores."""
     from medibench.knowledge_edit import (
@@ -184,8 +186,7 @@ def run(
     if report.lines:
         summary = summarize(report.lines)
         print_scores(summary)
-        if json_out is not None:
-            json_out.write_text(json.dumps(summary, indent=2))
+        _write_scores(summary, json_out, csv_out)
 
 
 @edit_app.command("score")
@@ -194,6 +195,7 @@ def score(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the scores as JSON.")
     ] = None,
+    csv_out: CsvOption = None,
     matcher: Annotated[
         str | None, typer.Option(help="The matcher to report (default exact).")
     ] = None,
@@ -220,31 +222,58 @@ def score(
     except ValueError as exc:
         fail(f"{results}: {exc}")
     print_scores(summary)
-    if json_out is not None:
-        json_out.write_text(json.dumps(summary, indent=2))
-        console.print(f"scores -> {json_out}")
+    _write_scores(summary, json_out, csv_out)
+
+
+_METRICS = ("reliability", "generality", "locality")
 
 
 def print_scores(summary: dict[str, Any]) -> None:
     """One table: all edits, then each task type and stage (macro values, undefined counts)."""
     table = Table(title=f"model editing ({summary['matcher']})")
-    for col in ("group", "edits", "reliability", "generality", "locality", "undefined R/G/L"):
+    for col in ("group", "edits", *_METRICS, "undefined R/G/L"):
         table.add_column(col)
-    rows = [("all (immediate)", summary)]
-    rows += [(t, g) for t, g in summary["by_task_type"].items()]
-    rows += [(f"stage {s}", g) for s, g in summary["by_stage"].items()]
-    for name, g in rows:
-        u = g["n_undefined"]
-        table.add_row(name, str(g["n_edits"]), *(_fmt(g[m], g["ci95"][m])
-                      for m in ("reliability", "generality", "locality")),
-                      f"{u['reliability']}/{u['generality']}/{u['locality']}")  # fmt: skip
+    for r in score_rows(summary):
+        cells = [_fmt(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"]) for m in _METRICS]
+        undefined = "/".join(str(r[f"{m}_undefined"]) for m in _METRICS)
+        table.add_row(r["group"], str(r["edits"]), *cells, undefined)
     console.print(table)
 
 
-def _fmt(value: float | None, ci: list[float] | None) -> str:
+def score_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The printed table as rows: ``matcher``, ``group`` (``all (immediate)``, each task type,
+    ``stage S``), ``edits``, each metric (macro over edits; ``None``: undefined), its 95% interval
+    (``<metric>_ci_low``, ``<metric>_ci_high``) and ``<metric>_undefined`` (edits without it)."""
+    groups = [("all (immediate)", summary)]
+    groups += list(summary["by_task_type"].items())
+    groups += [(f"stage {s}", g) for s, g in summary["by_stage"].items()]
+    rows = []
+    for name, g in groups:
+        row: dict[str, Any] = {"matcher": summary["matcher"], "group": name, "edits": g["n_edits"]}
+        for m in _METRICS:
+            low, high = g["ci95"][m] or (None, None)
+            row.update({m: g[m], f"{m}_ci_low": low, f"{m}_ci_high": high})
+            row[f"{m}_undefined"] = g["n_undefined"][m]
+        rows.append(row)
+    return rows
+
+
+def _write_scores(summary: dict[str, Any], json_out: Path | None, csv_out: Path | None) -> None:
+    """``--json``: the scores as they are summarised; ``--csv``: the printed table's rows."""
+    if json_out is not None:
+        json_out.write_text(json.dumps(summary, indent=2))
+        console.print(f"scores -> {json_out}", markup=False)
+    if csv_out is not None:
+        from medibench.report import write_rows_csv
+
+        write_rows_csv(score_rows(summary), csv_out)
+        console.print(f"summary -> {csv_out}", markup=False)
+
+
+def _fmt(value: float | None, low: float | None, high: float | None) -> str:
     if value is None:
         return "undefined"
-    return f"{value:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    return f"{value:.3f}" + ("" if low is None else f" [{low:.2f}, {high:.2f}]")
 
 
 def _read_config(path: Path | None) -> dict[str, Any]:

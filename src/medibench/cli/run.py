@@ -119,8 +119,8 @@ def run(
         int | None,
         typer.Option(
             min=1,
-            help="run only the first N samples (of the shard, when sharded); a later run "
-            "without it adds the rest",
+            help="run only the dataset's first N samples (with --shard, the shard's share of "
+            "them); a later run without it adds the rest",
         ),
     ] = None,
     max_cost: Annotated[

@@ -48,6 +48,9 @@ def score(
         int | None,
         typer.Option(min=1, help="outputs expected per sample (default: the benchmark's)"),
     ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="only the first N samples of the dataset")
+    ] = None,
     csv_out: CsvOption = None,
     json_out: JsonOption = None,
     by: Annotated[
@@ -111,7 +114,14 @@ def score(
 
     _tune_malloc()  # this command's process too: image-sized arrays reused, not re-mapped
     records = score_predictions(
-        ds, index, protos, k=k or ds.expected_k, workers=workers, progress=progress, console=err
+        ds,
+        index,
+        protos,
+        k=k or ds.expected_k,
+        limit=limit,
+        workers=workers,
+        progress=progress,
+        console=err,
     )
     atomic_write_text(out, "".join(r.to_json() + "\n" for r in records))
     counts = {st: sum(r.status == st for r in records) for st in ("ok", "missing", "error")}
@@ -120,7 +130,8 @@ def score(
         f"{counts['error']} error) for {len(index.models)} model(s) by "
         f"{', '.join(f'{p.name}@{p.version}' for p in protos)} -> {out}"
     )
-    samples = {s.sample_id: s for s in ds}
+    chosen = list(ds)[:limit]
+    samples = {s.sample_id: s for s in chosen}
     rows = []
     set_rows: dict[str, list[dict]] = {}  # FID/KID rows by grouping (--features inception:...)
     for proto in protos:
@@ -129,7 +140,7 @@ def score(
         ]
         group = (by or list(proto.aggregation.group_by) or ["region"])[0]
         if "fid" in roles and group not in set_rows:  # extract once per grouping, not per protocol
-            set_rows[group] = _set_rows(ds, index, roles, group)
+            set_rows[group] = _set_rows(chosen, index, roles, group)
         sets = set_rows.get(group)
         rows += print_summary(mine, samples, proto, by=by, set_rows=sets, set_by=group)
     write_summary(rows, csv_out, json_out)
@@ -151,8 +162,9 @@ def _with_features(proto, specs: list[str]):
     return proto
 
 
-def _set_rows(ds, index, roles: dict[str, str], by: str) -> list[dict]:
-    """FID and KID per model and group (the first output of each sample), for the summaries."""
+def _set_rows(samples, index, roles: dict[str, str], by: str) -> list[dict]:
+    """FID and KID per model and group (the first output of each of ``samples``), for the
+    summaries."""
     from medibench.analysis.feature_scores import feature_summary
     from medibench.analysis.features import ExtractorWeightsError
 
@@ -160,7 +172,7 @@ def _set_rows(ds, index, roles: dict[str, str], by: str) -> list[dict]:
         m: {sid: ks[min(ks)] for sid, ks in files.items() if ks} for m, files in index.files.items()
     }
     try:
-        return feature_summary(list(ds), first, {"fid": roles["fid"]}, by=by)
+        return feature_summary(samples, first, {"fid": roles["fid"]}, by=by)
     except (ExtractorWeightsError, ImportError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
 

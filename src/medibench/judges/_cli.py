@@ -131,6 +131,7 @@ def judge(
     ) as exc:
         _fail(str(exc))
     _print_reports(reports, passes)
+    console.print(f"summary -> {_write_summary(run)}", markup=False)
 
 
 def agreement(
@@ -198,6 +199,17 @@ def agreement(
         if path is not None:
             write([_flat(r) for r in rows], path)
             console.print(f"agreement -> {path}", markup=False)
+
+
+def _write_summary(run: Path) -> Path:
+    """``RUN/judge_summary.json``: what is judged in the run folder so far, per judge."""
+    from medibench.judges._records import SUMMARY_FILE, JudgementStore
+    from medibench.report import write_rows_json
+    from medibench.runs import RunStore
+
+    with RunStore.open_existing(run) as store:
+        rows = JudgementStore(store).summary()
+    return write_rows_json(rows, run / SUMMARY_FILE)
 
 
 class _Progress:

@@ -32,10 +32,13 @@ from typing import Any
 from medibench._sql import where_equal
 from medibench.calls import redact, redact_value
 
-__all__ = ["CachePolicy", "Judgement", "JudgementStore", "cache_key", "FAILED"]
+__all__ = ["CachePolicy", "Judgement", "JudgementStore", "cache_key", "FAILED", "SUMMARY_FILE"]
 
 #: The statuses that count as missing (``--only-failed`` re-judges them).
 FAILED = frozenset({"refused", "unparsable", "error"})
+
+#: ``medibench judge`` writes :meth:`JudgementStore.summary` here, in the run folder.
+SUMMARY_FILE = "judge_summary.json"
 
 # (name, columns, key columns): declared through the run store, so merge and export cover them.
 _TABLES = (
@@ -258,6 +261,27 @@ class JudgementStore:
         sql += where + " ORDER BY l.model, l.sample_id, l.k, l.pass_index"
         return [(r[0], r[1], r[2], _decode(r[3:])) for r in self.db.execute(sql, args)]
 
+    def summary(self) -> list[dict[str, Any]]:
+        """Per judge protocol and judge model, everything judged in this run folder so far:
+        ``items`` (model outputs x passes linked to a judgement), how many of them have each
+        status (``ok``, ``refused``, ``unparsable``, ``error``) and ``cost_usd`` (the folder's
+        spend on that judge, every invocation)."""
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        links = self.db.execute(
+            "SELECT l.judge, l.judge_model, j.status, COUNT(*) FROM judgement_links l "
+            "JOIN judgements j ON j.key = l.key GROUP BY l.judge, l.judge_model, j.status"
+        )
+        for judge, model, status, n in links:
+            row = rows.setdefault((judge, model), _summary_row(judge, model))
+            row[status] = row.get(status, 0) + n
+            row["items"] += n
+        spend = self.db.execute(
+            "SELECT judge, judge_model, SUM(cost_usd) FROM judge_spend GROUP BY judge, judge_model"
+        )
+        for judge, model, cost in spend:
+            rows.setdefault((judge, model), _summary_row(judge, model))["cost_usd"] = cost
+        return [rows[key] for key in sorted(rows)]
+
     def usage(self, judge: str, judge_model: str) -> tuple[float, float, int] | None:
         """Mean (input, output) tokens of answered calls of this judge, and their count."""
         row = self.db.execute(
@@ -267,6 +291,11 @@ class JudgementStore:
             (judge, judge_model),
         ).fetchone()
         return None if not row or not row[2] else (row[0], row[1], row[2])
+
+
+def _summary_row(judge: str, judge_model: str) -> dict[str, Any]:
+    statuses = dict.fromkeys(("ok", "refused", "unparsable", "error"), 0)
+    return {"judge": judge, "judge_model": judge_model, "items": 0, **statuses, "cost_usd": 0.0}
 
 
 def _decode(row: Any) -> Judgement:

@@ -201,19 +201,21 @@ def _relative(store: RunStore, path: str | None) -> str | None:
 
 
 def _put(store: RunStore, model: str, sample_id: str, k: int, row: dict[str, Any]) -> None:
-    values = redact_value((
-        model,
-        sample_id,
-        k,
-        row.get("text"),
-        _relative(store, row.get("text_path")),
-        _relative(store, row.get("image_path")),
-        row.get("prompt"),
-        row.get("images_shown"),
-        row.get("contact_sheet"),
-        json.dumps(row.get("calls") or [], default=str),
-        time.time(),
-    ))
+    values = redact_value(
+        (
+            model,
+            sample_id,
+            k,
+            row.get("text"),
+            _relative(store, row.get("text_path")),
+            _relative(store, row.get("image_path")),
+            row.get("prompt"),
+            row.get("images_shown"),
+            row.get("contact_sheet"),
+            json.dumps(row.get("calls") or [], default=str),
+            time.time(),
+        )
+    )
     with store.transaction():
         store.connection.execute(
             f"INSERT OR REPLACE INTO {ANSWER_TABLE} VALUES ({', '.join('?' * len(values))})",

@@ -80,9 +80,7 @@ def holds_run_folder(param: str, *, create: bool = False) -> Callable[[Callable]
 @holds_run_folder("out", create=True)
 def merge(
     runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="run folders to merge")],
-    out: Annotated[
-        Path, typer.Option("--out", help="merged run folder (new, or a run to add to)")
-    ],
+    out: Annotated[Path, typer.Option("--out", help="merged run folder (new, or a run to add to)")],
 ) -> None:
     """Merge run stores (shards from --shard i/n) into one: samples, outputs, scores and every
     stage's tables (judgements, ...)."""

@@ -44,8 +44,10 @@ class RunConfig:
         ray_address: the Ray cluster to join; ``None``: a local one.
         shard: ``"i/n"``: run that shard of the samples; ``None``: from RANK/WORLD_SIZE or
             SLURM_PROCID/SLURM_NTASKS when set, else every sample.
-        limit: run only the first ``limit`` samples (of the shard, when sharded); ``None``:
-            all of them. A later run with a larger limit (or none) adds the rest.
+        limit: run only the dataset's first ``limit`` samples (as lm-eval's ``--limit``); with
+            a shard, the shard's share of them, so the shards of a limited run merge into the
+            unsharded limited run. ``None``: all of them. A later run with a larger limit (or
+            none) adds the rest.
         dataset_options: keyword arguments for the dataset loader (the suite's ``name`` and
             ``seed``, for instance).
         max_cost: USD budget for the paid calls of the generate stage in this run folder (API

@@ -29,6 +29,7 @@ _COLUMNS = (
     "PRIMARY KEY (model, sample_id, k)"
 )
 
+
 def load_examples(demos: Sequence[Sample], needs: str = "target") -> list[Any]:
     """Read ``demos`` into :class:`~medibench.models._examples.Demonstration` records (images
     as uint8 RGB): for editors the input and the target; for answering models every input image,

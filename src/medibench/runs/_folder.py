@@ -43,11 +43,13 @@ def score_predictions(
     protocols: Sequence,
     *,
     k: int | None = None,
+    limit: int | None = None,
     workers: int = 1,
     progress: bool = True,
     console: Console | None = None,
 ) -> list[Score]:
-    """Score the outputs in ``index`` for every sample of ``dataset`` under each protocol.
+    """Score the outputs in ``index`` for every sample of ``dataset`` (its first ``limit``
+    samples, when given) under each protocol.
 
     ``k`` is the number of outputs expected per sample (records for the absent ones are
     ``missing``); ``None`` scores what is there (a sample with none gets one ``missing`` record
@@ -57,7 +59,9 @@ def score_predictions(
     where there are at least twice as many cores as workers); the records and their order are
     the same as with one worker.
     """
-    job = _Job(Path(dataset.root), list(dataset), index, tuple(protocols), k)
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    job = _Job(Path(dataset.root), list(dataset)[:limit], index, tuple(protocols), k)
     _warn_empty_models(dataset, index, len(job.samples), console)
     n = len(job.samples)
     if workers <= 1 or n <= 2:

@@ -59,7 +59,7 @@ class RunPlan:
     Attributes:
         config: the config it was made from.
         dataset: the loaded dataset.
-        samples: the samples of this run (its shard's, when sharded; the first ``limit``).
+        samples: the samples of this run (of the dataset's first ``limit``, its shard's share).
         protocols: the ``name@version`` specs it scores by (the config's, or the dataset's).
         shard: the shard, or ``None`` for every sample.
         folder: the run folder (``{shard}`` filled in).
@@ -85,8 +85,8 @@ def plan_run(config: RunConfig) -> RunPlan:
         root = getattr(ds, "root", None)
         where = f" in {root}" if root is not None else ""
         raise RunError(f"dataset {config.dataset!r} has no samples{where}: nothing to run or score")
-    samples = list(ds) if shard is None else shard.select(list(ds))
-    samples = samples[: config.limit]  # None: all
+    samples = list(ds)[: config.limit]  # None: all; the limit first, so shards split it
+    samples = samples if shard is None else shard.select(samples)
     protocols = config.protocols or tuple(ds.default_protocols)
     return RunPlan(config, ds, samples, protocols, shard, folder)
 
@@ -164,6 +164,7 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
         "models": list(cfg.models),
         "model_specs": [spec.to_dict() for spec in specs],
         "k": cfg.k,
+        "limit": cfg.limit,
         "seed": cfg.seed,
         "protocols": {p.name: p.version for p in protos},
     }

@@ -13,6 +13,7 @@ from tests.docs._blocks import ROOT
 from tests.docs.standins import weights
 
 _FEW = "1 sample instead of all (the same code, less time)"
+_SHARD = "the first 8 samples instead of all: 2 per shard of 4 (the same code, less time)"
 _FAST = "1 sample, 2 denoising steps: a tiny random-weight model makes noise at any step count"
 _SMALL = f"{_FAST}; 64 x 64 px instead of FLUX's 1 Mpx (max_area)"
 
@@ -41,8 +42,8 @@ SUBSTITUTIONS = {
         "--limit 1 --model-option steps=2 --model-option max_area=4096 --out runs/flux",
         _SMALL,
     ),
-    ("README.md", "--shard 0/4 --out"): ("--shard 0/4 --limit 2 --out", "2 samples per shard"),
-    ("README.md", "--shard 1/4 --out"): ("--shard 1/4 --limit 2 --out", "2 samples per shard"),
+    ("README.md", "--shard 0/4 --out"): ("--shard 0/4 --limit 8 --out", _SHARD),
+    ("README.md", "--shard 1/4 --out"): ("--shard 1/4 --limit 8 --out", _SHARD),
     ("README.md", "--icl-k 2 --out runs/icl"): ("--icl-k 2 --limit 1 --out runs/icl", _FEW),
     ("docs/models.md", "--k 3 --out runs/ip2p"): (
         "--k 3 --limit 1 --model-option steps=2 --out runs/ip2p",

@@ -1,0 +1,104 @@
+"""Stand-ins for README's `make` commands, docs/benchmarks.md's plug-in example, docs/build.md
+and docs/knowledge_edit.md.
+
+- README block 1: ``make demo`` creates a virtual environment and installs the package; here it
+  is the command the ``demo`` target runs (on the 66-sample suite), with a check that the files
+  the README names are there. ``make test`` is the suite this test is part of: dropped.
+- docs/benchmarks.md: the example package ``toy-pkg`` (its files copied out of the page) is
+  pip-installed, offline and without build isolation, into a session folder put first on the
+  blocks' ``PYTHONPATH``, as tests/benchmarks/test_plugin.py does; ``toy/`` and ``outputs/``
+  are that test's two-sample toybench folder and two models' outputs.
+- docs/knowledge_edit.md: ``Slake1.0/`` and ``VQA-RAD/`` in the official layouts (the builders of
+  tests/knowledge_edit/test_tasks.py) and a tiny LLaVA-1.5 (tests/knowledge_edit/tiny_vlm.py,
+  taught the task set's locality probes) at ``$DOCS_WEIGHTS/llava-1.5-7b-hf``. The block runs as
+  written: ``--sequential 200`` on the 6 edits of these layouts is one sequence of all 6.
+- docs/build.md runs as written (the demo sources ship with the data packages).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.docs.standins import weights
+
+_DEMO_FILES = "demo_run/run.sqlite demo_run/results.csv demo_run/report/index.html"
+
+SUBSTITUTIONS = {
+    ("README.md", "make demo   #"): (
+        "medibench demo --out demo_run --suite medibench-suite@1-mini "
+        f"&& ls {_DEMO_FILES} >/dev/null   #",
+        "the demo target's command, without the venv and install (`make demo` installs the "
+        "package); on the 66-sample frozen suite instead of the 396-sample one (same code, less "
+        "time); then the files the README says it writes",
+    ),
+    ("README.md", "make test   #"): ("", "the test suite this test is part of"),
+}
+
+#: The tiny LLaVA's name under $DOCS_WEIGHTS (docs/knowledge_edit.md's /models/llava-1.5-7b-hf).
+LLAVA = "llava-1.5-7b-hf"
+
+
+@contextmanager
+def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
+    if file == "docs/benchmarks.md":
+        site = _toy_site(cache)
+        env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
+        _toy_folders(work)
+    elif file == "docs/knowledge_edit.md":
+        _vqa_layouts(work)
+        weights.tiny(env, LLAVA, _tiny_llava)
+    yield
+
+
+def _toy_site(cache: Path) -> Path:
+    """A folder with ``toy-pkg`` installed (once per session: built aside, then renamed)."""
+    from tests.benchmarks.test_plugin import _pip_install, _write_package, example_files
+
+    site = cache / "toybench-site"
+    if not site.exists():
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            package = _write_package(Path(tmp) / "toy-pkg", example_files())
+            _pip_install(package, Path(tmp) / "site")
+            (Path(tmp) / "site").rename(site)
+    return site
+
+
+def _toy_folders(work: Path) -> None:
+    """``work/toy`` (toy.csv, two samples) and ``work/outputs/{copy,noisy}``."""
+    from tests.benchmarks.test_plugin import _toy_data
+
+    data, preds, _ = _toy_data(work)
+    assert (data, preds) == (work / "toy", work / "outputs")  # the names the doc uses
+
+
+def _vqa_layouts(root: Path) -> None:
+    """``root/Slake1.0`` and ``root/VQA-RAD`` as their downloads unpack."""
+    from tests.knowledge_edit.test_tasks import _slake, _vqarad
+
+    _slake(root)  # writes root/Slake1.0
+    _vqarad(root / "VQA-RAD")
+
+
+def _tiny_llava(folder: Path) -> None:
+    """A tiny LLaVA whose vocabulary covers the SLAKE / VQA-RAD task set the doc builds,
+    taught its locality probes (so locality is defined), saved into ``folder``."""
+    from medibench.io import read_image
+    from medibench.knowledge_edit import build_requests, read_slake, read_vqarad, write_taskset
+    from medibench.knowledge_edit._build import TEXT_TEMPLATES
+    from tests.knowledge_edit.tiny_vlm import build_tiny_llava, taught_items, teach, vocabulary
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _vqa_layouts(root / "data")
+        images = root / "tasks" / "images"
+        rows = read_slake(root / "data" / "Slake1.0", images)
+        rows += read_vqarad(root / "data" / "VQA-RAD", images)
+        ts = write_taskset(root / "tasks", build_requests(rows), sources=["docs"], seed=0)
+        texts = [t for r in ts.requests for p in r.probes for t in (p.question, p.answer)]
+        folder.mkdir(parents=True)
+        build_tiny_llava(folder, vocabulary([*texts, *TEXT_TEMPLATES]))
+        teach(folder, taught_items(ts, read_image), epochs=15)
