@@ -147,7 +147,7 @@ def docs_run_count() -> list[Figure]:
     return [
         Figure(
             "README.md",
-            f"({running} of {len(shell_blocks())} so far;",
+            f"({running} of {len(shell_blocks())};",
             "shell blocks the docs-run test executes",
         )
     ]

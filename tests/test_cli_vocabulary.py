@@ -95,6 +95,19 @@ def test_renaming_keeps_values_and_what_follows_a_double_dash():
     assert renamed_args("score", ["--run", "x"]) == ["--run", "x"]  # not an alias there
 
 
+def test_an_old_spelling_with_its_new_name_is_refused():
+    with pytest.raises(typer.Exit) as exc:
+        renamed_args("calibration grid", ["g.yaml", "--out", "a", "--run=b"])
+    assert exc.value.exit_code == 2
+    assert renamed_args("calibration grid", ["g.yaml", "--run", "b", "--", "--out"]) == [
+        "g.yaml",
+        "--out",
+        "b",
+        "--",
+        "--out",
+    ]
+
+
 def test_rewrap_joins_paragraph_lines_and_keeps_lists():
     text = "First line\ncontinues here.\n\nSecond:\n- one\n- two\n  more"
     assert rewrap(text) == "First line continues here.\n\nSecond:\n- one\n- two\n  more"

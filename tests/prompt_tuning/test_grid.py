@@ -41,11 +41,12 @@ def write_config(tmp_path, folder_dataset, tiny_clip, **extra):
 def test_grid_trains_once_and_writes_the_tables(tmp_path, folder_dataset, tiny_clip):
     config = write_config(tmp_path, folder_dataset, tiny_clip)
     result = runner.invoke(
-        app, ["calibration", "grid", str(config), "--run", str(tmp_path / "run")]
+        app, ["calibration", "grid", str(config), "--out", str(tmp_path / "run")]
     )
     assert result.exit_code == 0, result.output
     assert "24 cells (24 trained, 0 done before)" in " ".join(result.output.split())
-    tables = tmp_path / "out" / "tables"
+    assert not (tmp_path / "out").exists()  # --out, not the YAML's out
+    tables = tmp_path / "run" / "tables"
     cells = list(csv.DictReader((tables / "cells.csv").open()))
     assert len(cells) == 48  # 3 methods x 2 losses x 2 seeds x 2 templates, 2 sets
     one = next(
@@ -57,7 +58,7 @@ def test_grid_trains_once_and_writes_the_tables(tmp_path, folder_dataset, tiny_c
         and c["loss"] == "ce"
         and c["template"] == "a photo of a {}."
     )
-    cell_dir = next((tmp_path / "out" / "cells").rglob("coop/ce/a_photo_of_a_.-*/seed2"))
+    cell_dir = next((tmp_path / "run" / "cells").rglob("coop/ce/a_photo_of_a_.-*/seed2"))
     done = json.loads((cell_dir / "done.json").read_text())
     assert float(one["accuracy"]) == pytest.approx(done["accuracy"]["shifted"])
     # Kendall tau: the six settings' ECE in-domain against shifted, one seed and template
@@ -93,13 +94,44 @@ def test_grid_trains_once_and_writes_the_tables(tmp_path, folder_dataset, tiny_c
     assert float(zs["ece_std_over_seeds"]) == pytest.approx(0.0, abs=1e-12)
     assert (tables / "diagrams" / "shifted" / "reliability_coop_ce.svg").is_file()
     # done cells are skipped
-    again = run_grid(load_grid(config))
+    again = run_grid(load_grid(config, out=tmp_path / "run"))
     assert (again["trained"], again["skipped"]) == (0, 24)
-    # the report shows the panel
+    # the grid's folder is a run folder: its report shows the panel
     report = runner.invoke(app, ["report", str(tmp_path / "run")])
     assert report.exit_code == 0, report.output
     html = (tmp_path / "run" / "report" / "index.html").read_text()
     assert "Prompt tuning grid" in html and "Kendall tau: in-domain against shifted" in html
+    assert html.count("reliability_coop_ce") == 2  # in-domain and shifted
+
+
+def test_the_old_run_spelling_is_the_grids_folder(tmp_path, folder_dataset, tiny_clip):
+    config = write_config(tmp_path, folder_dataset, tiny_clip)
+    text = config.read_text().replace(
+        "methods: [zero-shot, linear-probe, coop]", "methods: [zero-shot]"
+    )
+    config.write_text(text.replace("seeds: [1, 2]", "seeds: [1]"))
+    old = runner.invoke(app, ["calibration", "grid", str(config), "--run", str(tmp_path / "r")])
+    assert old.exit_code == 0, old.output
+    assert "--run is deprecated in `medibench calibration grid`: use --out" in old.output
+    assert "4 cells (4 trained" in " ".join(old.output.split())
+    assert (tmp_path / "r" / "run.sqlite").is_file() and (tmp_path / "r" / "tables").is_dir()
+    # with the new name too, the old one is refused (it meant another folder before)
+    args = ["calibration", "grid", str(config), "--out", str(tmp_path / "g"), "--run", "r"]
+    both = runner.invoke(app, args)
+    assert both.exit_code == 2 and "--run is the old name of --out" in both.output
+    assert not (tmp_path / "g").exists()
+
+
+def test_a_run_filled_by_the_old_run_option_keeps_its_panel(tmp_path):
+    from medibench.prompt_tuning._tables import grid_panel
+
+    run = tmp_path / "run" / "prompt_tuning"
+    run.mkdir(parents=True)
+    rows = [{"method": "coop", "tau": 0.5}]
+    (run / "grid.json").write_text(json.dumps({"reference": "a", "spread": [], "kendall": rows}))
+    panel = grid_panel(None, tmp_path / "run")
+    assert panel["tables"][0]["rows"] == [["coop", "0.5000"]]
+    assert grid_panel(None, tmp_path) is None
 
 
 def test_bad_grid_files(tmp_path, folder_dataset, tiny_clip):

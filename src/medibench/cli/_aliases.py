@@ -13,7 +13,7 @@ from typing import Any
 
 from typer.core import TyperGroup
 
-from medibench._console import labelled, stderr_console
+from medibench._console import fail, labelled, stderr_console
 
 __all__ = ["RENAMED", "AliasGroup", "renamed_args"]
 
@@ -25,6 +25,7 @@ RENAMED: dict[str, dict[str, str]] = {
     "merge": {"--run": "--out"},
     "edit run": {"--run": "--out"},
     "calibration score": {"--run": "--out"},
+    "calibration grid": {"--run": "--out"},
     "score": {"--summary": "--csv"},
     "agreement": {"--n-resamples": "--resamples", "--out": "--csv"},
     "report": {"--n-resamples": "--resamples"},
@@ -33,10 +34,19 @@ RENAMED: dict[str, dict[str, str]] = {
 
 def renamed_args(command: str, args: list[str]) -> list[str]:
     """``args`` of ``command`` with old option names replaced (``--old=V`` too), each
-    replacement noted on stderr; what follows ``--`` is left alone."""
+    replacement noted on stderr; what follows ``--`` is left alone.
+
+    An old name given with its new one is an error (exit 2), rather than one of them silently
+    winning: the old meaning may have differed (``calibration grid --out GRID --run RUN``).
+    """
     renames = RENAMED.get(command)
     if not renames:
         return list(args)
+    given = {a.partition("=")[0] for a in args[: args.index("--") if "--" in args else None]}
+    both = [old for old, new in renames.items() if old in given and new in given]
+    if both:
+        old, new = both[0], renames[both[0]]
+        fail(f"{old} is the old name of {new} in `medibench {command}`: give {new} alone")
     out: list[str] = []
     for i, arg in enumerate(args):
         if arg == "--":

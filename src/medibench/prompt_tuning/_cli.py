@@ -91,24 +91,28 @@ def grid_command(
     config: Annotated[Path, typer.Argument(help="grid YAML (docs/calibration.md)")],
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
     out: Annotated[
-        Path | None, typer.Option(help="output folder (default: the YAML's out)")
-    ] = None,
-    run: Annotated[
-        Path | None, typer.Option(help="also store the tables in this run folder's report")
+        Path | None,
+        typer.Option(
+            help="the grid's run folder: cells, tables and the report's panel (default: the "
+            "YAML's out)"
+        ),
     ] = None,
 ) -> None:
     """Methods x losses x seeds x templates x backbones: trains what is not done, then writes
-    accuracy/ECE/MCE/ACE tables, spreads and Kendall tau between in-domain and shifted."""
+    accuracy/ECE/MCE/ACE tables, spreads and Kendall tau between in-domain and shifted; `medibench
+    report OUT` shows them."""
     from medibench.prompt_tuning._grid import load_grid, run_grid
+    from medibench.runs._cli import run_folder_session
 
     try:
         grid = load_grid(config, out=out)
-        summary = run_grid(grid, executor=executor, log=console.print, run_dir=run)
+        with run_folder_session(grid.out, create=True):  # one grid writes a folder at a time
+            summary = run_grid(grid, executor=executor, log=console.print)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         fail(str(exc))
     console.print(
         f"{summary['cells']} cells ({summary['trained']} trained, {summary['skipped']} done "
-        f"before); tables -> {summary['tables']}"
+        f"before); tables -> {summary['tables']} (shown by `medibench report {grid.out}`)"
     )
 
 

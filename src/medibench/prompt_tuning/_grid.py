@@ -5,7 +5,8 @@ in ``OUT/cells/<backbone>/<method>/<loss>/<template>/seed<k>`` (the folder names
 values made file-safe, with a short hash of the value where that changed it); a cell with
 ``done.json`` is skipped. ``--executor ray`` runs the cells to do as Ray tasks (one CPU each)
 on the cluster ``RAY_ADDRESS`` names, or on this machine. The tables (:mod:`._tables`) are
-written to ``OUT/tables`` afterwards.
+written to ``OUT/tables`` afterwards; ``OUT`` is a run folder, and ``medibench report OUT``
+shows them.
 
 The YAML::
 
@@ -169,9 +170,7 @@ def load_grid(path: str | Path, *, out: str | Path | None = None) -> Grid:
     )
 
 
-def run_grid(
-    grid: Grid, *, executor: str = "local", log: Any = None, run_dir: str | Path | None = None
-) -> dict[str, Any]:
+def run_grid(grid: Grid, *, executor: str = "local", log: Any = None) -> dict[str, Any]:
     """Train every cell not done, then write the tables; returns ``{"cells", "trained",
     "skipped", "tables", "failed"}``."""
     from medibench.prompt_tuning._tables import write_tables
@@ -195,7 +194,7 @@ def run_grid(
         raise ValueError(
             f"{len(failed)} cell(s) failed, first: {failed[0]['cell']}: {failed[0]['error']}"
         )
-    tables = write_tables(grid, cells, run_dir=run_dir)
+    tables = write_tables(grid, cells)
     return {
         "cells": len(cells),
         "trained": len(todo),

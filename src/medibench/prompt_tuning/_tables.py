@@ -15,8 +15,8 @@
 * ``grid.json``: all three; ``diagrams/<set>/reliability_<method>_<loss>.svg``: reliability
   diagrams of each (method, loss) pooled over seeds, templates and backbones.
 
-With ``run_dir``, ``grid.json`` and the diagrams are copied into ``RUN/prompt_tuning/`` for the
-report's panel (:func:`grid_panel`).
+``OUT`` is a run folder (its ``run.sqlite`` holds no samples): ``medibench report OUT`` shows
+``grid.json`` and the diagrams in the "Prompt tuning grid" panel (:func:`grid_panel`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import csv
 import io
 import json
 import math
-import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,9 @@ __all__ = ["grid_panel", "write_tables"]
 _METRICS = ("accuracy", "ece", "mce", "ace")
 
 
-def write_tables(grid: Any, cells: list[Any], *, run_dir: str | Path | None = None) -> Path:
-    """Write ``OUT/tables`` (module doc); returns that folder."""
+def write_tables(grid: Any, cells: list[Any]) -> Path:
+    """Write ``OUT/tables`` (module doc) and make ``OUT`` a run folder; returns the tables'
+    folder."""
     from medibench.calibration import load_predictions, score
     from medibench.calibration.diagrams import write_diagrams
 
@@ -80,22 +80,20 @@ def write_tables(grid: Any, cells: list[Any], *, run_dir: str | Path | None = No
             stacked, out / "diagrams" / name, n_bins=grid.bins, formats=["svg"]
         ):
             path.rename(path.with_name(f"reliability_{_safe(method)}_{_safe(loss)}.svg"))
-    if run_dir is not None:
-        from medibench.runs import RunStore
+    from medibench.runs import RunStore
 
-        target = Path(run_dir) / "prompt_tuning"
-        with RunStore(run_dir):
-            pass
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(out, target)
+    with RunStore(grid.out):  # the run.sqlite that `medibench report OUT` opens
+        pass
     return out
 
 
 def grid_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
-    """The report panel (:mod:`medibench.report._panels`) of a grid copied into ``run_dir``."""
-    path = Path(run_dir) / "prompt_tuning" / "grid.json"
-    if not path.is_file():
+    """The report panel (:mod:`medibench.report._panels`) of the grid whose run folder is
+    ``run_dir`` (or, from before ``--out`` was the grid's folder, one copied into
+    ``RUN/prompt_tuning/`` by ``--run RUN``)."""
+    found = [Path(run_dir) / d / "grid.json" for d in ("tables", "prompt_tuning")]
+    path = next((p for p in found if p.is_file()), None)
+    if path is None:
         return None
     data = json.loads(path.read_text("utf-8"))
     tables = []

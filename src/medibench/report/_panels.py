@@ -19,7 +19,7 @@ __all__ = ["FOLDER_REPORTS", "PANEL_PROVIDERS", "collect_panels", "folder_report
 #: The stages with a report panel, in page order.
 PANEL_PROVIDERS = (
     "medibench.calibration._report:calibration_panel",  # medibench calibration score --run
-    "medibench.prompt_tuning._tables:grid_panel",  # medibench calibration grid --run
+    "medibench.prompt_tuning._tables:grid_panel",  # medibench calibration grid (its --out)
     "medibench.knowledge_edit._report:editing_panel",  # medibench edit run
     "medibench.benchmarks.medgen.controls:pairing_panel",  # medibench medgen delta
     "medibench.train._report:training_panel",  # medibench train (its folder, its eval runs)

@@ -10,7 +10,6 @@ SUBSTITUTIONS = {
         "--preset medium --n-per-task 2 --seed 7",
         "2 items per task instead of 12 (same code, less time)",
     ),
-    ("docs/suite.md", "medibench score --dataset native:suite ..."): ("", "`...`: a placeholder"),
     ("docs/suite.md", "--preset medium --n-per-task 4"): (
         "--preset medium --n-per-task 1",
         "1 item per task instead of 4",

@@ -1,0 +1,55 @@
+"""Training and prompt tuning: the tiny InstructPix2Pix and Stable Diffusion inpainting
+pipelines of the tests at the names the blocks give (``/weights/instruct-pix2pix``,
+``/weights/sd-inpainting``), and the README's training cut to two steps. The prompt-tuning
+blocks need nothing: their example builds its own tiny CLIP, offline, and runs as written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.docs.standins import weights
+
+_SIZE = "a training of 2 steps and one evaluation of 1 sample at 2 denoising steps"
+
+SUBSTITUTIONS = {
+    ("README.md", "--bins 128,256,512 --max-steps 2000"): (
+        "--bins 128,256,512 --max-steps 2",
+        f"2 steps instead of 2,000 ({_SIZE}; same code, less time)",
+    ),
+    ("README.md", "--eval-every 500 --eval-limit 50"): (
+        "--eval-every 2 --eval-limit 1 --eval-model-option steps=2",
+        f"an evaluation at step 2 on 1 sample at 2 denoising steps ({_SIZE})",
+    ),
+}
+
+#: file -> the tiny pipelines its blocks name under /weights/
+_NEEDS = {
+    "README.md": ("instruct-pix2pix",),
+    "docs/train.md": ("instruct-pix2pix", "sd-inpainting"),
+}
+
+
+@contextmanager
+def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
+    needs = _NEEDS.get(file, ())
+    if not needs:
+        yield
+        return
+    # the weights folder itself (idempotent; it may not be entered yet: modules go by name)
+    with weights.standins(file, work, env, cache):
+        for name in needs:
+            weights.tiny(env, name, _builder(name))
+        yield
+
+
+def _builder(name: str):
+    """The tests' builder of ``name`` (imported here: torch loads only for these files)."""
+    if name == "instruct-pix2pix":
+        from tests.models.test_diffusers import build_tiny_ip2p
+
+        return build_tiny_ip2p
+    from tests.build.test_diffusers_inpaint import build_tiny_sd_inpaint
+
+    return build_tiny_sd_inpaint
