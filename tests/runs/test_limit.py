@@ -103,3 +103,20 @@ def test_score_predictions_limit(tmp_path):
     assert len(score_predictions(ds, index, [proto], k=1, progress=False)) == 3
     with pytest.raises(ValueError, match="limit must be >= 1, got 0"):
         score_predictions(ds, index, [proto], limit=0, progress=False)
+
+
+def test_generate_only_names_the_outputs_instead_of_empty_score_tables(tmp_path):
+    data = make_native(tmp_path / "data", n=2)
+    out = tmp_path / ("a-run-folder-name-longer-than-a-terminal-line-" * 2)  # never broken
+    args = ["run", "--dataset", f"native:{data}", "--model", "identity", "--out", str(out)]
+    res = runner.invoke(app, [*args, "--stage", "generate", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert f"outputs in {out / 'outputs'}; score them with the same command and --stage score" in (
+        text
+    )
+    assert "native@1" not in text  # no leaderboard of a protocol that scored nothing
+    res = runner.invoke(app, [*args, "--stage", "generate", "--csv", str(tmp_path / "s.csv")])
+    assert res.exit_code == 2 and "--stage generate scores nothing" in res.output
+    res = runner.invoke(app, [*args, "--stage", "score", "--no-progress"])
+    assert res.exit_code == 0 and "native@1" in res.output  # the scores, once scored

@@ -177,6 +177,8 @@ def run(
         fail(f"--stage must be generate, score or all, not {stage!r}")
     if executor not in {"local", "ray"}:
         fail(f"--executor must be local or ray, not {executor!r}")
+    if stage == "generate" and (csv_out or json_out):
+        fail("--csv/--json write the scores' summary: --stage generate scores nothing")
     _check_icl(icl_k or [], icl_select)
     config = RunConfig(
         dataset=dataset,
@@ -208,6 +210,14 @@ def run(
     print_dataset_notes(plan.dataset)
     with run_folder_errors(plan.folder):
         _execute(plan, progress)
+    if stage == "generate":  # no scores to show: say where the outputs are and what is next
+        console.print(
+            f"outputs in {plan.folder / 'outputs'}; score them with the same command and "
+            "--stage score",
+            markup=False,
+            soft_wrap=True,  # one line, the path unbroken (the terminal wraps it)
+        )
+        return
     rows = [row for p in plan.protocols for row in print_leaderboards(plan.folder, p)]
     write_summary(rows, csv_out, json_out)
 
