@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from medibench import sources
+from medibench.benchmarks.medebench._records import MedEBenchDataset, _to_sample
 from medibench.datasets._base import DatasetError, collect_samples
 
 __all__ = ["CACHE", "REQUIRED_COLUMNS", "is_medebench_parquet", "read_medebench_parquet"]
@@ -67,8 +68,6 @@ def read_medebench_parquet(path: str | os.PathLike, *, name: str = "medebench") 
         DatasetError: not Parquet, a missing column (named, with those found), a damaged
             shard, a cache folder that cannot be written, no sample left.
     """
-    from medibench.benchmarks.medebench.dataset import MedEBenchDataset, _to_sample
-
     path = Path(path)
     files = sources.parquet_files(path, what="MedEBench Parquet")
     root = (path if path.is_dir() else path.parent).resolve()
