@@ -22,8 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from medibench.benchmarks.medgen._formats import FORMATS
+from medibench.benchmarks.medgen._release import release_root
+
 if TYPE_CHECKING:
-    from medibench.benchmarks.medgen.dataset import MedGenDataset
+    from medibench.benchmarks.medgen._dataset import MedGenDataset
 
 __all__ = ["MISSIONS", "answer_lines", "bad_response", "formats_in", "model_of", "widen_for"]
 
@@ -114,8 +117,6 @@ def widen_for(dataset: MedGenDataset, folder: Path) -> tuple[MedGenDataset, list
     ``--dataset-option formats=...``) is kept, and each file of another format is named with
     the option that loads it. A format the folder does not hold is named with the file it needs.
     """
-    from medibench.benchmarks.medgen.formats import FORMATS, read_formats
-
     needed = formats_in(Path(folder))
     extra = [f for f in FORMATS if f in needed and f not in dataset.formats]
     if not extra:
@@ -141,7 +142,7 @@ def widen_for(dataset: MedGenDataset, folder: Path) -> tuple[MedGenDataset, list
     if dataset.formats_chosen or not available:
         return dataset, said
     wanted = tuple(f for f in FORMATS if f in (*dataset.formats, *available))
-    widened = read_formats(dataset.root, wanted, dataset.name)
+    widened = type(dataset).from_formats(dataset.root, wanted, dataset.name)
     widened.default_protocols = dataset.default_protocols
     widened.notes = list(getattr(dataset, "notes", ()))
     names = ", ".join(_FORMAT_NAMES[f] for f in available)
@@ -166,9 +167,6 @@ def _file_formats(path: Path) -> list[str]:
 
 
 def _holds(root: Path, fmt: str) -> bool:
-    from medibench.benchmarks.medgen.formats import FORMATS
-    from medibench.benchmarks.medgen.parquet import release_root
-
     file, config = FORMATS[fmt]
     release = release_root(root) or root
     return (root / file).is_file() or (release / "parquet" / config).is_dir()

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from medibench.benchmarks.medgen.dataset import _UNSAFE, _images, _resolve_fields, _text
+from medibench.benchmarks.medgen._edit_samples import _UNSAFE, _images, _resolve_fields, _text
 from medibench.benchmarks.medgen.tasks import normalize_task
 from medibench.metrics.text import REPORT_SECTIONS, report_text
 from medibench.samples import Perspective, Sample
