@@ -23,13 +23,14 @@ from medibench.judges._config import (
 from medibench.judges._images import ImageTooLargeError, collage, png_data_url
 from medibench.judges._judging import JudgeReport, judge_run, judge_run_async
 from medibench.judges._parsing import ParsedAnswer, ScoreField, parse_answer
-from medibench.judges._prompts import PromptFile, load_prompt, prompt_files
+from medibench.judges._prompts import PromptFile, load_prompt
 from medibench.judges._protocols import (
     DEFAULT_JUDGE,
     JUDGES,
     Fill,
     JudgeProtocol,
     load_judge,
+    prompt_files,
 )
 from medibench.judges._records import (
     FAILED,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from string import Template
 
-__all__ = ["PromptFile", "load_prompt", "prompt_files"]
+__all__ = ["PromptFile", "load_prompt"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,6 @@ def load_prompt(filename: str, *, package: str) -> PromptFile:
     except FileNotFoundError:
         raise FileNotFoundError(f"prompt file {filename} is not in package {package}") from None
     return parse_prompt(data, filename)
-
-
-def prompt_files() -> list[str]:
-    """The prompt files of every registered judge protocol."""
-    from medibench.judges._protocols import JUDGES
-
-    return sorted({JUDGES.create(spec).prompt.filename for spec in JUDGES.names()})
 
 
 def parse_prompt(data: bytes, filename: str = "<prompt>") -> PromptFile:

@@ -41,6 +41,7 @@ __all__ = [
     "image_part",
     "load_judge",
     "needs_target",
+    "prompt_files",
     "target_path",
     "text_part",
 ]
@@ -184,6 +185,11 @@ JUDGES: Registry[JudgeProtocol] = registry_from_benchmarks(
     "judge protocol",
     lambda bench: ((j.spec, make, j.description) for j, make in declared_entries(bench.judges)),
 )
+
+
+def prompt_files() -> list[str]:
+    """The prompt files of every registered judge protocol."""
+    return sorted({JUDGES.create(spec).prompt.filename for spec in JUDGES.names()})
 
 
 class _DefaultJudges(Mapping[str, str]):
