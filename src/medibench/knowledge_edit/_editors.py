@@ -20,16 +20,26 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import math
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import Any
 
 from medibench.knowledge_edit._answerers import Answerer, TransformersAnswerer
+from medibench.knowledge_edit._editing import (
+    EditCase,
+    EditError,
+    EditHandle,
+    Editor,
+    TrainConfig,
+    TrainedEditor,
+    _push,
+    _transformers,
+    decoder_layers,
+    train,
+)
+from medibench.knowledge_edit._grace import GraceConfig, GraceEditor
 
 __all__ = [
     "EDITORS",
@@ -44,55 +54,6 @@ __all__ = [
     "TrainConfig",
     "load_editor",
 ]
-
-
-class EditError(RuntimeError):
-    """An edit that cannot be made or undone (wrong model kind, undo out of order)."""
-
-
-class EditCase(NamedTuple):
-    """What an editor needs of a request: its id, image (uint8 RGB), question and target."""
-
-    edit_id: str
-    image: np.ndarray
-    question: str
-    target: str
-
-
-@dataclass
-class EditHandle:
-    """An applied edit: whether it converged, its last loss and steps; :meth:`undo`."""
-
-    editor: str
-    edit_id: str
-    model: Answerer
-    restore: Any
-    converged: bool = True
-    loss: float | None = None
-    steps: int = 0
-    elapsed_s: float = 0.0
-    undone: bool = False
-
-    def undo(self) -> None:
-        """Restore the model as it was before this edit (bit for bit)."""
-        if self.undone:
-            raise EditError(f"edit {self.edit_id} was already undone")
-        if not self.model.edits or self.model.edits[-1] is not self:
-            raise EditError(f"edit {self.edit_id} is not the last edit still applied: undo the "
-                            "newer ones first (last-in first-out)")  # fmt: skip
-        self.restore()
-        self.model.edits.pop()
-        self.undone = True
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings of a trained editor (Adam)."""
-
-    lr: float = 1e-2
-    max_steps: int = 100
-    tol: float = 0.1
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -111,24 +72,6 @@ class LoraConfig(FineTuneConfig):
     rank: int = 4
     alpha: int = 8
     lr: float = 5e-2
-
-
-class Editor:
-    """The interface: ``edit(model, request) -> EditHandle``."""
-
-    name = "editor"
-
-    def edit(self, model: Answerer, request: EditCase) -> EditHandle:
-        raise NotImplementedError
-
-
-class TrainedEditor(Editor):
-    """An editor that trains weights: its hyper-parameters are one ``config_type`` config."""
-
-    config_type: type[TrainConfig] = TrainConfig
-
-    def __init__(self, config: TrainConfig | None = None) -> None:
-        self.config: Any = config if config is not None else self.config_type()
 
 
 class FineTuneEditor(TrainedEditor):
@@ -265,8 +208,6 @@ def load_editor(name: str, config: dict[str, Any] | None = None) -> Editor:
     """An editor by name with its hyper-parameters (a mapping, e.g. from a YAML file)."""
     config = dict(config or {})
     if name in ("ft", "lora", "grace"):
-        from medibench.knowledge_edit._grace import GraceConfig, GraceEditor
-
         cls = {"ft": FineTuneConfig, "lora": LoraConfig, "grace": GraceConfig}[name]
         known = {f.name for f in dataclasses.fields(cls)}
         bad = sorted(set(config) - known)
@@ -285,55 +226,6 @@ def load_editor(name: str, config: dict[str, Any] | None = None) -> Editor:
 
 
 # -- training and helpers ---------------------------------------------------------------------
-
-
-def train(m: TransformersAnswerer, request: EditCase, params: list[Any], cfg: TrainConfig,
-          ) -> tuple[bool, float | None, int]:  # fmt: skip
-    """Adam on the answer's cross-entropy until the teacher-forced answer is the argmax at
-    every position and the loss is at most ``cfg.tol``: ``(converged, last loss, steps)``."""
-    torch = m.torch
-    if not params:
-        raise EditError("no parameter to train (check the editor's layers and modules)")
-    flags = {id(p): p.requires_grad for p in m.model.parameters()}
-    for p in m.model.parameters():
-        p.requires_grad_(False)
-    for p in params:
-        p.requires_grad_(True)
-    batch, n = m.teacher_batch(request.image, request.question, request.target)
-    opt = torch.optim.Adam(params, lr=cfg.lr)
-    loss_value: float | None = None
-    converged, steps = False, 0
-    try:
-        for steps in range(cfg.max_steps + 1):
-            out = m.forward(batch, n)
-            loss = out.loss
-            loss_value = float(loss.detach())
-            if not math.isfinite(loss_value):
-                break
-            pred = out.logits[0, n - 1 : -1].argmax(-1)
-            if bool((pred == batch["labels"][0, n:]).all()) and loss_value <= cfg.tol:
-                converged = True
-                break
-            if steps == cfg.max_steps:
-                break
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-    finally:
-        for p in m.model.parameters():
-            p.requires_grad_(flags.get(id(p), True))
-        for p in params:
-            p.grad = None
-    return converged, loss_value, steps
-
-
-def decoder_layers(m: TransformersAnswerer) -> Any:
-    """The language model's decoder layers (a ``ModuleList``)."""
-    decoder = m.model.get_decoder() if hasattr(m.model, "get_decoder") else None
-    layers = getattr(decoder, "layers", None)
-    if layers is None:
-        raise EditError(f"model {m.path}: no decoder layers found (get_decoder().layers)")
-    return layers
 
 
 def _chosen_modules(m: TransformersAnswerer, cfg: FineTuneConfig) -> list[tuple[str, Any]]:
@@ -360,13 +252,6 @@ def _chosen_parameters(m: TransformersAnswerer, cfg: FineTuneConfig) -> list[tup
     return list(seen.items())
 
 
-def _transformers(model: Answerer, editor: str) -> TransformersAnswerer:
-    if not isinstance(model, TransformersAnswerer):
-        raise EditError(f"the {editor} editor trains weights: it needs a local transformers model, "
-                        f"not {type(model).__name__} (use the in-context editor)")  # fmt: skip
-    return model
-
-
 def _unwrapped(model: Any, flags: dict[str, bool]) -> None:
     """A model peft unwrapped: its attributes and ``requires_grad`` flags as before."""
     for attr in ("peft_config", "_hf_peft_config_loaded"):
@@ -374,11 +259,6 @@ def _unwrapped(model: Any, flags: dict[str, bool]) -> None:
             delattr(model, attr)
     for n, p in model.named_parameters():
         p.requires_grad_(flags.get(n, False))
-
-
-def _push(model: Answerer, handle: EditHandle) -> EditHandle:
-    model.edits.append(handle)
-    return handle
 
 
 def _easyedit_hparams(module: Any, alg: str, path: Path) -> Any:

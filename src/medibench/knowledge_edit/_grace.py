@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medibench.knowledge_edit._answerers import Answerer
-from medibench.knowledge_edit._editors import (
+from medibench.knowledge_edit._editing import (
     EditCase,
     EditError,
     EditHandle,
