@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.metrics.text import report_text, text_tokens
+from medibench.metrics._text_forms import report_text, text_tokens
 
 __all__ = ["BERTScore", "RadGraphF1", "RADGRAPH_MIN_TOKENS"]
 

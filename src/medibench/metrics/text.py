@@ -40,6 +40,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from medibench.metrics._text_forms import (
+    REPORT_SECTIONS,
+    normalize_free_text,
+    report_text,
+    text_tokens,
+)
+
+# The model-based plug-ins live in their own module (they import torch only when built).
+from medibench.metrics._text_models import BERTScore, RadGraphF1
+
 __all__ = [
     "BERTScore",
     "CLINICAL_ENTITIES",
@@ -98,21 +108,6 @@ CLINICAL_ENTITIES: Mapping[str, tuple[str, ...]] = {
     "mri": ("mri", "magnetic resonance imaging"),
     "ultrasound": ("ultrasound", "doppler", "sonography"),
 }
-#: Report sections in the order the code writes a sectioned answer; others follow by name.
-REPORT_SECTIONS = (
-    "STUDY",
-    "EXAMINATION",
-    "MODALITY",
-    "CLINICAL_HISTORY",
-    "INDICATION",
-    "HISTORY",
-    "TECHNIQUE",
-    "COMPARISON",
-    "FINDINGS",
-    "IMPRESSION",
-    "RECOMMENDATION",
-    "NOTIFICATION",
-)
 #: The code's text pass thresholds: metric -> (threshold, lower_is_better).
 TEXT_PASS_THRESHOLDS: Mapping[str, tuple[float, bool]] = {
     "bleu": (0.09, False),
@@ -122,8 +117,6 @@ TEXT_PASS_THRESHOLDS: Mapping[str, tuple[float, bool]] = {
     "entity_factual_precision": (0.9, False),
 }
 
-_SPACES = re.compile(r"\s+")
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
 _OPTION = re.compile(r"^\s*([A-Z])[\.)\]:-]\s*(.*)$")
 _LETTER = re.compile(r"^\s*([A-Z])\s*$")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -152,16 +145,6 @@ def bleu(candidate: str, reference: str, *, max_order: int = 4, epsilon: float =
     c, r = len(hyp), len(ref)
     bp = 1.0 if c > r else math.exp(1 - r / c)
     return bp * math.exp(math.fsum(math.log(p) / max_order for p in precisions))
-
-
-def normalize_free_text(text: object) -> str:
-    """Lower case with runs of whitespace as one space, trimmed (the code's free-text form)."""
-    return _SPACES.sub(" ", str(text or "").strip()).lower()
-
-
-def text_tokens(text: object) -> list[str]:
-    """The code's word tokens: ``[a-z0-9]+('[a-z0-9]+)?`` of the normalised text."""
-    return _WORD.findall(normalize_free_text(text))
 
 
 def token_em_f1(
@@ -213,20 +196,6 @@ def task_accuracy(
     if task == "blank-filling":
         return float(normalize_free_text(response) == normalize_free_text(answer))
     return None
-
-
-def report_text(answer: str | Mapping[str, object]) -> str:
-    """A reference answer as the code serialises it: a string with whitespace collapsed, or
-    report sections as ``KEY: text`` lines in :data:`REPORT_SECTIONS` order (others after,
-    by name; nested sections indented two spaces; list values joined with ``"; "``)."""
-    if isinstance(answer, str):
-        return _collapse(answer)
-    if not isinstance(answer, Mapping):
-        return _collapse(str(answer))
-    lines: list[str] = []
-    for key in _section_order(answer):
-        _section_lines(str(key), answer[key], lines, 0)
-    return "\n".join(lines)
 
 
 def clinical_entities(text: object) -> set[str]:
@@ -302,10 +271,6 @@ def _squad(text: object) -> str:
     return " ".join(_ARTICLES.sub(" ", no_punct).split())
 
 
-def _collapse(text: str) -> str:
-    return _SPACES.sub(" ", text.strip())
-
-
 def _choice_value(text: str) -> str:
     norm = normalize_free_text(text)
     letter = _LETTER.match(norm.upper())
@@ -330,32 +295,3 @@ def _choice_map(choices: Iterable[str] | None) -> dict[str, str]:
             if body:
                 mapping[body] = canonical
     return mapping
-
-
-def _section_order(sections: Mapping) -> list:
-    def rank(key: object) -> tuple[int, str]:
-        name = str(key)
-        up = name.upper()
-        return (
-            REPORT_SECTIONS.index(up) if up in REPORT_SECTIONS else len(REPORT_SECTIONS),
-            name.lower(),
-        )
-
-    return sorted(sections, key=rank)
-
-
-def _section_lines(key: str, value: object, lines: list[str], depth: int) -> None:
-    pad = "  " * depth
-    if isinstance(value, Mapping):
-        lines.append(f"{pad}{key}:")
-        for child in _section_order(value):
-            _section_lines(str(child), value[child], lines, depth + 1)
-    elif isinstance(value, list):
-        if value:
-            lines.append(f"{pad}{key}: " + "; ".join(_collapse(str(v)) for v in value))
-    elif text := _collapse(str(value)):
-        lines.append(f"{pad}{key}: {text}")
-
-
-# The model-based plug-ins live in their own module (they import torch only when built).
-from medibench.metrics._text_models import BERTScore, RadGraphF1  # noqa: E402
