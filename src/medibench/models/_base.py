@@ -17,7 +17,13 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["EditModel", "SharedOptions", "UnsupportedInstructionError", "as_rgb_uint8"]
+__all__ = [
+    "EditModel",
+    "SharedOptions",
+    "UnsupportedInstructionError",
+    "as_rgb_uint8",
+    "is_answering_model",
+]
 
 
 @runtime_checkable
@@ -98,3 +104,8 @@ def _with_common(init: Any, base_init: Any, common: type) -> inspect.Signature:
     base = inspect.signature(base_init).parameters
     shared = [base[key] for key in common.__annotations__]
     return inspect.Signature([p for p in own if p.kind is not p.VAR_KEYWORD] + shared)
+
+
+def is_answering_model(model: Any) -> bool:
+    """Whether ``model`` answers (a :class:`VLM` or a :class:`Generator`) rather than edits."""
+    return callable(getattr(model, "answer", None)) or callable(getattr(model, "generate", None))

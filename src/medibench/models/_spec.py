@@ -116,8 +116,7 @@ class ModelSpec:
 
     def load(self):
         """Build the model (checking the options first)."""
-        from medibench.models import EditModel
-        from medibench.models.compose import is_answering_model
+        from medibench.models._base import EditModel, is_answering_model
 
         self.check_options()
         model = self.factory()(**dict(self.options))

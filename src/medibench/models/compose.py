@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from medibench.models._base import is_answering_model
 from medibench.models.vlm import VLMS, AnswerError, CallableVLM, GeneratedAnswer, images_for
 from medibench.registry import UnknownNameError, import_object
 
@@ -202,11 +203,6 @@ def load_vlm(text: str, options: Mapping[str, Any], *, system: str | None = None
             raise TypeError(f"{text!r}{_in(system)} is not a VLM (it has no answer method)")
         return made
     raise UnknownNameError.of("VLM", head, VLMS.names(), note=_in(system))
-
-
-def is_answering_model(model: Any) -> bool:
-    """Whether ``model`` answers (a :class:`VLM` or a :class:`Generator`) rather than edits."""
-    return callable(getattr(model, "answer", None)) or callable(getattr(model, "generate", None))
 
 
 def as_answering_model(factory: Any, options: Mapping[str, Any], *, name: str) -> Any:
