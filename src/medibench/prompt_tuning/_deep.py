@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from medibench.prompt_tuning._methods import Method, Output
+from medibench.prompt_tuning._method import Method, Output
 from medibench.prompt_tuning._prompts import ClassPrompts
 
 __all__ = ["MaPLe", "PromptSRC"]

@@ -15,73 +15,18 @@ PromptSRC ``vit_b16_c2_ep20_batch4_4+4ctx``), each trained with SGD (momentum 0.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from medibench.prompt_tuning._deep import MaPLe, PromptSRC
 from medibench.prompt_tuning._defaults import DEFAULTS, METHODS
-from medibench.prompt_tuning._prompts import ClassPrompts, template_features
+from medibench.prompt_tuning._method import Method, Output
+from medibench.prompt_tuning._prompts import ClassPrompts
 
 __all__ = ["DEFAULTS", "METHODS", "Method", "Output", "build_method"]
-
-
-@dataclass
-class Output:
-    """``logits`` (B, C); ``terms``: the method's own weighted loss terms (name -> scalar);
-    ``teacher``: zero-shot logits (B, C) where the method needs them (ProGrad)."""
-
-    logits: torch.Tensor
-    terms: dict[str, torch.Tensor] = field(default_factory=dict)
-    teacher: torch.Tensor | None = None
-
-
-class Method(nn.Module):
-    """The base: holds the frozen backbone, the class names, the template and the options."""
-
-    name = ""
-    zs_text: torch.Tensor
-    projects_gradient = False  # ProGrad's gradient projection in the training step
-
-    def __init__(
-        self,
-        backbone: Any,
-        class_names: Sequence[str],
-        template: str,
-        options: Mapping[str, Any],
-        generator: torch.Generator,
-    ) -> None:
-        super().__init__()
-        self.backbone = _Frozen(backbone)
-        self.class_names, self.template, self.options = list(class_names), template, dict(options)
-        self.notes: list[str] = []
-        self.register_buffer(
-            "zs_text",
-            template_features(backbone.text, backbone.tokenizer, class_names, template),
-            persistent=False,
-        )
-
-    @property
-    def bb(self) -> Any:
-        return self.backbone.value
-
-    def logits(self, image: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        """``scale * normalise(image) @ normalise(text).T + bias`` for (B, E) and (C, E)."""
-        return (
-            self.bb.scale * F.normalize(image, dim=-1) @ F.normalize(text, dim=-1).T + self.bb.bias
-        )
-
-    def frozen_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return self.bb.image(pixels)
-
-    def end_epoch(self, epoch: int, epochs: int) -> None:
-        """Called after each epoch (0-based); PromptSRC keeps its running prompt average."""
-
-    def finish(self) -> None:
-        """Called once after the last epoch."""
 
 
 class ZeroShot(Method):
@@ -199,18 +144,9 @@ def build_method(
     generator: torch.Generator,
 ) -> Method:
     """The method ``name`` (a key of :data:`METHODS`) with ``options`` (its defaults merged)."""
-    from medibench.prompt_tuning._deep import MaPLe, PromptSRC
-
     table: dict[str, type[Method]] = {
         m.name: m for m in (ZeroShot, LinearProbe, CoOp, CoCoOp, KgCoOp, ProGrad, MaPLe, PromptSRC)
     }
     if name not in table:
         raise ValueError(f"unknown method {name!r} (one of {', '.join(METHODS)})")
     return table[name](backbone, class_names, template, options, generator)
-
-
-class _Frozen:
-    """Holds the backbone outside the module tree (so it is neither trained nor saved)."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
