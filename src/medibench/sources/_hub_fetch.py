@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from medibench.sources._hub import HubDownloadError, HubSource, SourceFile
+from medibench.sources._hub_source import HubDownloadError, HubSource, SourceFile
 
 __all__ = ["describe_failure", "fetch_verified", "verify_snapshot"]
 
