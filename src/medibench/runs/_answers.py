@@ -37,6 +37,7 @@ from medibench._progress import progress_bar
 from medibench.calls._redact import redact, redact_value
 from medibench.io import read_image, write_image
 from medibench.io._write import atomic_write_text, is_disk_full
+from medibench.runs._icl import answer_prompt
 from medibench.runs._store import RunStore
 from medibench.runs._work import Task, check_output, failure
 from medibench.samples import Prediction, Sample
@@ -58,16 +59,6 @@ _COLUMNS = (
 def declare_answers(store: RunStore) -> None:
     """Declare :data:`ANSWER_TABLE` in ``store`` (idempotent)."""
     store.declare_table(ANSWER_TABLE, _COLUMNS, ("model", "sample_id", "k"), stage="generate")
-
-
-def answer_prompt(sample: Sample) -> str:
-    """The prompt a model answers: the instruction, then the choices of a multiple-choice
-    sample (``metadata["choices"]``) one a line, when the instruction does not list them all."""
-    prompt = sample.instruction
-    choices = [str(c) for c in sample.metadata.get("choices") or []]
-    if choices and not all(c.lower() in prompt.lower() for c in choices):
-        prompt += "\nOptions:\n" + "\n".join(choices)
-    return prompt
 
 
 def wants_image(sample: Sample) -> bool:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from medibench.runs._icl import DemonstrationError, IclEntry, expected_answer
+from medibench.runs._icl import DemonstrationError, IclEntry, answer_prompt, expected_answer
 from medibench.runs._store import RunStore
 from medibench.samples import Sample
 
@@ -49,8 +49,6 @@ def load_examples(demos: Sequence[Sample], needs: str = "target") -> list[Any]:
                 )
             )
             continue
-        from medibench.runs._answers import answer_prompt
-
         paths = list(s.metadata.get("input_images") or [s.input])
         images = tuple(read_image(p, mode="rgb") for p in paths)
         out.append(Demonstration(s.sample_id, images, answer_prompt(s), answer=expected_answer(s)))

@@ -40,6 +40,7 @@ from medibench.samples import Sample
 
 __all__ = [
     "SELECTIONS",
+    "answer_prompt",
     "DemonstrationError",
     "IclEntry",
     "IclPlan",
@@ -83,6 +84,16 @@ def expected_answer(sample: Sample) -> str | None:
     text = expected.get("text") if isinstance(expected, dict) else None
     text = text if text is not None else sample.metadata.get("answer")
     return text if isinstance(text, str) and text.strip() else None
+
+
+def answer_prompt(sample: Sample) -> str:
+    """The prompt a model answers: the instruction, then the choices of a multiple-choice
+    sample (``metadata["choices"]``) one a line, when the instruction does not list them all."""
+    prompt = sample.instruction
+    choices = [str(c) for c in sample.metadata.get("choices") or []]
+    if choices and not all(c.lower() in prompt.lower() for c in choices):
+        prompt += "\nOptions:\n" + "\n".join(choices)
+    return prompt
 
 
 @dataclass
