@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from medibench.train._families import Family, _read_config
+from medibench.train._family import Family, _read_config
 
 __all__ = ["FluxFamily", "FluxFillFamily", "FluxKontextFamily"]
 

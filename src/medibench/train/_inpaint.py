@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from medibench.train._families import DenoisingFamily
+from medibench.train._family import DenoisingFamily
 
 __all__ = ["StableDiffusionInpaintFamily", "StableDiffusionXLInpaintFamily"]
 

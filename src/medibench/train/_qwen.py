@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from medibench.train._families import _read_config
+from medibench.train._family import _read_config
 from medibench.train._flow import FluxFamily
 
 __all__ = ["QwenImageEditFamily"]
