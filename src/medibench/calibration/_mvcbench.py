@@ -34,39 +34,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from medibench.calibration._mvcbench_bins import mvcbench_ace, mvcbench_ece
+
 __all__ = [
     "mvcbench_ace",
     "mvcbench_classwise_ece",
     "mvcbench_ece",
     "mvcbench_nll",
 ]
-
-
-def mvcbench_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
-    """``tools/metrics.py`` ``ECE``: ``[lo, hi)`` bins; 1.0 counted in the weights only."""
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    index = np.searchsorted(edges, conf, side="right") - 1  # numpy.digitize(conf, edges) - 1
-    inside = index < n_bins
-    count = np.bincount(index[inside], minlength=n_bins).astype(np.float64)
-    conf_sum = np.bincount(index[inside], weights=conf[inside], minlength=n_bins)
-    hit_sum = np.bincount(index[inside], weights=correct[inside], minlength=n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        acc = np.where(count > 0, hit_sum / count, 0.0)
-        mean_conf = np.where(count > 0, conf_sum / count, 0.0)
-    weights = np.bincount(np.minimum(index, n_bins - 1), minlength=n_bins) / conf.shape[0]
-    return float(np.sum(weights * np.abs(mean_conf - acc)))
-
-
-def mvcbench_ace(
-    conf: np.ndarray, correct: np.ndarray, n_bins: int, *, quantile_method: str = "linear"
-) -> float:
-    """``tools/metrics.py`` ``AdaptiveECE`` (KBinsDiscretizer quantile bins, count-weighted,
-    cut to the distinct confidences): :func:`._mvcbench_paths.kbins_ace`."""
-    from medibench.calibration._mvcbench_paths import kbins_ace
-
-    return kbins_ace(
-        conf, correct, n_bins, cut_to_distinct=True, clip=True, quantile_method=quantile_method
-    )
 
 
 def mvcbench_classwise_ece(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> float:

@@ -26,9 +26,11 @@ the class-wise Brier (mean per-sample Brier per true class, macro over present c
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Literal
 
 import numpy as np
+
+from medibench.calibration._mvcbench_bins import _count_weighted_sum, kbins_ace, mvcbench_ece
 
 __all__ = [
     "EXTRA_METRICS",
@@ -94,36 +96,6 @@ def dassl_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
     return _count_weighted_sum(index[inside], n_bins, conf[inside], correct[inside], conf.size)
 
 
-def kbins_ace(
-    conf: np.ndarray,
-    correct: np.ndarray,
-    n_bins: int,
-    *,
-    cut_to_distinct: bool,
-    clip: bool,
-    quantile_method: str = "linear",
-) -> float:
-    """``AdaptiveECE``: equal-mass bins by KBinsDiscretizer's quantile strategy (edges are
-    ``numpy.percentile`` levels, edges closer than 1e-8 merged, ``searchsorted(side="right")``
-    on the inner edges), count-weighted. The VL version clips to [0, 1] and cuts the bin count
-    to the number of distinct confidences (at least 2; one distinct value is one bin); the
-    Dassl version does neither."""
-    conf = np.clip(conf, 0.0, 1.0) if clip else np.asarray(conf, dtype=np.float64)
-    bins = n_bins
-    if cut_to_distinct:
-        distinct = min(conf.shape[0], np.unique(conf).size)
-        if distinct <= 1:
-            return float(abs(correct.mean() - conf.mean()))
-        bins = int(max(2, min(n_bins, distinct)))
-    levels = np.linspace(0, 100, bins + 1)
-    edges = np.asarray(
-        np.percentile(conf, levels, method=cast(Any, quantile_method)), dtype=np.float64
-    )
-    edges = edges[np.ediff1d(edges, to_begin=np.inf) > 1e-8]
-    index = np.searchsorted(edges[1:-1], conf, side="right")
-    return _count_weighted_sum(index, max(edges.shape[0] - 1, 1), conf, correct, conf.size)
-
-
 def path_metrics(
     path: Path,
     scores: np.ndarray,
@@ -138,8 +110,6 @@ def path_metrics(
     """``accuracy``, ``ece``, ``mce``, ``ace``, ``classwise_ece`` (= ``ovr_ece_macro``),
     ``brier`` and :data:`EXTRA_METRICS` of one path from the saved ``scores`` (logits or
     probabilities, as the trainer hands them to the evaluator)."""
-    from medibench.calibration._mvcbench import mvcbench_ece
-
     probs = vl_probabilities(scores) if path == "vl" else dassl_probabilities(scores)
     pred = probs.argmax(axis=1)
     conf = probs[np.arange(probs.shape[0]), pred]
@@ -170,16 +140,6 @@ def _looks_like_probabilities(s: np.ndarray, *, floor: float) -> bool:
 def _softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max(axis=1, keepdims=True))
     return e / np.clip(e.sum(axis=1, keepdims=True), 1e-12, None)
-
-
-def _count_weighted_sum(index, n_slots, conf, hits, total) -> float:
-    if index.size == 0:
-        return 0.0
-    gap = np.abs(
-        np.bincount(index, weights=hits, minlength=n_slots)
-        - np.bincount(index, weights=conf, minlength=n_slots)
-    )
-    return float(gap.sum() / total)
 
 
 def _left_count_weighted_max(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:

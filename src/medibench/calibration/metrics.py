@@ -144,7 +144,7 @@ def ace_from_top_label(
     if variant == "netcal":
         return netcal_ace_from_sums(binned_sums(conf, correct, n_bins, edges, "ACE"))
     if variant == "mvcbench":
-        from medibench.calibration._mvcbench import mvcbench_ace
+        from medibench.calibration._mvcbench_bins import mvcbench_ace
 
         return mvcbench_ace(conf, correct, n_bins, quantile_method=quantile_method)
     raise ValueError(f"ACE variant must be 'equal_mass', 'netcal' or 'mvcbench', got {variant!r}")
