@@ -6,7 +6,6 @@ paths are absolute. :func:`load_images` then reads those paths into arrays.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from medibench.io import json_lines
 from medibench.samples import Sample
 from medibench.sources._errors import DatasetError
 from medibench.sources._paths import inside_problem, resolve_inside
@@ -173,12 +173,8 @@ def read_jsonl(
     """``(line number, record)`` of each non-blank line; ``error`` (a :class:`DatasetError`
     unless the caller's format has its own) for a line that is not a JSON object."""
     with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
+        for number, _, record, exc in json_lines(fh):
+            if exc is not None:
                 raise error(f"{path} line {number}: not valid JSON ({exc})") from None
             if not isinstance(record, dict):
                 raise error(

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from medibench.datasets._base import DatasetError, require_samples, resolve_inside
 from medibench.datasets._dataset import Dataset
-from medibench.io import atomic_write_bytes, atomic_write_text
+from medibench.io import atomic_write_bytes, atomic_write_text, json_lines
 from medibench.samples import Sample
 
 __all__ = ["MANIFEST", "NativeDataset", "read_native", "read_native_path", "write_native"]
@@ -73,13 +72,9 @@ def read_native(root: str | os.PathLike, *, name: str | None = None) -> NativeDa
     first_line: dict[str, int] = {}
     missing: list[str] = []
     with open(manifest, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+        for number, line, data, exc in json_lines(fh):
             where = f"{manifest} line {number}"
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
+            if exc is not None:
                 raise DatasetError(f"{where}{_guess_id(line)}: not valid JSON ({exc})") from None
             sample = Sample.parse(data, where=where)
             sid = sample.sample_id

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from medibench.io import atomic_write_text, read_image
+from medibench.io import atomic_write_text, json_lines, read_image
 from medibench.knowledge_edit._validate import (
     image_problem,
     request_problems,
@@ -199,13 +199,9 @@ def read_taskset(path: str | os.PathLike) -> TaskSet:
         text = tasks.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"{tasks}: cannot be read ({exc})") from None
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for n, _, data, exc in json_lines(text.splitlines()):
         where = f"{tasks} line {n}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
+        if exc is not None:
             problems.append(f"{where}: not JSON ({exc.msg}, column {exc.colno})")
             continue
         typed = typed_problems(data, where)

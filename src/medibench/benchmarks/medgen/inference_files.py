@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from medibench.benchmarks.medgen._formats import FORMATS
 from medibench.benchmarks.medgen._release import release_root
+from medibench.io import json_lines
 
 if TYPE_CHECKING:
     from medibench.benchmarks.medgen._dataset import MedGenDataset
@@ -59,12 +60,8 @@ def answer_lines(jsonl: Path) -> Iterator[tuple[int, dict[str, Any] | None, str 
     with an empty problem, or ``None`` with what is wrong (and the ``sample_id`` still legible
     in the broken text, if any)."""
     with open(jsonl, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
+        for number, line, record, exc in json_lines(fh):
+            if exc is not None:
                 found = _SAMPLE_ID.search(line)
                 cut = "" if line.endswith("\n") else " (cut off: a killed inference leaves this)"
                 problem = f"{jsonl} line {number}: not valid JSON{cut}: {exc.msg}"
