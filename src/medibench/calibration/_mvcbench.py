@@ -34,12 +34,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from medibench.calibration._mvcbench_bins import mvcbench_ace, mvcbench_ece
+from medibench.calibration._mvcbench_bins import (
+    mvcbench_ace,
+    mvcbench_ece,
+    mvcbench_ece_from_sums,
+    mvcbench_ece_index,
+)
 
 __all__ = [
     "mvcbench_ace",
     "mvcbench_classwise_ece",
     "mvcbench_ece",
+    "mvcbench_ece_from_sums",
+    "mvcbench_ece_index",
     "mvcbench_nll",
 ]
 

@@ -9,7 +9,13 @@ from typing import Any, cast
 
 import numpy as np
 
-__all__ = ["kbins_ace", "mvcbench_ace", "mvcbench_ece"]
+__all__ = [
+    "kbins_ace",
+    "mvcbench_ace",
+    "mvcbench_ece",
+    "mvcbench_ece_from_sums",
+    "mvcbench_ece_index",
+]
 
 
 def kbins_ace(
@@ -44,17 +50,33 @@ def kbins_ace(
 
 def mvcbench_ece(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
     """``tools/metrics.py`` ``ECE``: ``[lo, hi)`` bins; 1.0 counted in the weights only."""
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    index = np.searchsorted(edges, conf, side="right") - 1  # numpy.digitize(conf, edges) - 1
-    inside = index < n_bins
-    count = np.bincount(index[inside], minlength=n_bins).astype(np.float64)
-    conf_sum = np.bincount(index[inside], weights=conf[inside], minlength=n_bins)
-    hit_sum = np.bincount(index[inside], weights=correct[inside], minlength=n_bins)
+    index = mvcbench_ece_index(conf, n_bins)
+    return mvcbench_ece_from_sums(
+        np.bincount(index, minlength=n_bins + 1).astype(np.float64),
+        np.bincount(index, weights=conf, minlength=n_bins + 1),
+        np.bincount(index, weights=correct, minlength=n_bins + 1),
+        conf.shape[0],
+    )
+
+
+def mvcbench_ece_index(conf: np.ndarray, n_bins: int) -> np.ndarray:
+    """``numpy.digitize(conf, edges) - 1``: bins ``[lo, hi)``, and ``n_bins`` for 1.0."""
+    return np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1), conf, side="right") - 1
+
+
+def mvcbench_ece_from_sums(
+    counts: np.ndarray, conf_sum: np.ndarray, hit_sum: np.ndarray, total: float
+) -> float:
+    """:func:`mvcbench_ece` from the count and sums of each of ``n_bins + 1`` slots of
+    :func:`mvcbench_ece_index` (the last holds the confidences of 1.0: in the last bin's
+    weight only)."""
+    count, conf_sum, hit_sum = counts[:-1], conf_sum[:-1], hit_sum[:-1]
     with np.errstate(invalid="ignore", divide="ignore"):
         acc = np.where(count > 0, hit_sum / count, 0.0)
         mean_conf = np.where(count > 0, conf_sum / count, 0.0)
-    weights = np.bincount(np.minimum(index, n_bins - 1), minlength=n_bins) / conf.shape[0]
-    return float(np.sum(weights * np.abs(mean_conf - acc)))
+    weights = count.copy()
+    weights[-1] += counts[-1]
+    return float(np.sum(weights / total * np.abs(mean_conf - acc)))
 
 
 def mvcbench_ace(

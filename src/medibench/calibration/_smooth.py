@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GRID_CELLS", "deposit", "smooth_ece_at", "smooth_ece_fixed_point"]
+__all__ = [
+    "GRID_CELLS", "deposit", "smooth_ece_at", "smooth_ece_fixed_point", "smooth_ece_of_grid",
+]
 
 #: Cells of the grid the residuals are deposited on.
 GRID_CELLS = 4096
@@ -60,9 +62,17 @@ def smooth_ece_fixed_point(
     tol: float = 1e-6,
 ) -> tuple[float, float]:
     """``(smECE, sigma)``: at the given bandwidth, or at the fixed point ``sigma = smECE``."""
+    return smooth_ece_of_grid(deposit(conf, hits), sigma=sigma, tol=tol)
+
+
+def smooth_ece_of_grid(
+    grid: np.ndarray, *, sigma: float | None = None, tol: float = 1e-6
+) -> tuple[float, float]:
+    """:func:`smooth_ece_fixed_point` from a deposited residual grid (:func:`deposit`; the
+    bootstrap deposits each resample's by weights)."""
     from scipy.fft import dct
 
-    coeffs = dct(deposit(conf, hits), type=2, norm="ortho")
+    coeffs = dct(grid, type=2, norm="ortho")
     if sigma is not None:
         if not 0.0 < sigma:
             raise ValueError(f"smooth ECE: the bandwidth must be positive, got {sigma!r}")

@@ -320,9 +320,12 @@ def bootstrap_intervals(
 
     The resamples are exactly :func:`medibench.stats.bootstrap_ci`'s, drawn at most
     ``max_entries`` indices at a time (:func:`medibench.stats.bootstrap_indices`; default
-    :data:`medibench.stats.BOOTSTRAP_MAX_ENTRIES`), so memory stays bounded at any size; each
-    resample's metrics are computed once and shared by all metrics.
+    :data:`medibench.stats.BOOTSTRAP_MAX_ENTRIES`), so memory stays bounded at any size. A
+    resample is never copied: its metrics are weighted sums over quantities computed once
+    (:class:`~medibench.calibration._resampling.ResampledMetrics`; equal to
+    ``protocol.metrics(pred.subset(rows))`` within 1e-12).
     """
+    from medibench.calibration._resampling import ResampledMetrics
     from medibench.stats import BOOTSTRAP_MAX_ENTRIES, bootstrap_indices, percentile_interval
 
     names = protocol.metric_names
@@ -333,9 +336,10 @@ def bootstrap_intervals(
         protocol.bootstrap_seed,
         max_entries=max_entries or BOOTSTRAP_MAX_ENTRIES,
     )
+    resampled = ResampledMetrics(pred, protocol)
     for rows in chunks:
         for r in rows:
-            metrics = protocol.metrics(pred.subset(r))
+            metrics = resampled(r)
             for m in names:
                 values[m].append(metrics[m])
     return {m: list(percentile_interval(np.array(values[m]), protocol.level)) for m in names}
