@@ -238,7 +238,7 @@ def test_the_one_off_build_says_so_before_it_starts(monkeypatch, tmp_path, capsy
     _ssim_fused._fill_cache()
     assert said_before == [
         "medibench: compiling the fast SSIM kernel once with numba "
-        f"(about {_ssim_fused._BUILD_SECONDS} s; cached afterwards in {folder})\n"
+        f"(about {_ssim_fused._BUILD_SECONDS} s on an idle core; cached afterwards in {folder})\n"
     ]
     assert capsys.readouterr().err.startswith("medibench: the SSIM kernel took ")
     _ssim_fused._fill_cache()  # warm: no build, no word

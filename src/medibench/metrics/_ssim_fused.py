@@ -133,7 +133,7 @@ _BLOCK = 384
 
 _WARMING = "MEDIBENCH_SSIM_WARMING"  # set in the child that fills the cache
 # What the first build takes, as announced: numba 0.68.1 built every signature (:func:`warm`) in
-# 63 s of CPU on this project's 2-core AMD EPYC (124 s of wall time beside a test run).
+# 63 s of CPU on this project's 2-core AMD EPYC (124 and 165 s of wall time beside test runs).
 _BUILD_SECONDS = 60
 
 
@@ -240,8 +240,10 @@ def _fill_cache() -> None:
         return
     import subprocess
 
-    _say(f"compiling the fast SSIM kernel once with numba (about {_BUILD_SECONDS} s; "
-         f"cached afterwards in {folder})")  # fmt: skip
+    _say(
+        f"compiling the fast SSIM kernel once with numba (about {_BUILD_SECONDS} s on an idle "
+        f"core; cached afterwards in {folder})"
+    )
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-c", "from medibench.metrics._ssim_fused import warm; warm()"],
