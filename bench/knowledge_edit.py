@@ -15,23 +15,14 @@ Target: harness overhead under 10% of model time.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' tiny LLaVA builder
+import torch
 
-import torch  # noqa: E402
-from tests.knowledge_edit.tiny_vlm import (  # noqa: E402
-    build_tiny_llava,
-    taught_items,
-    teach,
-    vocabulary,
-)
-
-from medibench.io import read_image  # noqa: E402
-from medibench.knowledge_edit import (  # noqa: E402
+from medibench.io import read_image
+from medibench.knowledge_edit import (
     TransformersAnswerer,
     load_editor,
     make_matchers,
@@ -39,9 +30,10 @@ from medibench.knowledge_edit import (  # noqa: E402
     summarize,
     synthetic_taskset,
 )
-from medibench.knowledge_edit._build import TEXT_TEMPLATES  # noqa: E402
-from medibench.knowledge_edit._store import store_edit_run  # noqa: E402
-from medibench.runs import RunStore  # noqa: E402
+from medibench.knowledge_edit._build import TEXT_TEMPLATES
+from medibench.knowledge_edit._store import store_edit_run
+from medibench.knowledge_edit.tiny_llava import build_tiny_llava, taught_items, teach, vocabulary
+from medibench.runs import RunStore
 
 
 def main() -> None:

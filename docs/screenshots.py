@@ -104,12 +104,12 @@ def _calibration_run(root: Path) -> Path:
 
 
 def _edit_run(root: Path) -> Path:
-    from tests.knowledge_edit.tiny_vlm import build_tiny_llava, vocabulary
     from typer.testing import CliRunner
 
     from medibench.cli import app
     from medibench.knowledge_edit._build import TEXT_TEMPLATES
     from medibench.knowledge_edit._synthetic import synthetic_taskset
+    from medibench.knowledge_edit.tiny_llava import build_tiny_llava, vocabulary
 
     cli = CliRunner()
     tasks = root / "tasks"

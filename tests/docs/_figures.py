@@ -1,5 +1,5 @@
-"""The records of docs/numbers.py (a figure a doc must hold, a check and what produces it), and
-the figures the docs state that no script recomputes yet, each with why."""
+"""The records of docs/check_numbers.py (a figure a doc must hold, a check and what produces it),
+and the figures the docs state that no script recomputes yet, each with why."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def tiny_path(tmp_path_factory, synthetic) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from medibench.knowledge_edit._build import TEXT_TEMPLATES
-    from tests.knowledge_edit.tiny_vlm import build_tiny_llava, vocabulary
+    from medibench.knowledge_edit.tiny_llava import build_tiny_llava, vocabulary
 
     texts = [t for r in synthetic.requests for p in r.probes for t in (p.question, p.answer)]
     return build_tiny_llava(tmp_path_factory.mktemp("tiny"), vocabulary([*texts, *TEXT_TEMPLATES]))
@@ -45,7 +45,7 @@ def taught_path(tmp_path_factory, synthetic, tiny_path) -> Path:
     import shutil
 
     from medibench.io import read_image
-    from tests.knowledge_edit.tiny_vlm import taught_items, teach
+    from medibench.knowledge_edit.tiny_llava import taught_items, teach
 
     folder = tmp_path_factory.mktemp("taught") / "tiny"
     shutil.copytree(tiny_path, folder)

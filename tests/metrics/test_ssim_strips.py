@@ -9,6 +9,8 @@ loops: each is checked against float64 scikit-image or the OpenCV path here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
@@ -182,40 +184,71 @@ def test_a_strip_wider_than_the_rings_rows_is_refused(monkeypatch):
         ssim(a, b, data_range=255, channel_axis=None, dtype=np.float32)
 
 
-def test_a_cache_numba_would_not_load_counts_as_cold(monkeypatch, tmp_path):
+def test_a_cache_numba_would_not_load_counts_as_cold(tmp_path):
     # A stale build would be rebuilt in-process by the first caller, which would then round
     # differently from the processes that load the rebuilt cache; a cold cache is filled by a
     # child process instead. The index is written as numba writes it: its version, then the
     # source's sha256 and the overloads.
-    import hashlib
     import os
-    import pickle
 
     import numba
 
-    monkeypatch.setattr(_ssim_fused, "__file__", str(tmp_path / "_ssim_fused.py"))
     source = tmp_path / "_ssim_stencil.py"
     source.write_text("# the stencil\n")
-    assert _ssim_fused._cold_cache()  # no __pycache__ yet (its parent is writable)
     cache = tmp_path / "__pycache__"
     cache.mkdir()
+    assert _ssim_fused._cold_cache(cache, source)  # no index yet
     index = cache / "_ssim_stencil.ssim_rows-32.py311.nbi"
-
-    def write(version: str, content: bytes) -> None:
-        stamp = hashlib.sha256(content).digest()
-        index.write_bytes(pickle.dumps(version) + pickle.dumps((stamp, {})))
-
     numba_version = numba.__version__
-    write(numba_version, source.read_bytes())
-    assert not _ssim_fused._cold_cache()  # built from this source by this numba
-    write(numba_version, b"# an older stencil\n")
-    assert _ssim_fused._cold_cache()  # another source: numba would rebuild it
-    write("0.1.0", source.read_bytes())
-    assert _ssim_fused._cold_cache()  # another numba: likewise
+    _write_index(index, numba_version, source.read_bytes())
+    assert not _ssim_fused._cold_cache(cache, source)  # built from this source by this numba
+    _write_index(index, numba_version, b"# an older stencil\n")
+    assert _ssim_fused._cold_cache(cache, source)  # another source: numba would rebuild it
+    _write_index(index, "0.1.0", source.read_bytes())
+    assert _ssim_fused._cold_cache(cache, source)  # another numba: likewise
     # An index this does not read: current when it is newer than the source.
     index.write_bytes(b"not a pickle")
     os.utime(source, (1_000_000, 1_000_000))
     os.utime(index, (999_000, 999_000))
-    assert _ssim_fused._cold_cache()
+    assert _ssim_fused._cold_cache(cache, source)
     os.utime(index, (1_000_500, 1_000_500))
-    assert not _ssim_fused._cold_cache()
+    assert not _ssim_fused._cold_cache(cache, source)
+
+
+def test_the_one_off_build_says_so_before_it_starts(monkeypatch, tmp_path, capsys):
+    # The first use after installing the extra compiles for about a minute (179 s for a 5-sample
+    # score on a loaded machine): on a cold cache the user is told first; on a warm one, nothing.
+    import subprocess
+
+    import numba
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))  # as NUMBA_CACHE_DIR does
+    folder = _ssim_fused._cache_folder()
+    assert folder is not None and folder.parent == tmp_path  # numba's own locator, honoured
+    source = Path(_ssim_fused.__file__).with_name("_ssim_stencil.py")
+    index = folder / "_ssim_stencil.ssim_rows-99.py311.nbi"
+    said_before = []
+
+    def build(args, **kwargs):  # the child's build, without the minute: it writes the index
+        assert "warm()" in args[-1] and kwargs["env"]["MEDIBENCH_SSIM_WARMING"] == "1"
+        said_before.append(capsys.readouterr().err)
+        _write_index(index, numba.__version__, source.read_bytes())
+
+    monkeypatch.setattr(subprocess, "run", build)
+    _ssim_fused._fill_cache()
+    assert said_before == [
+        "medibench: compiling the fast SSIM kernel once with numba "
+        f"(about {_ssim_fused._BUILD_SECONDS} s on an idle core; cached afterwards in {folder})\n"
+    ]
+    assert capsys.readouterr().err.startswith("medibench: the SSIM kernel took ")
+    _ssim_fused._fill_cache()  # warm: no build, no word
+    assert len(said_before) == 1
+    assert capsys.readouterr().err == ""
+
+
+def _write_index(index: Path, version: str, source: bytes) -> None:
+    """An index as numba writes it: its version, then the source's sha256 and the overloads."""
+    import hashlib
+    import pickle
+
+    index.write_bytes(pickle.dumps(version) + pickle.dumps((hashlib.sha256(source).digest(), {})))

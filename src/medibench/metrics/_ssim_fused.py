@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,25 +132,36 @@ _BLOCK = 384
 
 
 _WARMING = "MEDIBENCH_SSIM_WARMING"  # set in the child that fills the cache
+# What the first build takes, as announced: numba 0.68.1 built every signature (:func:`warm`) in
+# 63 s of CPU on this project's 2-core AMD EPYC (124 and 165 s of wall time beside test runs).
+_BUILD_SECONDS = 60
 
 
-def _cold_cache() -> bool:
-    """Whether numba's cache (``__pycache__`` next to ``_ssim_stencil.py``) can hold the kernel
-    and holds no build of the current source yet. An unwritable one: every process builds its
-    own (they agree).
+def _cache_folder() -> Path | None:
+    """The folder numba caches the kernel in, found by numba's own locators
+    (``NUMBA_CACHE_DIR``, else ``__pycache__`` next to ``_ssim_stencil.py`` when writable, else
+    the user-wide cache); None where numba cannot cache it (every process then builds its own)."""
+    from numba.core.caching import FunctionCache
+
+    from medibench.metrics import _ssim_stencil as src
+
+    try:
+        return Path(FunctionCache(src.ssim_rows).cache_path)
+    except RuntimeError:  # no locator: no writable folder anywhere
+        return None
+
+
+def _cold_cache(folder: Path, source: Path) -> bool:
+    """Whether ``folder`` (numba's cache, :func:`_cache_folder`) holds no build of the current
+    ``source`` (``_ssim_stencil.py``) yet.
 
     An index numba would not use (another numba, or another source: an upgrade or an edit; numba
     names the index by the function's line, and it survives ``pip install``) is stale: numba would
     rebuild it in the first process that calls the kernel, which would then round differently
     from every later process."""
-    here = Path(__file__).with_name("__pycache__")
-    writable = os.access(here if here.is_dir() else here.parent, os.W_OK)
-    if not writable:
-        return False
-    indexes = list(here.glob("_ssim_stencil.ssim_rows-*.nbi"))
+    indexes = list(folder.glob("_ssim_stencil.ssim_rows-*.nbi"))
     if not indexes:
         return True
-    source = Path(__file__).with_name("_ssim_stencil.py")
     stamp = hashlib.sha256(source.read_bytes()).digest()  # numba's stamp of the source
     return not any(_current(index, source, stamp) for index in indexes)
 
@@ -191,15 +204,8 @@ def _kernel_fn() -> Any:
     filled by a child process (:func:`warm`) and every process, this one included, loads it."""
     global _COMPILED
     if _COMPILED is None:
-        if _cold_cache() and not os.environ.get(_WARMING):
-            import subprocess
-            import sys
-
-            subprocess.run(
-                [sys.executable, "-c", "from medibench.metrics._ssim_fused import warm; warm()"],
-                check=False,
-                stdout=subprocess.DEVNULL, env={**os.environ, _WARMING: "1"},
-            )  # fmt: skip
+        if not os.environ.get(_WARMING):
+            _fill_cache()
         import numba
 
         from medibench.metrics import _ssim_stencil as src
@@ -218,6 +224,37 @@ def _kernel_fn() -> Any:
             setattr(src, name, numba.njit(**options)(getattr(src, name)))
         _COMPILED = numba.njit(**options)(src.ssim_rows)
     return _COMPILED
+
+
+def _fill_cache() -> None:
+    """Build the kernel into numba's cache in a child process (:func:`warm`) when the cache is
+    cold, saying so on stderr first: the build takes about a minute, once per install."""
+    folder = _cache_folder()
+    if folder is None:
+        _say(
+            f"compiling the fast SSIM kernel with numba (about {_BUILD_SECONDS} s; no writable "
+            "cache folder for numba here, so every process compiles it: set NUMBA_CACHE_DIR)"
+        )
+        return
+    if not _cold_cache(folder, Path(__file__).with_name("_ssim_stencil.py")):
+        return
+    import subprocess
+
+    _say(
+        f"compiling the fast SSIM kernel once with numba (about {_BUILD_SECONDS} s on an idle "
+        f"core; cached afterwards in {folder})"
+    )
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", "from medibench.metrics._ssim_fused import warm; warm()"],
+        check=False,
+        stdout=subprocess.DEVNULL, env={**os.environ, _WARMING: "1"},
+    )  # fmt: skip
+    _say(f"the SSIM kernel took {time.perf_counter() - start:.0f} s to compile")
+
+
+def _say(message: str) -> None:
+    print(f"medibench: {message}", file=sys.stderr, flush=True)
 
 
 def padded_kernel(kernel: np.ndarray, dtype: type[np.floating] = np.float32) -> np.ndarray:

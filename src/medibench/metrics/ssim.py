@@ -25,7 +25,8 @@ float64 path, tested over the option grid), computed with OpenCV separable filte
 the moments are computed on offset-centred data. With numba installed (``pip install
 'medibench[fast]'``) both dtypes run as one fused stencil (:mod:`medibench.metrics._ssim_fused`,
 1.6-2.7x the OpenCV path at 256-1024 px RGB; ``MEDIBENCH_SSIM_BACKEND=opencv`` turns it off); the
-two agree to 1e-5 in float32 and 1e-12 in float64.
+two agree to 1e-5 in float32 and 1e-12 in float64. The first use after installing compiles the
+stencil into numba's cache (about a minute, once; said on stderr before it starts).
 
 Example:
     >>> import numpy as np

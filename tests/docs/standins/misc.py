@@ -9,7 +9,7 @@ and docs/knowledge_edit.md.
   blocks' ``PYTHONPATH``, as tests/benchmarks/test_plugin.py does; ``toy/`` and ``outputs/``
   are that test's two-sample toybench folder and two models' outputs.
 - docs/knowledge_edit.md: ``Slake1.0/`` and ``VQA-RAD/`` in the official layouts (the builders of
-  tests/knowledge_edit/test_tasks.py) and a tiny LLaVA-1.5 (tests/knowledge_edit/tiny_vlm.py,
+  tests/knowledge_edit/test_tasks.py) and a tiny LLaVA-1.5 (medibench.knowledge_edit.tiny_llava,
   taught the task set's locality probes) at ``$DOCS_WEIGHTS/llava-1.5-7b-hf``. The block runs as
   written: ``--sequential 200`` on the 6 edits of these layouts is one sequence of all 6.
 - docs/build.md runs as written (the demo sources ship with the data packages).
@@ -89,7 +89,12 @@ def _tiny_llava(folder: Path) -> None:
     from medibench.io import read_image
     from medibench.knowledge_edit import build_requests, read_slake, read_vqarad, write_taskset
     from medibench.knowledge_edit._build import TEXT_TEMPLATES
-    from tests.knowledge_edit.tiny_vlm import build_tiny_llava, taught_items, teach, vocabulary
+    from medibench.knowledge_edit.tiny_llava import (
+        build_tiny_llava,
+        taught_items,
+        teach,
+        vocabulary,
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
