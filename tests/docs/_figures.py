@@ -131,6 +131,12 @@ STATED: tuple[Check, ...] = (
         ("README.md", "(250 s at load average 9; 2 min idle earlier)", "its time"),
     ),
     _stated(
+        "`python bench/edit_table.py --paths` (the table on ATen's default, avx2, avx512 paths)",
+        "the largest difference over the three",
+        "stated; three runs of the table (minutes), measured on the AMD EPYC machine",
+        ("README.md", "gives cells up to 0.218 away from these on avx2", "SIMD paths' spread"),
+    ),
+    _stated(
         "`python bench/knowledge_edit.py`",
         "one run",
         UNRECORDED,
