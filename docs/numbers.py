@@ -531,7 +531,7 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "model-editing table",
-        "`python bench/edit_table.py --check` (2 min)",
+        "`python bench/edit_table.py --check` (30 s)",
         "none: 3 decimals",
         edit_table,
         slow=True,
