@@ -333,6 +333,26 @@ def mni152_table() -> list[Figure]:
     ]
 
 
+#: Figures that come out differently on ATen's CPU code paths (``ATEN_CPU_CAPABILITY`` default,
+#: avx2, avx512), each measured under all three on the project's machine: the docs state the
+#: range, and a check accepts a value that rounds within it.
+PATH_SPREADS: dict[str, tuple[float, float]] = {
+    # 20 epochs on a random-weight CLIP carry the default path's last bits into the 4th decimal
+    "prompt-tuning in-domain ece": (0.4549, 0.4559),
+}
+
+
+def across_paths(name: str, value: float, fmt: str = "{:.4f}") -> str:
+    """``value`` as the docs state it: the range of :data:`PATH_SPREADS` where it has one and
+    the value rounds within it, else the value itself (which the range then fails to match)."""
+    text = fmt.format(value)
+    if name in PATH_SPREADS:
+        lo, hi = PATH_SPREADS[name]
+        if lo <= float(text) <= hi:
+            return f"{fmt.format(lo)}-{fmt.format(hi)}"
+    return text
+
+
 def prompt_tuning_table() -> list[Figure]:
     import os
     import subprocess
@@ -356,7 +376,8 @@ def prompt_tuning_table() -> list[Figure]:
 
     def row(label: str, name: str) -> str:
         g = groups[name]
-        return f"| {label} | {g['n']} | {g['accuracy']:.4f} | {g['ece']:.4f} |"
+        acc, ece = (across_paths(f"prompt-tuning {name} {m}", g[m]) for m in ("accuracy", "ece"))
+        return f"| {label} | {g['n']} | {acc} | {ece} |"
 
     return [
         Figure("docs/calibration.md", row("in-domain (`source@test`)", "in-domain"), "in-domain"),
@@ -485,7 +506,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "prompt-tuning example",
         "docs/calibration.md's commands (example, train, score; 2.5 min)",
-        "none: 4 decimals as printed",
+        "4 decimals as printed; in-domain ECE: its range over ATen's CPU code paths",
         prompt_tuning_table,
         slow=True,
         listed=(
@@ -506,7 +527,7 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "model-editing table",
-        "`python bench/edit_table.py --check` (2 min)",
+        "`python bench/edit_table.py --check` (30 s)",
         "none: 3 decimals",
         edit_table,
         slow=True,

@@ -11,11 +11,11 @@ from medibench.calibration.mni152 import run_example, shift_domain, tissue_volum
 
 # python -m medibench.calibration.mni152 --out DIR (seed 0; 6,000 / 3,000 / 6,000 voxels)
 README = {
-    "temperature": 0.4253,
+    "temperature": 0.4251,
     ("before", "in-domain"): {"accuracy": 0.9743, "ece": 0.0369, "nll": 0.0892},
     ("before", "shifted"): {"accuracy": 0.8150, "ece": 0.1169, "nll": 0.6514},
-    ("after_temperature", "in-domain"): {"accuracy": 0.9743, "ece": 0.0040, "nll": 0.0666},
-    ("after_temperature", "shifted"): {"accuracy": 0.8150, "ece": 0.1561, "nll": 1.3762},
+    ("after_temperature", "in-domain"): {"accuracy": 0.9743, "ece": 0.0038, "nll": 0.0666},
+    ("after_temperature", "shifted"): {"accuracy": 0.8150, "ece": 0.1561, "nll": 1.3766},
 }
 
 

@@ -119,3 +119,12 @@ def test_no_recorded_run_is_a_problem_not_a_pass(fake_root):
 )
 def test_upper_bounds_have_one_significant_digit(value, text):
     assert numbers._exp(value) == text
+
+
+def test_a_figure_that_differs_across_cpu_code_paths_is_held_to_its_stated_range(monkeypatch):
+    monkeypatch.setitem(numbers.PATH_SPREADS, "example ece", (0.4549, 0.4559))
+    assert numbers.across_paths("example ece", 0.45494) == "0.4549-0.4559"
+    assert numbers.across_paths("example ece", 0.455849) == "0.4549-0.4559"
+    # outside the range: the value itself, which the doc's range then fails to match
+    assert numbers.across_paths("example ece", 0.45595) == "0.4560"
+    assert numbers.across_paths("other", 0.45494) == "0.4549"

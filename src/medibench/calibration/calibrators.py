@@ -248,7 +248,9 @@ def _fit_scaling(method: str, z: np.ndarray, y: np.ndarray, seed: int) -> Any:
             loss, g = nll(u)
             return loss, np.array([-np.sum(g * u)])
 
-        res = minimize(f_temperature, np.zeros(1), jac=True, method="L-BFGS-B")
+        # to the optimum: scipy's default gtol (1e-5) leaves T path-dependent in its 4th digit
+        res = minimize(f_temperature, np.zeros(1), jac=True, method="L-BFGS-B",
+                       options={"ftol": 0.0, "gtol": 1e-12})  # fmt: skip
         return float(np.exp(res.x[0]))
     if method == "vector":
         x0 = np.concatenate([1.0 + rng.normal(0, 0.01, c), rng.normal(0, 0.01, c)])

@@ -32,8 +32,12 @@ def vocabulary(texts: Iterable[str]) -> list[str]:
     return list(words)
 
 
-def build_tiny_llava(folder: Path, words: list[str], *, seed: int = 0) -> Path:
-    """Save a tiny LLaVA and its processor (word-level tokenizer) into ``folder``."""
+def build_tiny_llava(
+    folder: Path, words: list[str], *, seed: int = 0, dtype: str = "float32"
+) -> Path:
+    """Save a tiny LLaVA and its processor (word-level tokenizer) into ``folder``, its weights
+    initialised and saved in ``dtype`` (``"float64"``: the README's editing table, whose
+    training then comes out the same on every CPU code path; it loads back in that dtype)."""
     torch, _ = import_transformers("the tiny LLaVA")
     from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
     from transformers import (
@@ -98,7 +102,7 @@ def build_tiny_llava(folder: Path, words: list[str], *, seed: int = 0) -> Path:
         vision_feature_layer=-1,
     )
     torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(config).eval()
+    model = LlavaForConditionalGeneration._from_config(config, dtype=getattr(torch, dtype)).eval()
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
