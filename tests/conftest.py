@@ -17,3 +17,9 @@ def _no_api_base_url_from_the_shell(monkeypatch):
     their expected defaults) elsewhere: each test sets them itself."""
     for name in ("OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
+
+
+def pytest_collection_modifyitems(items):
+    """The slow tests first (a stable sort, the same on every xdist worker): the scheduler hands
+    them out while the rest of the suite fills the gaps, so no long test starts last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

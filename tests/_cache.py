@@ -1,0 +1,78 @@
+"""Tiny models and data that tests build, kept on disk across test sessions and shared by the
+xdist workers of one session: built once under a key of the builder's source.
+
+``cached(name, build)`` returns ``<cache>/<name>-<key>``, a folder made by ``build(folder)`` the
+first time any process asks for it. The key hashes the source files of the builder's module and
+of the modules named in ``sources``, the versions of the libraries that write the files (torch,
+transformers, diffusers, peft) and ``salt``: a changed builder rebuilds, an unchanged one is
+reused. Building happens in a scratch folder renamed into place under a file lock, so a worker
+never sees a half-built folder and two workers never build the same thing twice.
+
+The cache lives in ``$MEDIBENCH_TEST_CACHE``, default ``.cache/tests`` in the checkout (ignored
+by git); ``rm -rf .cache/tests`` forces every build. Callers must treat the folder as read-only
+(copy it first to change it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib
+import importlib.metadata
+import inspect
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_LIBRARIES = ("torch", "transformers", "diffusers", "peft", "numpy")
+
+
+def cache_root() -> Path:
+    """The cache folder: ``$MEDIBENCH_TEST_CACHE`` or ``<checkout>/.cache/tests``."""
+    return Path(os.environ.get("MEDIBENCH_TEST_CACHE") or ROOT / ".cache" / "tests")
+
+
+def key(build: Callable, sources: Iterable[str] = (), salt: str = "") -> str:
+    """16 hex digits over the builder's module source, ``sources`` (module names), the library
+    versions and ``salt``."""
+    h = hashlib.sha256(salt.encode())
+    modules = [build.__module__, *sources]
+    for name in modules:
+        module = sys.modules.get(name) or importlib.import_module(name)
+        h.update(name.encode() + b"\0" + Path(inspect.getfile(module)).read_bytes())
+    h.update(getattr(build, "__qualname__", repr(build)).encode())
+    for lib in _LIBRARIES:
+        try:
+            h.update(f"{lib}={importlib.metadata.version(lib)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            h.update(f"{lib}=absent".encode())
+    return h.hexdigest()[:16]
+
+
+def cached(
+    name: str, build: Callable[[Path], object], *, sources: Iterable[str] = (), salt: str = ""
+) -> Path:
+    """The folder ``build(folder)`` makes, built at most once per key (see the module's doc)."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root / f"{name}-{key(build, sources, salt)}"
+    if folder.is_dir():
+        return folder
+    with open(root / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if folder.is_dir():  # another worker built it while this one waited
+            return folder
+        part = root / f".{folder.name}.part-{os.getpid()}"
+        shutil.rmtree(part, ignore_errors=True)
+        try:
+            build(part)
+            part.rename(folder)
+            for old in root.glob(f"{name}-*"):  # builds of an older builder
+                if old != folder and len(old.name) == len(folder.name):
+                    shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(part, ignore_errors=True)
+    return folder

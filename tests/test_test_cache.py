@@ -1,0 +1,93 @@
+"""tests/_cache.py: a tiny model is built once per builder source, by one process at a time."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import textwrap
+from pathlib import Path
+
+from tests import _cache
+
+
+def _builder_module(folder: Path, name: str, body: str) -> str:
+    """A module ``name`` in ``folder`` whose ``build(folder)`` writes ``body`` and counts its
+    calls in ``calls.txt`` beside it."""
+    (folder / f"{name}.py").write_text(
+        textwrap.dedent(f"""
+        from pathlib import Path
+
+        def build(folder):
+            folder.mkdir(parents=True)
+            (folder / "model.txt").write_text({body!r})
+            with open(Path(__file__).with_name("calls.txt"), "a") as calls:
+                calls.write("built\\n")
+        """),
+        encoding="utf-8",
+    )
+    return name
+
+
+def _cached_in_child(args) -> str:
+    src, name, cache = args
+    sys.path.insert(0, src)
+    import importlib
+    import os
+
+    os.environ["MEDIBENCH_TEST_CACHE"] = cache
+    module = importlib.import_module(name)
+    return str(_cache.cached("tiny", module.build))
+
+
+def test_built_once_reused_and_rebuilt_when_the_builder_changes(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    monkeypatch.syspath_prepend(str(src))
+    monkeypatch.setenv("MEDIBENCH_TEST_CACHE", str(tmp_path / "cache"))
+    import importlib
+
+    module = importlib.import_module(_builder_module(src, "builder_a", "v1"))
+    first = _cache.cached("tiny", module.build)
+    again = _cache.cached("tiny", module.build)
+    assert first == again and (first / "model.txt").read_text() == "v1"
+    assert (src / "calls.txt").read_text().count("built") == 1
+    assert first.parent == tmp_path / "cache" and first.name.startswith("tiny-")
+
+    _builder_module(src, "builder_a", "version 2")  # the source changed (and its size: no stale .pyc)
+    module = importlib.reload(module)
+    second = _cache.cached("tiny", module.build)
+    assert second != first and (second / "model.txt").read_text() == "version 2"
+    assert (src / "calls.txt").read_text().count("built") == 2
+    assert not first.exists()  # the older build is cleared
+    assert _cache.cached("tiny", module.build, salt="x") != second  # the salt is in the key
+
+
+def test_two_processes_asking_at_once_build_it_once(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    name = _builder_module(src, "builder_b", "shared")
+    args = (str(src), name, str(tmp_path / "cache"))
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        folders = pool.map(_cached_in_child, [args, args])
+    assert folders[0] == folders[1]
+    assert (src / "calls.txt").read_text().count("built") == 1
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == [
+        Path(folders[0]).name
+    ]
+
+
+def test_a_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDIBENCH_TEST_CACHE", str(tmp_path / "cache"))
+
+    def broken(folder):
+        folder.mkdir()
+        (folder / "half.bin").write_bytes(b"x")
+        raise RuntimeError("out of disk")
+
+    try:
+        _cache.cached("broken", broken)
+    except RuntimeError as exc:
+        assert "out of disk" in str(exc)
+    else:
+        raise AssertionError("the builder's error was swallowed")
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")] == []
