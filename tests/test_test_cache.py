@@ -53,7 +53,7 @@ def test_built_once_reused_and_rebuilt_when_the_builder_changes(tmp_path, monkey
     assert (src / "calls.txt").read_text().count("built") == 1
     assert first.parent == tmp_path / "cache" and first.name.startswith("tiny-")
 
-    _builder_module(src, "builder_a", "version 2")  # the source changed (and its size: no stale .pyc)
+    _builder_module(src, "builder_a", "version 2")  # other source, other size
     module = importlib.reload(module)
     second = _cache.cached("tiny", module.build)
     assert second != first and (second / "model.txt").read_text() == "version 2"
