@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import io
 import json
 import os
 import random
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypedDict
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypedDict, TypeVar
 
 import numpy as np
 
@@ -40,6 +41,7 @@ __all__ = [
     "EXCERPT_CHARS",
     "APIImageModel",
     "TransportOptions",
+    "blocking_form",
     "decode_b64",
     "decode_image",
     "encode_image",
@@ -50,6 +52,9 @@ __all__ = [
     "multipart_files",
     "to_base64",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 #: Characters of an answer quoted in an error message.
@@ -78,6 +83,23 @@ class TransportOptions(TypedDict, total=False):
     image_format: str
     price_per_image: float | None
     price_per_input_image: float | None
+
+
+def blocking_form(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]], doc: str
+) -> Callable[Concatenate[Any, P], R]:
+    """The blocking form of the async ``method`` (``aedit`` -> ``edit``): the same parameters,
+    run on the model's own event loop; a subclass's override of ``method`` is the one run."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def run(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._blocking(lambda: getattr(self, name)(*args, **kwargs))
+
+    run.__name__ = name.removeprefix("a")
+    run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}"
+    run.__doc__ = doc
+    return run
 
 
 class APIImageModel(SharedOptions):
@@ -151,10 +173,6 @@ class APIImageModel(SharedOptions):
         return out
 
     # -- the EditModel contract ---------------------------------------------------------------
-    def edit(self, image: np.ndarray, instruction: str, *, seed: int) -> np.ndarray:
-        """One request, blocking; see :meth:`aedit`."""
-        return self._blocking(lambda: self.aedit(image, instruction, seed=seed))
-
     def _blocking(self, make: Any) -> Any:
         """Run the coroutine ``make()`` on this model's own event loop (the blocking forms)."""
         with self._sync_lock:
@@ -171,6 +189,8 @@ class APIImageModel(SharedOptions):
         """
         data, mime = encode_image(as_rgb_uint8(image), self.image_format)
         return await self._charged(1, lambda: self._edit(data, mime, instruction, seed))
+
+    edit = blocking_form(aedit, "One request, blocking; see :meth:`aedit`.")
 
     async def _charged(self, images_sent: int, send: Any) -> np.ndarray:
         """Await ``send()`` (one request carrying ``images_sent`` images) within the run's cost

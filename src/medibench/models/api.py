@@ -45,6 +45,7 @@ from medibench.models._http import (
     EXCERPT_CHARS,
     APIImageModel,
     TransportOptions,
+    blocking_form,
     decode_b64,
     decode_image,
     encode_image,
@@ -74,19 +75,6 @@ class _TakesExamples(APIImageModel):
     demonstrations, :mod:`medibench.models._examples`): each example's input and edited image
     go with the query, and the request counts them all in the cost budget."""
 
-    def edit_with_examples(
-        self,
-        image: np.ndarray,
-        instruction: str,
-        examples: Sequence[Demonstration],
-        *,
-        seed: int,
-    ) -> np.ndarray:
-        """One request with ``examples`` before the query, blocking; no examples: :meth:`edit`."""
-        return self._blocking(
-            lambda: self.aedit_with_examples(image, instruction, examples, seed=seed)
-        )
-
     async def aedit_with_examples(
         self,
         image: np.ndarray,
@@ -113,6 +101,11 @@ class _TakesExamples(APIImageModel):
         return await self._charged(
             n_images, lambda: self._edit_with(query, instruction, examples, shown, seed)
         )
+
+    edit_with_examples = blocking_form(
+        aedit_with_examples,
+        "One request with ``examples`` before the query, blocking; no examples: :meth:`edit`.",
+    )
 
     async def _edit_with(
         self,
