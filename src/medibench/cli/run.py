@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from medibench._command import settings_from
 from medibench.cli._app import (
     console,
     err,
@@ -170,6 +171,7 @@ def run(
     spec under the same name is refused. Refused edits are not asked again unless
     --retry-refused or --only-failed.
     """
+    options = dict(locals())
     from medibench.runs import RunConfig
     from medibench.runs._cli import run_folder_errors
 
@@ -180,31 +182,17 @@ def run(
     if stage == "generate" and (csv_out or json_out):
         fail("--csv/--json write the scores' summary: --stage generate scores nothing")
     _check_icl(icl_k or [], icl_select)
-    config = RunConfig(
-        dataset=dataset,
+    config = settings_from(
+        RunConfig,
+        options,
         models=tuple(model),
-        out=out,
         protocols=tuple(protocol or ()),
-        k=k,
-        seed=seed,
-        stage=stage,  # type: ignore[arg-type]  # checked above
-        only_failed=only_failed,
-        retry_refused=retry_refused,
         model_options=tuple(model_option or ()),
-        executor=executor,  # type: ignore[arg-type]  # checked above
-        workers=workers,
-        ray_address=ray_address,
-        shard=shard,
-        limit=limit,
         dataset_options={
             **_dataset_options(dataset_option),
             **({"download": True} if download else {}),
         },
-        max_cost=max_cost,
         icl_k=tuple(icl_k or ()),
-        icl_pool=icl_pool,
-        icl_select=icl_select,
-        icl_embedding=icl_embedding,
     )
     plan = _plan(config)
     print_dataset_notes(plan.dataset)

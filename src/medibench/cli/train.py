@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from medibench._command import settings_from
 from medibench.cli._app import console, fail
 
 __all__ = ["train"]
@@ -63,6 +64,7 @@ def train(
     use_8bit_adam: Annotated[bool, typer.Option(help="bitsandbytes AdamW8bit")] = False,
 ) -> None:
     """Fine-tune an editing model (or an inpainting expert) on a dataset's triplets."""
+    options = dict(locals())
     from medibench.runs._cli import run_folder_errors
     from medibench.train import TrainConfig, TrainError, parse_bins, parse_mix
     from medibench.train import train as run_training
@@ -71,29 +73,7 @@ def train(
         if resolution is not None and bins is not None:
             raise TrainError("give --resolution or --bins, not both")
         chosen = (resolution,) if resolution is not None else parse_bins(bins or "128,256,512")
-        config = TrainConfig(
-            dataset=dataset,
-            model=model,
-            method=method,
-            out=out,
-            max_steps=max_steps,  # type: ignore[arg-type]
-            batch_size=batch_size,
-            grad_accum=grad_accum,
-            lr=lr,
-            bins=chosen,
-            mix=parse_mix(mix),
-            seed=seed,
-            rank=rank,
-            checkpoint_every=checkpoint_every,
-            eval_dataset=eval_dataset,
-            eval_every=eval_every,
-            eval_limit=eval_limit,
-            mixed_precision=mixed_precision,  # type: ignore[arg-type]
-            conditioning_dropout=conditioning_dropout,
-            snr_gamma=snr_gamma,
-            gradient_checkpointing=gradient_checkpointing,
-            use_8bit_adam=use_8bit_adam,
-        )
+        config = settings_from(TrainConfig, options, bins=chosen, mix=parse_mix(mix))
         with run_folder_errors(out):
             result = run_training(config, eval_model_options=tuple(eval_model_option or ()))
     except (TrainError, ImportError, FileNotFoundError) as exc:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from medibench._command import settings_from
 from medibench._console import console, fail
 
 __all__ = ["grid_command", "train_command"]
@@ -53,6 +54,7 @@ def train_command(
 ) -> None:
     """Few-shot prompt tuning of a CLIP-family backbone; writes predictions that `calibration
     score` reads."""
+    options = dict(locals())
     from medibench.prompt_tuning._defaults import option_value
 
     try:
@@ -63,22 +65,13 @@ def train_command(
             f"pip install 'medibench[torch]' ({exc})"
         )
     try:
-        settings = TrainSettings(
-            dataset=dataset,
-            backbone=backbone,
-            method=method,
+        settings = settings_from(
+            TrainSettings,
+            options,
             out=str(out),
-            shots=shots,
-            seed=seed,
             losses=list(loss or ["ce"]),
-            template=template,
-            epochs=epochs,
-            lr=lr,
-            batch_size=batch_size,
             evals=_pairs(eval_ or [], "--eval", str),
             options=_pairs(set_ or [], "--set", option_value),
-            augment=augment,
-            device=device,
         )
         result = train(settings, log=console.print)
     except (ValueError, FileNotFoundError, ImportError) as exc:
