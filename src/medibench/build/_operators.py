@@ -139,30 +139,59 @@ def _super_resolution(factor: int) -> Operator:
     )  # fmt: skip
 
 
+def _denoise(
+    noise: str, kinds: tuple[str, ...], key: str, spread: tuple[float, float],
+    templates: tuple[str, ...],
+) -> Operator:
+    """``denoise-{noise}``: ``degrade.add_{noise}_noise(image, params[key], rng)`` on the
+    display image, its strength ``key`` drawn uniformly from ``spread``."""
+    function = f"add_{noise}_noise"
+    add_noise = getattr(degrade, function)
+
+    def draw(rng: np.random.Generator, sl: Slice) -> Params:
+        return {key: float(rng.uniform(*spread))}
+
+    def apply(sl: Slice, p: Params, rng: np.random.Generator, window: Any) -> Images:
+        return _display(sl, lambda x: add_noise(x, p[key], rng))
+
+    return Operator(
+        f"denoise-{noise}", kinds, f"medibench.synth.degrade.{function}", draw, apply, templates
+    )
+
+
+def _ct_artefact(
+    kind: str, counts: tuple[int, int], amplitudes: tuple[float, float], templates: tuple[str, ...]
+) -> Operator:
+    """``{kind}-artefact-removal``: ``degrade.{kind}_artefact`` on the HU values, with
+    ``n_{kind}s`` drawn from ``counts`` (high end excluded) and an ``amplitude`` in HU from
+    ``amplitudes``."""
+    function = f"{kind}_artefact"
+    add_artefact = getattr(degrade, function)
+    count = f"n_{kind}s"
+
+    def draw(rng: np.random.Generator, sl: Slice) -> Params:
+        return {count: int(rng.integers(*counts)), "amplitude": float(rng.uniform(*amplitudes))}
+
+    def apply(sl: Slice, p: Params, rng: np.random.Generator, window: Any) -> Images:
+        return _raw(sl, window, lambda raw: add_artefact(raw, rng, **p))
+
+    return Operator(
+        f"{kind}-artefact-removal", ("ct",), f"medibench.synth.degrade.{function}", draw, apply,
+        templates, raw=True, needs_window=True,
+    )  # fmt: skip
+
+
 _ALL = ("ct", "mri", "other")
 _OPERATORS: list[Operator] = [
-    Operator(
-        "denoise-gaussian", _ALL, "medibench.synth.degrade.add_gaussian_noise",
-        lambda rng, sl: {"sigma": float(rng.uniform(8.0, 20.0))},
-        lambda sl, p, rng, w: _display(
-            sl, lambda x: degrade.add_gaussian_noise(x, p["sigma"], rng)),
-        ("Denoise this image.", "Remove the noise from this {modality} image.",
-         "Suppress the Gaussian noise while keeping edges intact."),
-    ),
-    Operator(
-        "denoise-poisson", ("ct", "other"), "medibench.synth.degrade.add_poisson_noise",
-        lambda rng, sl: {"peak": float(rng.uniform(30.0, 80.0))},
-        lambda sl, p, rng, w: _display(sl, lambda x: degrade.add_poisson_noise(x, p["peak"], rng)),
-        ("Denoise this image.", "Remove the photon (shot) noise from this {modality} image.",
-         "Reduce the quantum noise of this low-count acquisition."),
-    ),
-    Operator(
-        "denoise-rician", ("mri",), "medibench.synth.degrade.add_rician_noise",
-        lambda rng, sl: {"sigma": float(rng.uniform(6.0, 15.0))},
-        lambda sl, p, rng, w: _display(sl, lambda x: degrade.add_rician_noise(x, p["sigma"], rng)),
-        ("Denoise this MR image.", "Remove the Rician noise from this MR magnitude image.",
-         "Reduce the MR noise, including the noise floor in the background."),
-    ),
+    _denoise("gaussian", _ALL, "sigma", (8.0, 20.0),
+             ("Denoise this image.", "Remove the noise from this {modality} image.",
+              "Suppress the Gaussian noise while keeping edges intact.")),
+    _denoise("poisson", ("ct", "other"), "peak", (30.0, 80.0),
+             ("Denoise this image.", "Remove the photon (shot) noise from this {modality} image.",
+              "Reduce the quantum noise of this low-count acquisition.")),
+    _denoise("rician", ("mri",), "sigma", (6.0, 15.0),
+             ("Denoise this MR image.", "Remove the Rician noise from this MR magnitude image.",
+              "Reduce the MR noise, including the noise floor in the background.")),
     Operator(
         "low-dose-ct", ("ct",), "medibench.synth.degrade.low_dose_noise",
         lambda rng, sl: {"dose": float(rng.uniform(0.1, 0.3)), "full_dose_sigma": 10.0},
@@ -189,24 +218,12 @@ _OPERATORS: list[Operator] = [
         ("Remove the motion artefact.", "Correct the motion ghosting in this MR image.",
          "Undo the ghosting caused by patient movement."),
     ),
-    Operator(
-        "ring-artefact-removal", ("ct",), "medibench.synth.degrade.ring_artefact",
-        lambda rng, sl: {"n_rings": int(rng.integers(3, 7)),
-                         "amplitude": float(rng.uniform(40.0, 80.0))},
-        lambda sl, p, rng, w: _raw(sl, w, lambda raw: degrade.ring_artefact(
-            raw, rng, n_rings=p["n_rings"], amplitude=p["amplitude"])),
-        ("Remove the ring artefact.", "Remove the concentric ring artefacts from this CT."),
-        raw=True, needs_window=True,
-    ),
-    Operator(
-        "streak-artefact-removal", ("ct",), "medibench.synth.degrade.streak_artefact",
-        lambda rng, sl: {"n_streaks": int(rng.integers(4, 9)),
-                         "amplitude": float(rng.uniform(60.0, 110.0))},
-        lambda sl, p, rng, w: _raw(sl, w, lambda raw: degrade.streak_artefact(
-            raw, rng, n_streaks=p["n_streaks"], amplitude=p["amplitude"])),
-        ("Remove the streak artefacts.", "Remove the bright and dark streaks from this CT."),
-        raw=True, needs_window=True,
-    ),
+    _ct_artefact("ring", (3, 7), (40.0, 80.0),
+                 ("Remove the ring artefact.",
+                  "Remove the concentric ring artefacts from this CT.")),
+    _ct_artefact("streak", (4, 9), (60.0, 110.0),
+                 ("Remove the streak artefacts.",
+                  "Remove the bright and dark streaks from this CT.")),
     Operator(
         "bias-field-correction", ("mri",), "medibench.synth.degrade.add_bias_field",
         lambda rng, sl: {"strength": float(rng.uniform(0.2, 0.4))},
