@@ -10,11 +10,11 @@ from __future__ import annotations
 import difflib
 import importlib
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry", "UnknownNameError", "close_matches", "import_object"]
+__all__ = ["Registry", "UnknownNameError", "close_matches", "import_object", "lazy_attributes"]
 
 T = TypeVar("T")
 
@@ -51,6 +51,19 @@ def import_object(target: str) -> Any:
         except AttributeError:
             raise AttributeError(f"{target}: module '{module}' has no attribute '{attr}'") from None
     return obj
+
+
+def lazy_attributes(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` for its heavy exports: ``name`` in ``modules`` is
+    imported from the module ``modules[name]`` (relative to ``package`` when it starts with
+    ``.``) on first use, so importing the package imports none of them."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in modules:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(modules[name], package), name)
+
+    return __getattr__
 
 
 def close_matches(name: str, known: Iterable[str]) -> str:

@@ -13,8 +13,6 @@ The torch parts import on first use, so ``import medibench.analysis`` stays ligh
 
 from __future__ import annotations
 
-from typing import Any
-
 from medibench.analysis._tokens import (
     TokenChoice,
     WordNotInInstructionError,
@@ -28,6 +26,7 @@ from medibench.analysis.grounding import (
     grounding_iou,
     normalize_heatmap,
 )
+from medibench.registry import lazy_attributes
 
 __all__ = [
     "AttentionMaps",
@@ -55,11 +54,4 @@ _LAZY = {
     "record_cross_attention": "medibench.analysis._recorder",
     "load_extractor": "medibench.analysis.features",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'medibench.analysis' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

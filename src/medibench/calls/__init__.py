@@ -58,6 +58,7 @@ from medibench.calls._retry import (
     parse_retry_after,
     send,
 )
+from medibench.registry import lazy_attributes
 
 __all__ = [
     "Ahead",
@@ -106,15 +107,8 @@ install_redaction()
 #: Exported names whose modules import pydantic or OpenCV: loaded on first use, so importing
 #: the call layer (every model's error classes do) stays cheap.
 _LAZY = {
-    "ChatClient": "_chat", "ChatConfig": "_chat", "ChatSetupError": "_chat",
-    "Completion": "_chat", "ImageTooLargeError": "_images", "file_data_url": "_images",
-    "png_data_url": "_images",
+    "ChatClient": "._chat", "ChatConfig": "._chat", "ChatSetupError": "._chat",
+    "Completion": "._chat", "ImageTooLargeError": "._images", "file_data_url": "._images",
+    "png_data_url": "._images",
 }  # fmt: skip
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"medibench.calls.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'medibench.calls' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

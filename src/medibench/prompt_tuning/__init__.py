@@ -13,6 +13,7 @@ training side). Needs the ``torch`` extra.
 
 from medibench.prompt_tuning._data import LabelledImages, few_shot_indices, read_labelled
 from medibench.prompt_tuning._defaults import DEFAULTS, LOSSES, METHODS
+from medibench.registry import lazy_attributes
 
 __all__ = [
     "DEFAULTS",
@@ -28,21 +29,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in ("TrainSettings", "train"):
-        from medibench.prompt_tuning import _train
-
-        return getattr(_train, name)
-    if name == "parse_losses":
-        from medibench.prompt_tuning._losses import parse_losses
-
-        return parse_losses
-    if name == "load_backbone":
-        from medibench.prompt_tuning._backbone import load_backbone
-
-        return load_backbone
-    if name == "run_grid":
-        from medibench.prompt_tuning._grid import run_grid
-
-        return run_grid
-    raise AttributeError(name)
+#: The exports that import torch, loaded on first use.
+_LAZY = {
+    "TrainSettings": "._train", "train": "._train", "parse_losses": "._losses",
+    "load_backbone": "._backbone", "run_grid": "._grid",
+}  # fmt: skip
+__getattr__ = lazy_attributes(__name__, _LAZY)
