@@ -171,7 +171,7 @@ def run(
     spec under the same name is refused. Refused edits are not asked again unless
     --retry-refused or --only-failed.
     """
-    options = dict(locals())
+    given = dict(locals())
     from medibench.runs import RunConfig
     from medibench.runs._cli import run_folder_errors
 
@@ -184,7 +184,7 @@ def run(
     _check_icl(icl_k or [], icl_select)
     config = settings_from(
         RunConfig,
-        options,
+        given,
         models=tuple(model),
         protocols=tuple(protocol or ()),
         model_options=tuple(model_option or ()),

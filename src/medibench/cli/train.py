@@ -64,7 +64,7 @@ def train(
     use_8bit_adam: Annotated[bool, typer.Option(help="bitsandbytes AdamW8bit")] = False,
 ) -> None:
     """Fine-tune an editing model (or an inpainting expert) on a dataset's triplets."""
-    options = dict(locals())
+    given = dict(locals())
     from medibench.runs._cli import run_folder_errors
     from medibench.train import TrainConfig, TrainError, parse_bins, parse_mix
     from medibench.train import train as run_training
@@ -73,7 +73,7 @@ def train(
         if resolution is not None and bins is not None:
             raise TrainError("give --resolution or --bins, not both")
         chosen = (resolution,) if resolution is not None else parse_bins(bins or "128,256,512")
-        config = settings_from(TrainConfig, options, bins=chosen, mix=parse_mix(mix))
+        config = settings_from(TrainConfig, given, bins=chosen, mix=parse_mix(mix))
         with run_folder_errors(out):
             result = run_training(config, eval_model_options=tuple(eval_model_option or ()))
     except (TrainError, ImportError, FileNotFoundError) as exc:

@@ -54,7 +54,7 @@ def train_command(
 ) -> None:
     """Few-shot prompt tuning of a CLIP-family backbone; writes predictions that `calibration
     score` reads."""
-    options = dict(locals())
+    given = dict(locals())
     from medibench.prompt_tuning._defaults import option_value
 
     try:
@@ -67,7 +67,7 @@ def train_command(
     try:
         settings = settings_from(
             TrainSettings,
-            options,
+            given,
             out=str(out),
             losses=list(loss or ["ce"]),
             evals=_pairs(eval_ or [], "--eval", str),
