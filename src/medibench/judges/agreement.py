@@ -53,6 +53,7 @@ __all__ = [
     "ratings_from_jsonl",
     "ratings_from_run",
     "ratings_from_scores",
+    "read_values_csv",
     "spearman",
 ]
 
@@ -173,20 +174,33 @@ def load_ratings_csv(path: str | Path) -> Ratings:
         ValueError: no ``sample_id``/``model`` column, a non-numeric value (row named), a
             duplicate rating.
     """
+    values = read_values_csv(path, ("sample_id", "model"))
+    return {(model, sid, metric): v for (sid, model, metric), v in values.items()}
+
+
+def read_values_csv(path: str | Path, keys: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+    """``{(*key values, metric): value}`` of a CSV with the ``keys`` columns: long (``metric,
+    value`` columns) or wide (one column per metric). Empty cells are missing, not 0.
+
+    Raises:
+        ValueError: a ``keys`` column missing, a non-numeric or non-finite value (line named), a
+            duplicate value.
+    """
     path = Path(path)
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         cols = [c.strip() for c in reader.fieldnames or []]
-        if not {"sample_id", "model"} <= set(cols):
-            raise ValueError(f"{path}: ratings CSV needs columns sample_id and model, has {cols}")
+        if not set(keys) <= set(cols):
+            need = " and ".join(keys)
+            raise ValueError(f"{path}: ratings CSV needs columns {need}, has {cols}")
         long = {"metric", "value"} <= set(cols)
-        out: Ratings = {}
+        out: dict[tuple[str, ...], float] = {}
         for line, row in enumerate(reader, start=2):
             row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
             cells = (
                 [(row["metric"], row["value"])]
                 if long
-                else [(c, row[c]) for c in cols if c not in ("sample_id", "model")]
+                else [(c, row[c]) for c in cols if c not in keys]
             )
             for metric, cell in cells:
                 if cell == "":
@@ -197,7 +211,11 @@ def load_ratings_csv(path: str | Path) -> Ratings:
                     raise ValueError(
                         f"{path} line {line}: {metric} = {cell!r} is not a number"
                     ) from None
-                key = (row["model"], row["sample_id"], metric)
+                if not math.isfinite(value):
+                    raise ValueError(
+                        f"{path} line {line}: {metric} = {cell!r}: leave a missing value empty"
+                    )
+                key = (*(row[k] for k in keys), metric)
                 if key in out:
                     raise ValueError(f"{path} line {line}: a second rating for {key}")
                 out[key] = value
