@@ -4,7 +4,9 @@
 word of each instruction, writes the grounding IoU per sample into the run store (table
 ``attention``) and the heat maps and overlays as PNG (``RUN/analysis/attention/<model>/``), which
 ``medibench report`` shows in the sample browser; with judged editing accuracy in the run it
-prints MedEBench's diagnosis (conservative edit / mislocalised).
+prints MedEBench's diagnosis (conservative edit / mislocalised). ``medibench analyze correlate``
+puts per-model values of runs, score files and CSVs side by side with their correlations,
+p-values, bootstrap intervals and linear fits (:mod:`medibench.judges.correlate`).
 """
 
 from __future__ import annotations
@@ -331,8 +333,8 @@ def correlate(
     """Statistics across models: per-model means of two or more sources side by side, Spearman,
     Kendall and Pearson with p-values and bootstrap CIs (resampling models, and samples within
     models), and the linear fit of each pair's second source on its first."""
-    from medibench.analysis.correlate import correlate as run_correlate
-    from medibench.analysis.correlate import human_source, load_source
+    from medibench.judges.correlate import correlate as run_correlate
+    from medibench.judges.correlate import human_source, load_source
     from medibench.runs import RunStoreError
 
     methods = tuple(method or ("spearman", "kendall", "pearson"))

@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from medibench.analysis.correlate import correlate, human_source, load_source, parse_source
 from medibench.cli.analyze import analyze_app
+from medibench.judges.correlate import correlate, human_source, load_source, parse_source
 from medibench.runs import RunStore
 from medibench.samples import Score
 

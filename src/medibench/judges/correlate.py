@@ -1,6 +1,6 @@
-"""Statistics across models: per-model values of two or more sources side by side, their
-correlations with p-values and bootstrap intervals, and a linear fit (``medibench analyze
-correlate``; docs/analysis.md).
+"""Agreement across models (of evaluators, benchmarks, humans): per-model values of two or more
+sources side by side, their correlations with p-values and bootstrap intervals, and a linear fit
+(``medibench analyze correlate``; docs/analysis.md).
 
 A source is written ``[LABEL=]PATH[:METRIC]``. ``PATH`` is
 
