@@ -82,6 +82,41 @@ def test_table_with_seeded_bootstrap_cis():
     assert row.icc.value == pytest.approx(icc_2_1(np.column_stack([x, y])))
     for est in (row.pearson, row.spearman, row.kendall, row.icc, row.rank_spearman):
         assert est.low <= est.value <= est.high
+    # p-values: scipy's default tests on the same pairs; none for ICC or the rank statistic
+    for est, ref in (
+        (row.pearson, stats.pearsonr(x, y)),
+        (row.spearman, stats.spearmanr(x, y)),
+        (row.kendall, stats.kendalltau(x, y)),
+    ):
+        assert est.pvalue == pytest.approx(ref.pvalue, abs=1e-12)
+    assert math.isnan(row.icc.pvalue) and math.isnan(row.rank_spearman.pvalue)
+
+
+def test_undefined_or_too_few_pairs_have_no_pvalue():
+    a = {("A", "s1", "ea"): 0.5, ("B", "s1", "ea"): 0.7}
+    (row,) = agreement_table(a, dict(a), n_resamples=20)
+    assert math.isnan(row.spearman.pvalue)  # two pairs
+    a |= {("C", "s1", "ea"): 0.6}
+    const = {key: 1.0 for key in a}
+    (row,) = agreement_table(a, const, n_resamples=20)
+    assert math.isnan(row.pearson.value) and math.isnan(row.pearson.pvalue)
+
+
+def test_ratings_from_a_score_jsonl(tmp_path):
+    from medibench.judges.agreement import load_ratings
+    from medibench.samples import Score
+
+    rows = [
+        Score(sample_id="s1", model="A", k=1, protocol="p", protocol_version="1", metrics={"m": 2}),
+        Score(sample_id="s1", model="A", k=0, protocol="p", protocol_version="1", metrics={"m": 1}),
+        Score(sample_id="s1", model="A", protocol="q", protocol_version="1", metrics={"m": 9}),
+    ]
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(r.to_json() + "\n" for r in rows))
+    assert load_ratings(path, protocol="p") == {("A", "s1", "m"): 1.0}  # the lowest k
+    path.write_text("not json\n")
+    with pytest.raises(ValueError, match="line 1: not a score record"):
+        load_ratings(path)
 
 
 def test_ratings_csv_long_and_wide(tmp_path):

@@ -57,7 +57,12 @@ _COMMANDS: dict[str, tuple[str, str, str, str | None]] = {
         "group",
         "Model editing of medical VLMs (M3Bench style).",
     ),
-    "analyze": ("medibench.cli.analyze", "analyze_app", "group", "Look inside models: attention."),
+    "analyze": (
+        "medibench.cli.analyze",
+        "analyze_app",
+        "group",
+        "Look inside models (attention, features); statistics across models (correlate).",
+    ),
     "build": (
         "medibench.cli.build",
         "build_app",

@@ -4,7 +4,9 @@
 word of each instruction, writes the grounding IoU per sample into the run store (table
 ``attention``) and the heat maps and overlays as PNG (``RUN/analysis/attention/<model>/``), which
 ``medibench report`` shows in the sample browser; with judged editing accuracy in the run it
-prints MedEBench's diagnosis (conservative edit / mislocalised).
+prints MedEBench's diagnosis (conservative edit / mislocalised). ``medibench analyze correlate``
+puts per-model values of runs, score files and CSVs side by side with their correlations,
+p-values, bootstrap intervals and linear fits (:mod:`medibench.judges.correlate`).
 """
 
 from __future__ import annotations
@@ -282,3 +284,172 @@ def _protocol_summary(ds, index, spec: str, specs: list[str], rows: list[dict], 
     for n in notes:
         console.print(f"{label}: {n}", markup=False)
     return [{"protocol": proto.name, "protocol_version": proto.version, **r} for r in summary_rows]
+
+
+@analyze_app.command("correlate")
+def correlate(
+    sources: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="SOURCE...",
+            help="[LABEL=]PATH[:METRIC]: a run folder, RUN#JUDGE_MODEL, a score JSONL file, a "
+            "ratings CSV (sample_id, model, ...) or a model-level CSV (model, metric, value or "
+            "model, score)",
+        ),
+    ],
+    metric: Annotated[
+        str | None, typer.Option(help="the metric of a source that names none")
+    ] = None,
+    human: Annotated[
+        Path | None,
+        typer.Option(help="a CSV of model, rank (1 = best) or model, score: the human column"),
+    ] = None,
+    protocol: Annotated[
+        str | None, typer.Option(help="take a run's values from this protocol (name[@version])")
+    ] = None,
+    method: Annotated[
+        list[str] | None,
+        typer.Option(help="spearman, kendall or pearson (repeatable; default: all three)"),
+    ] = None,
+    pvalue: Annotated[
+        str,
+        typer.Option(
+            help="auto (scipy's default test), exact (every pairing; n <= 9, Kendall without "
+            "ties any n) or permutation (seeded)"
+        ),
+    ] = "auto",
+    permutations: Annotated[
+        int, typer.Option(min=1, help="random pairings of a permutation p-value")
+    ] = 9999,
+    model: Annotated[
+        list[str] | None, typer.Option(help="only these models (repeatable; default: all)")
+    ] = None,
+    resamples: Annotated[int, typer.Option(min=1, help="bootstrap resamples")] = 1000,
+    seed: Annotated[int, typer.Option(help="bootstrap and permutation seed")] = 42,
+    level: Annotated[float, typer.Option(help="confidence level")] = 0.95,
+    csv_out: CsvOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Statistics across models: per-model means of two or more sources side by side, Spearman,
+    Kendall and Pearson with p-values and bootstrap CIs (resampling models, and samples within
+    models), and the linear fit of each pair's second source on its first."""
+    from medibench.judges.correlate import correlate as run_correlate
+    from medibench.judges.correlate import human_source, load_source
+    from medibench.runs import RunStoreError
+
+    methods = tuple(method or ("spearman", "kendall", "pearson"))
+    try:
+        loaded = [load_source(s, metric=metric, protocol=protocol) for s in sources]
+        if human is not None:
+            loaded.append(human_source(human))
+        result = run_correlate(
+            loaded,
+            methods=methods,
+            pvalue=pvalue,  # type: ignore[arg-type]
+            n_permutations=permutations,
+            n_resamples=resamples,
+            seed=seed,
+            level=level,
+            models=model,
+        )
+    except (RunStoreError, ValueError, OSError) as exc:
+        fail(str(exc))
+    _print_correlate(result, level)
+    if csv_out is not None:
+        from medibench.report import write_rows_csv
+
+        write_rows_csv(result.statistic_rows(), csv_out)
+        console.print(f"statistics -> {csv_out}", markup=False)
+    if json_out is not None:
+        import json
+
+        from medibench.io import atomic_write_text
+
+        atomic_write_text(json_out, json.dumps(_correlate_json(result), indent=1) + "\n")
+        console.print(f"statistics -> {json_out}", markup=False)
+
+
+def _print_correlate(result, level: float) -> None:
+    import math
+
+    values = Table(title="values per model (n: samples behind each mean)")
+    values.add_column("model", justify="left")
+    for s in result.sources:
+        values.add_column(f"{s.label} ({s.metric})", justify="right")
+    for row in result.model_rows():
+        cells = []
+        for s in result.sources:
+            n = row[f"{s.label}_n"]
+            cells.append(f"{row[s.label]:.4g}" + ("" if s.samples is None else f" ({n})"))
+        values.add_row(row["model"], *cells)
+    _print_whole(values)
+
+    def interval(low, high) -> str:
+        return "-" if low is None or math.isnan(low) else f"[{low:.3f}, {high:.3f}]"
+
+    table = Table(
+        title=f"correlations across {len(result.models)} models",
+        caption=f"{level:.0%} percentile bootstrap CIs over {result.settings['n_resamples']} "
+        f"resamples (seed {result.settings['seed']}): models resampled, and samples resampled "
+        "within each model; p: two-sided",
+    )
+    for col in ("pair", "statistic", "value", "p", "p by", "CI models", "CI samples"):
+        table.add_column(col, justify="left" if col in ("pair", "p by") else "right")
+    names = {"spearman": "Spearman rho", "kendall": "Kendall tau-b", "pearson": "Pearson r"}
+    for p in result.pairs:
+        for i, (method, c) in enumerate(p.correlations.items()):
+            low, high, _ = p.samples_ci.get(method, (None, None, 0))
+            table.add_row(
+                f"{p.a} vs {p.b}" if i == 0 else "",
+                names[method],
+                f"{c.statistic:.3f}",
+                f"{c.pvalue:.3g}",
+                c.pvalue_method,
+                interval(c.ci_low, c.ci_high),
+                interval(low, high),
+            )
+    console.print(table)
+    fits = Table(title="linear fit: second source = intercept + slope x first")
+    for col in ("pair", "slope", "intercept", "R^2", "p (slope)", "stderr"):
+        fits.add_column(col, justify="left" if col == "pair" else "right")
+    for p in result.pairs:
+        f = p.fit
+        if f is not None:
+            fits.add_row(
+                f"{p.a} vs {p.b}",
+                f"{f.slope:.4g}",
+                f"{f.intercept:.4g}",
+                f"{f.r_squared:.3f}",
+                f"{f.pvalue:.3g}",
+                f"{f.stderr:.3g}",
+            )
+    _print_whole(fits)
+
+
+def _print_whole(table) -> None:
+    """``table``, or its long format when its widest layout does not fit: rich shrinks the
+    widest column first and would cut a long model or source name the split tables keep."""
+    from rich.measure import Measurement
+
+    from medibench._console import long_format
+
+    widest = Measurement.get(console, console.options.update_width(1_000_000), table).maximum
+    console.print(table if widest <= console.width else long_format(table))
+
+
+def _correlate_json(result) -> dict:
+    """Every number of ``analyze correlate``: sources, per-model values, statistics, fits."""
+    return {
+        "settings": result.settings,
+        "sources": [
+            {
+                "label": s.label,
+                "path": s.path,
+                "metric": s.metric,
+                "per_sample": s.samples is not None,
+            }
+            for s in result.sources
+        ],
+        "models": result.model_rows(),
+        "statistics": result.statistic_rows(),
+    }

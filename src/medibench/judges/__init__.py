@@ -9,7 +9,8 @@
   statements only (format quotes and refusals never score).
 * ``JUDGES`` / :func:`load_judge`: the judge protocols (``medebench-judge@paper-structure``,
   ``miedb-rubric@1``, ``medgen-checklist@1``, ...).
-* :mod:`medibench.judges.agreement`: judge-judge and judge-human agreement.
+* :mod:`medibench.judges.agreement`: judge-judge and judge-human agreement, per sample;
+  :mod:`medibench.judges.correlate`: agreement of evaluators and benchmarks across models.
 """
 
 from medibench.calls import MissingAPIKeyError

@@ -157,8 +157,8 @@ def agreement(
         Path | None, typer.Option("--json", help="also write the table as JSON")
     ] = None,
 ) -> None:
-    """Agreement between two raters (judges or clinicians): Pearson, Spearman, Kendall,
-    ICC(2,1) and per-sample rank Spearman across models, with bootstrap CIs."""
+    """Agreement between two raters (judges or clinicians): Pearson, Spearman, Kendall (with
+    p-values), ICC(2,1) and per-sample rank Spearman across models, with bootstrap CIs."""
     from medibench.judges.agreement import agreement_table, load_ratings
     from medibench.runs import RunStoreError
 
@@ -175,9 +175,10 @@ def agreement(
     table = Table(
         title=f"agreement: {a} vs {b}",
         caption=f"{level:.0%} percentile bootstrap CIs, {n_resamples} resamples, seed {seed}; "
-        "n = paired ratings (samples, for the rank statistic)",
+        "n = paired ratings (samples, for the rank statistic); p: two-sided, scipy's default "
+        "test (t; Kendall: exact without ties and n <= 33, else normal)",
     )
-    for col in ("metric", "statistic", "value", f"{level:.0%} CI", "n"):
+    for col in ("metric", "statistic", "value", f"{level:.0%} CI", "p", "n"):
         table.add_column(
             col, justify="left" if col in ("metric", "statistic") else "right", no_wrap=True
         )
@@ -191,7 +192,8 @@ def agreement(
         ):
             ci = "-" if math.isnan(est.low) else f"[{est.low:.3f}, {est.high:.3f}]"
             value = "-" if math.isnan(est.value) else f"{est.value:.3f}"
-            table.add_row(r.metric if label == "Pearson r" else "", label, value, ci, str(n))
+            p = "-" if math.isnan(est.pvalue) else f"{est.pvalue:.3g}"
+            table.add_row(r.metric if label == "Pearson r" else "", label, value, ci, p, str(n))
     console.print(table)
     from medibench.report import write_rows_csv, write_rows_json
 
@@ -247,6 +249,8 @@ def _flat(r) -> dict:
     for name in ("pearson", "spearman", "kendall", "icc", "rank_spearman"):
         e = getattr(r, name)
         d.update({name: _num(e.value), f"{name}_low": _num(e.low), f"{name}_high": _num(e.high)})
+        if name in ("pearson", "spearman", "kendall"):
+            d[f"{name}_p"] = _num(e.pvalue)
     return d
 
 

@@ -11,6 +11,10 @@ keys both rated and computes, per metric:
   Unlike a correlation, ICC it penalises a rater that is systematically higher: use the same scale
   for both raters (``ea`` is 0-1 in a run; give human ratings on 0-1 too, or compare raw
   ``editing_accuracy`` judgements).
+* two-sided p-values of the three correlations (:func:`medibench.stats.correlation`, scipy's
+  default tests: the t distribution for Pearson and Spearman, Kendall's exact distribution
+  without ties and n <= 33, else its normal approximation); the pairs are treated as
+  independent, which ratings of the same samples by several models are not quite.
 * per-sample rank Spearman: for each sample rated for at least three models by both raters, the
   Spearman rho between the two raters' values across models; the mean over samples (a rater
   who ranks, 1 = best, gives a negative rho against scores, as MieDB's -0.905).
@@ -26,12 +30,13 @@ import csv
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from medibench import stats
+from medibench.samples import Score
 from medibench.stats import Estimate, icc_2_1, kendall, pearson, spearman  # also agreement's API
 
 __all__ = [
@@ -45,7 +50,10 @@ __all__ = [
     "load_ratings_csv",
     "pearson",
     "per_sample_rank_spearman",
+    "ratings_from_jsonl",
     "ratings_from_run",
+    "ratings_from_scores",
+    "read_values_csv",
     "spearman",
 ]
 
@@ -104,7 +112,11 @@ def agreement_table(
         y = np.array([b[key] for key in keys], dtype=np.float64)
 
         def paired(fn: Callable[[np.ndarray, np.ndarray], float], x=x, y=y) -> Estimate:
-            return stats.paired_estimate(fn, x, y, n_resamples=n_resamples, seed=seed, level=level)
+            est = stats.paired_estimate(fn, x, y, n_resamples=n_resamples, seed=seed, level=level)
+            method = _P_VALUES.get(fn)
+            if method is None or len(x) < 3 or math.isnan(est.value):
+                return est
+            return replace(est, pvalue=stats.correlation(x, y, method=method).pvalue)
 
         rhos = per_sample_rank_spearman(a, b, metric)
         rank = (
@@ -130,10 +142,18 @@ def agreement_table(
     return rows
 
 
+#: The coefficients given a p-value (scipy's default test: :func:`medibench.stats.correlation`).
+_P_VALUES: dict[Callable, stats.CorrelationMethod] = {
+    pearson: "pearson",
+    spearman: "spearman",
+    kendall: "kendall",
+}
+
+
 # -- loading ratings --------------------------------------------------------------------------
 def load_ratings(source: str | Path, *, protocol: str | None = None) -> Ratings:
-    """Ratings from ``FILE.csv``, a run directory, or ``RUN#JUDGE_MODEL`` (that judge's
-    judgements in the run)."""
+    """Ratings from ``FILE.csv``, a score-record ``FILE.jsonl``, a run directory, or
+    ``RUN#JUDGE_MODEL`` (that judge's judgements in the run)."""
     text = str(source)
     if "#" in text and not Path(text).exists():
         run, _, judge_model = text.rpartition("#")
@@ -141,6 +161,8 @@ def load_ratings(source: str | Path, *, protocol: str | None = None) -> Ratings:
     path = Path(text)
     if path.is_dir():
         return ratings_from_run(path, protocol=protocol)
+    if path.suffix.lower() == ".jsonl":
+        return ratings_from_jsonl(path, protocol=protocol)
     return load_ratings_csv(path)
 
 
@@ -152,20 +174,33 @@ def load_ratings_csv(path: str | Path) -> Ratings:
         ValueError: no ``sample_id``/``model`` column, a non-numeric value (row named), a
             duplicate rating.
     """
+    values = read_values_csv(path, ("sample_id", "model"))
+    return {(model, sid, metric): v for (sid, model, metric), v in values.items()}
+
+
+def read_values_csv(path: str | Path, keys: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+    """``{(*key values, metric): value}`` of a CSV with the ``keys`` columns: long (``metric,
+    value`` columns) or wide (one column per metric). Empty cells are missing, not 0.
+
+    Raises:
+        ValueError: a ``keys`` column missing, a non-numeric or non-finite value (line named), a
+            duplicate value.
+    """
     path = Path(path)
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         cols = [c.strip() for c in reader.fieldnames or []]
-        if not {"sample_id", "model"} <= set(cols):
-            raise ValueError(f"{path}: ratings CSV needs columns sample_id and model, has {cols}")
+        if not set(keys) <= set(cols):
+            need = " and ".join(keys)
+            raise ValueError(f"{path}: ratings CSV needs columns {need}, has {cols}")
         long = {"metric", "value"} <= set(cols)
-        out: Ratings = {}
+        out: dict[tuple[str, ...], float] = {}
         for line, row in enumerate(reader, start=2):
             row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
             cells = (
                 [(row["metric"], row["value"])]
                 if long
-                else [(c, row[c]) for c in cols if c not in ("sample_id", "model")]
+                else [(c, row[c]) for c in cols if c not in keys]
             )
             for metric, cell in cells:
                 if cell == "":
@@ -176,7 +211,11 @@ def load_ratings_csv(path: str | Path) -> Ratings:
                     raise ValueError(
                         f"{path} line {line}: {metric} = {cell!r} is not a number"
                     ) from None
-                key = (row["model"], row["sample_id"], metric)
+                if not math.isfinite(value):
+                    raise ValueError(
+                        f"{path} line {line}: {metric} = {cell!r}: leave a missing value empty"
+                    )
+                key = (*(row[k] for k in keys), metric)
                 if key in out:
                     raise ValueError(f"{path} line {line}: a second rating for {key}")
                 out[key] = value
@@ -198,15 +237,40 @@ def ratings_from_run(
     with RunStore.open_existing(run) as store:
         if judge_model is not None:
             return _from_judgements(store, judge_model, protocol)
-        name, _, version = (protocol or "").partition("@")
-        out: Ratings = {}
-        for s in sorted(store.scores(name or None), key=lambda s: s.k):
-            if version and s.protocol_version != version:
-                continue
-            for metric, v in s.metrics.items():
-                if v is not None and math.isfinite(v):
-                    out.setdefault((s.model or "", s.sample_id, metric), v)
+        return ratings_from_scores(store.scores(), protocol=protocol)
+
+
+def ratings_from_scores(scores: Iterable[Score], *, protocol: str | None = None) -> Ratings:
+    """The metric values of score records (of ``protocol`` ``"name"`` or ``"name@version"``
+    when given): the lowest ``k`` with a finite value per (model, sample, metric)."""
+    name, _, version = (protocol or "").partition("@")
+    out: Ratings = {}
+    for s in sorted(scores, key=lambda s: s.k):
+        if (name and s.protocol != name) or (version and s.protocol_version != version):
+            continue
+        for metric, v in s.metrics.items():
+            if v is not None and math.isfinite(v):
+                out.setdefault((s.model or "", s.sample_id, metric), v)
     return out
+
+
+def ratings_from_jsonl(path: str | Path, *, protocol: str | None = None) -> Ratings:
+    """Ratings from a score-record JSONL file (as ``medibench score --out`` and ``medibench
+    export`` write it), read as :func:`ratings_from_scores`.
+
+    Raises:
+        ValueError: a line that is not a score record (its line number named).
+    """
+    path = Path(path)
+    records = []
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    records.append(Score.from_json(line))
+                except ValueError as exc:  # a RecordError, or not JSON
+                    raise ValueError(f"{path} line {line_no}: not a score record ({exc})") from None
+    return ratings_from_scores(records, protocol=protocol)
 
 
 def _from_judgements(store, judge_model: str, protocol: str | None) -> Ratings:

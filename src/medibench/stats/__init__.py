@@ -9,6 +9,8 @@ counts it).
 * :func:`paired_wilcoxon`, :func:`paired_permutation_test`, :func:`rank_biserial`,
   :func:`compare_models`, :func:`paired_values`
 * :func:`pearson`, :func:`spearman`, :func:`kendall`, :func:`icc_2_1`, :func:`paired_estimate`
+* :func:`correlation` (with its p-value), :func:`correlation_ci` (resampling models or samples
+  within models), :func:`correlation_rows`, :func:`linear_fit`
 """
 
 from medibench.stats._agreement import (
@@ -31,6 +33,17 @@ from medibench.stats._bootstrap import (
     pass_rate,
     percentile_interval,
 )
+from medibench.stats._correlation import (
+    EXACT_MAX_N,
+    Correlation,
+    CorrelationMethod,
+    LinearFit,
+    PValueMethod,
+    correlation,
+    correlation_ci,
+    correlation_rows,
+    linear_fit,
+)
 from medibench.stats._paired import (
     compare_models,
     paired_permutation_test,
@@ -40,15 +53,24 @@ from medibench.stats._paired import (
 
 __all__ = [
     "BOOTSTRAP_MAX_ENTRIES",
+    "EXACT_MAX_N",
+    "Correlation",
+    "CorrelationMethod",
     "Estimate",
+    "LinearFit",
+    "PValueMethod",
     "PassRate",
     "bootstrap_ci",
     "bootstrap_indices",
     "compare_models",
+    "correlation",
+    "correlation_ci",
+    "correlation_rows",
     "hierarchical_bootstrap_ci",
     "icc_2_1",
     "icc_or_nan",
     "kendall",
+    "linear_fit",
     "macro_mean",
     "paired_estimate",
     "paired_permutation_test",

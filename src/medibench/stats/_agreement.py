@@ -71,11 +71,12 @@ def icc_2_1(ratings: Sequence[Sequence[float]] | np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A statistic and its bootstrap interval."""
+    """A statistic, its bootstrap interval and (for a correlation) its two-sided p-value."""
 
     value: float
     low: float
     high: float
+    pvalue: float = math.nan
 
     def __str__(self) -> str:
         if math.isnan(self.value):

@@ -1,0 +1,173 @@
+"""``medibench analyze correlate``: model-level statistics of runs, score files and CSVs, checked
+against scipy.stats on the per-model means."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+from typer.testing import CliRunner
+
+from medibench.cli.analyze import analyze_app
+from medibench.judges.correlate import correlate, human_source, load_source, parse_source
+from medibench.runs import RunStore
+from medibench.samples import Score
+
+TOL = 1e-12
+LONG = "a-model-whose-name-is-longer-than-half-of-eighty-columns"
+MODELS = [LONG, "beta", "gamma", "delta", "eps"]
+PER_SAMPLE = {  # model -> ssim of samples s0..s2
+    LONG: [0.9, 0.8, 0.85],
+    "beta": [0.7, 0.75, 0.6],
+    "gamma": [0.5, 0.65, 0.7],
+    "delta": [0.4, 0.3, 0.5],
+    "eps": [0.2, 0.35, 0.3],
+}
+BENCH = {LONG: 0.171, "beta": 0.12, "gamma": 0.13, "delta": 0.05, "eps": 0.031}
+RANKS = {LONG: 1, "beta": 3, "gamma": 2, "delta": 4, "eps": 5}
+
+
+def _scores() -> list[Score]:
+    return [
+        Score(
+            sample_id=f"s{i}",
+            model=m,
+            protocol="p",
+            protocol_version="1",
+            metrics={"ssim": v, "psnr": 10 * v},
+        )
+        for m, vs in PER_SAMPLE.items()
+        for i, v in enumerate(vs)
+    ]
+
+
+@pytest.fixture
+def files(tmp_path):
+    run = tmp_path / "run"
+    with RunStore(run) as store:
+        for s in _scores():
+            store.put_score(s)
+    jsonl = tmp_path / "scores.jsonl"
+    jsonl.write_text("".join(s.to_json() + "\n" for s in _scores()))
+    bench = tmp_path / "bench.csv"
+    bench.write_text("model,miou\n" + "".join(f"{m},{v}\n" for m, v in BENCH.items()))
+    human = tmp_path / "human.csv"
+    human.write_text("model,rank\n" + "".join(f"{m},{r}\n" for m, r in RANKS.items()))
+    return run, jsonl, bench, human
+
+
+def test_source_syntax():
+    assert parse_source("runs/a") == (None, "runs/a", None)
+    assert parse_source("paint=runs/a:ssim") == ("paint", "runs/a", "ssim")
+    assert parse_source("runs/a#Qwen/Qwen3-VL:ea") == (None, "runs/a#Qwen/Qwen3-VL", "ea")
+    assert parse_source("x=model_level.csv") == ("x", "model_level.csv", None)
+
+
+def test_statistics_of_model_means_match_scipy(files):
+    run, jsonl, bench, human = files
+    sources = [
+        load_source(f"{run}:ssim"),
+        load_source(str(bench), label="bench"),
+        human_source(human),
+    ]
+    means = np.array([np.mean(PER_SAMPLE[m]) for m in sorted(MODELS)])
+    bench_v = np.array([BENCH[m] for m in sorted(MODELS)])
+    assert [sources[0].values[m] for m in sorted(MODELS)] == pytest.approx(means, abs=TOL)
+    res = correlate(sources, n_resamples=100, seed=1)
+    assert [(p.a, p.b) for p in res.pairs] == [
+        ("run", "bench"),
+        ("run", "human"),
+        ("bench", "human"),
+    ]
+    pair = res.pairs[0]
+    for method, fn in (
+        ("spearman", stats.spearmanr),
+        ("kendall", stats.kendalltau),
+        ("pearson", stats.pearsonr),
+    ):
+        ref = fn(means, bench_v)
+        c = pair.correlations[method]
+        assert (c.statistic, c.pvalue) == pytest.approx((ref.statistic, ref.pvalue), abs=TOL)
+        assert c.ci_low <= c.ci_high and pair.samples_ci[method][0] <= pair.samples_ci[method][1]
+    fit = stats.linregress(means, bench_v)
+    assert (pair.fit.slope, pair.fit.r_squared, pair.fit.pvalue) == pytest.approx(
+        (fit.slope, fit.rvalue**2, fit.pvalue), abs=TOL
+    )
+    # a ranking (1 = best) against scores: a negative rho, as MieDB-100k's -0.905
+    human_rho = res.pairs[1].correlations["spearman"].statistic
+    ranks = [RANKS[m] for m in sorted(MODELS)]
+    assert human_rho < 0 and human_rho == pytest.approx(
+        stats.spearmanr(means, ranks).statistic, abs=TOL
+    )
+    assert "bench" not in res.pairs[2].samples_ci and not res.pairs[2].samples_ci
+
+
+def test_a_score_file_reads_as_the_run(files):
+    run, jsonl, _, _ = files
+    a, b = load_source(f"{run}:psnr"), load_source(str(jsonl), metric="psnr")
+    assert a.values == b.values and a.samples == b.samples and b.label == "scores"
+
+
+def test_bad_sources_are_named(files, tmp_path):
+    run, jsonl, bench, human = files
+    with pytest.raises(ValueError, match="name one as .*:METRIC .*psnr, ssim"):
+        load_source(str(run))
+    with pytest.raises(ValueError, match="has no metric 'lpips'"):
+        load_source(f"{run}:lpips")
+    short = tmp_path / "short.csv"
+    short.write_text(f"model,score\n{LONG},1\nbeta,2\ngamma,3\ndelta,4\n")
+    sources = [load_source(f"{run}:ssim"), load_source(str(short))]
+    with pytest.raises(ValueError, match=r"source 'short' .* no score value for model\(s\) eps"):
+        correlate(sources)
+    with pytest.raises(ValueError, match="at least 3 models"):
+        correlate(sources, models=["beta", "gamma"])
+    with pytest.raises(ValueError, match="share a label"):
+        correlate([sources[0], sources[0]])
+    nan = tmp_path / "nan.csv"
+    nan.write_text("model,score\nbeta,nan\n")
+    with pytest.raises(ValueError, match="line 2: score = 'nan'"):
+        load_source(str(nan))
+
+
+def test_cli_table_json_and_csv(files, tmp_path, monkeypatch):
+    run, _, bench, human = files
+    monkeypatch.setenv("COLUMNS", "80")
+    out_json, out_csv = tmp_path / "c.json", tmp_path / "c.csv"
+    res = CliRunner().invoke(
+        analyze_app,
+        [
+            "correlate",
+            f"ours={run}:ssim",
+            f"paint={bench}",
+            "--human",
+            str(human),
+            "--method",
+            "spearman",
+            "--pvalue",
+            "exact",
+            "--resamples",
+            "50",
+            "--json",
+            str(out_json),
+            "--csv",
+            str(out_csv),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert LONG in res.output  # never cut at 80 columns
+    data = json.loads(out_json.read_text())
+    assert [s["label"] for s in data["sources"]] == ["ours", "paint", "human"]
+    row = next(r for r in data["statistics"] if (r["a"], r["b"]) == ("ours", "paint"))
+    means = [np.mean(PER_SAMPLE[m]) for m in sorted(MODELS)]
+    ref = stats.permutation_test(
+        (np.array(means),),
+        lambda a: stats.spearmanr(a, [BENCH[m] for m in sorted(MODELS)]).statistic,
+        permutation_type="pairings",
+        n_resamples=np.inf,
+    )
+    assert row["pvalue_method"] == "exact" and row["pvalue"] == pytest.approx(ref.pvalue, abs=TOL)
+    assert row["fit_r_squared"] is not None and out_csv.read_text().startswith("a,b,method")
+    bad = CliRunner().invoke(analyze_app, ["correlate", str(bench)])
+    assert bad.exit_code == 2 and "at least two sources" in bad.output
