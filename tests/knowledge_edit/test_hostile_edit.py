@@ -281,3 +281,33 @@ def test_the_limit_keeps_exactly_that_many_edits(ts):
         run_edits(read_taskset(ts), CallableAnswerer(lambda im, q: "x", name="x"),
                   load_editor("in-context"), sequential=-2)  # fmt: skip
     assert np.isfinite(report.total_s)
+
+
+def test_edit_run_refuses_results_of_another_config_unless_overwritten(ts, tmp_path):
+    from medibench.runs import RunStore
+
+    run, configs = tmp_path / "run", []
+    for i, fact in enumerate(("Fact: {question} -> {target}.", "Known: {target} ({question}).")):
+        configs.append(tmp_path / f"c{i}.yaml")
+        configs[-1].write_text(f'template: "{fact}"\n')
+    args = ["edit", "run", "--tasks", str(ts), "--out", str(run), "--model", SHOUT,
+            "--editor", "in-context"]  # fmt: skip
+    assert runner.invoke(app, [*args, "--config", str(configs[0])]).exit_code == 0
+    results = (run / "edit_results.jsonl").read_text()
+    with RunStore(run) as store:
+        spec = store.get_meta(f"knowledge_edit/{SHOUT}/in-context/single")
+    assert spec["config"] == {"template": "Fact: {question} -> {target}."}
+    assert spec["config_file"] == str(configs[0])
+    res = runner.invoke(app, [*args, "--config", str(configs[1])])
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    assert "made with another config" in said and str(configs[0]) in said and "--overwrite" in said
+    assert (run / "edit_results.jsonl").read_text() == results  # the earlier results stay
+    assert runner.invoke(app, [*args, "--config", str(configs[0])]).exit_code == 0  # same: rerun
+    res = runner.invoke(app, [*args, "--config", str(configs[1]), "--overwrite"])
+    assert res.exit_code == 0, res.output
+    with RunStore(run) as store:
+        spec = store.get_meta(f"knowledge_edit/{SHOUT}/in-context/single")
+    assert spec["config"] == {"template": "Known: {target} ({question})."}
+    other = runner.invoke(app, [*args, "--sequential", "2"])  # another setting sits beside it
+    assert other.exit_code == 0, other.output
