@@ -311,3 +311,24 @@ def test_edit_run_refuses_results_of_another_config_unless_overwritten(ts, tmp_p
     assert spec["config"] == {"template": "Known: {target} ({question})."}
     other = runner.invoke(app, [*args, "--sequential", "2"])  # another setting sits beside it
     assert other.exit_code == 0, other.output
+
+
+def test_edit_tasks_refuses_a_folder_that_holds_files_unless_overwritten(tmp_path):
+    out = tmp_path / "tasks"
+    args = ["edit", "tasks", "--out", str(out)]
+    assert runner.invoke(app, [*args, "--synthetic", "2"]).exit_code == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    res = runner.invoke(app, [*args, "--synthetic", "3", "--seed", "1"])
+    assert res.exit_code == 2 and "already holds a task set" in res.output
+    assert "--overwrite" in res.output
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # untouched
+    res = runner.invoke(app, [*args, "--synthetic", "3", "--seed", "1", "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert len(read_taskset(out)) == 3 and read_taskset(out).manifest["seed"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks"]  # no scratch folder left
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("not a task set")
+    res = runner.invoke(app, ["edit", "tasks", "--out", str(tmp_path / "notes"), "--synthetic",
+                              "2", "--overwrite"])  # fmt: skip
+    assert res.exit_code == 2 and "no task set" in " ".join(res.output.split())
+    assert (tmp_path / "notes" / "mine.txt").read_text() == "not a task set"

@@ -37,11 +37,14 @@ def tasks(
         int | None, typer.Option(help="At most this many edits (the rest stay probes).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seeds the edit order and the probe choice.")] = 0,
+    overwrite: Annotated[bool, typer.Option(help="Replace the task set already in --out.")] = False,
 ) -> None:
-    """Build an edit task set (requests, T0-T5 probes, the sequential order)."""
+    """Build an edit task set (requests, T0-T5 probes, the sequential order) in a new or empty
+    --out folder (--overwrite replaces a task set there)."""
     from medibench.knowledge_edit import (
         TaskError,
         build_requests,
+        new_taskset_folder,
         read_slake,
         read_vqarad,
         synthetic_taskset,
@@ -59,21 +62,22 @@ def tasks(
     if synthetic and (slake or vqarad):
         fail("--synthetic builds a task set of its own: give it without --slake / --vqarad")
     try:
-        if synthetic:
-            ts = synthetic_taskset(out, synthetic, seed=seed)
-        else:
-            images = out / "images"
-            images.mkdir(parents=True, exist_ok=True)
-            rows, sources = [], []
-            if slake:
-                rows += read_slake(slake, images, split=split, language=language)  # type: ignore[arg-type]
-                sources.append("slake")
-            if vqarad:
-                rows += read_vqarad(vqarad, images, split=split)
-                sources.append("vqa-rad")
-            requests = build_requests(rows, seed=seed, limit=limit, per_type=per_type)
-            extra = {"split": split, "language": language, "n_questions": len(rows)}
-            ts = write_taskset(out, requests, sources=sources, seed=seed, extra=extra)
+        with new_taskset_folder(out, overwrite=overwrite) as folder:
+            if synthetic:
+                ts = synthetic_taskset(folder, synthetic, seed=seed)
+            else:
+                images = folder / "images"
+                images.mkdir(parents=True, exist_ok=True)
+                rows, sources = [], []
+                if slake:
+                    rows += read_slake(slake, images, split=split, language=language)  # type: ignore[arg-type]
+                    sources.append("slake")
+                if vqarad:
+                    rows += read_vqarad(vqarad, images, split=split)
+                    sources.append("vqa-rad")
+                requests = build_requests(rows, seed=seed, limit=limit, per_type=per_type)
+                extra = {"split": split, "language": language, "n_questions": len(rows)}
+                ts = write_taskset(folder, requests, sources=sources, seed=seed, extra=extra)
     except (TaskError, SourceError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     console.print(f"{len(ts)} edit requests -> {out}")
