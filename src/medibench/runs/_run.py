@@ -82,9 +82,9 @@ def plan_run(config: RunConfig) -> RunPlan:
     folder = shard_run_dir(config.out, shard)
     ds = _checked(load_dataset, config.dataset, **config.dataset_options)
     if len(ds) == 0:
-        root = getattr(ds, "root", None)
-        where = f" in {root}" if root is not None else ""
-        raise RunError(f"dataset {config.dataset!r} has no samples{where}: nothing to run or score")
+        from medibench.datasets._base import no_samples
+
+        raise RunError(no_samples(ds, config.dataset))
     samples = list(ds)[: config.limit]  # None: all; the limit first, so shards split it
     samples = samples if shard is None else shard.select(samples)
     protocols = config.protocols or tuple(ds.default_protocols)
