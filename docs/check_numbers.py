@@ -192,6 +192,25 @@ def model_sizes() -> list[Figure]:
     return [Figure("docs/models.md", f"a 640x480 input gives {w}x{h}", "Kontext working size")]
 
 
+def icl_shortfall() -> list[Figure]:
+    """How many starter samples have fewer same-task demonstrations than K (docs/models.md)."""
+    from medibench.datasets import load_dataset
+    from medibench.runs._icl import plan_icl
+
+    ds = load_dataset("starter")
+    samples = list(ds)
+    plan = plan_icl((2, 4), pool=None, select="same-task", embedding="thumbnail",
+                    dataset="starter", dataset_options={}, samples=samples, loaded=ds,
+                    seed=0)  # fmt: skip
+    n = [len(plan.allowed(s, "target")) for s in samples]
+    short = {k: sum(x < k for x in n) for k in (2, 4)}
+    text = (
+        f"{len(samples)}-sample starter set, `same-task` leaves {short[4]} samples with fewer "
+        f"than 4 candidates and {short[2]} with fewer than 2"
+    )
+    return [Figure("docs/models.md", text, "same-task shortfall")]
+
+
 def export_constants() -> list[Figure]:
     from medibench.datasets import _export
 
@@ -469,6 +488,12 @@ CHECKS: tuple[Check, ...] = (
         "`medibench.models.diffusers.kontext_size`",
         "none (exact)",
         model_sizes,
+    ),
+    Check(
+        "same-task shortfall",
+        "`medibench.runs._icl.IclPlan.allowed` on the starter set",
+        "none (exact)",
+        icl_shortfall,
     ),
     Check(
         "export sizes", "`medibench.datasets._export` constants", "none (exact)", export_constants

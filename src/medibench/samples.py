@@ -141,7 +141,9 @@ class Prediction(_Record):
     k: int = Field(ge=0)
     path: str | None = None
     seed: int | None = None
-    status: Literal["ok", "error", "refused"] = "ok"  # refused: the model declined the edit
+    # refused: the model declined the edit; too-few-demonstrations: not asked, fewer eligible
+    # in-context demonstrations than K (--icl-fallback refuse)
+    status: Literal["ok", "error", "refused", "too-few-demonstrations"] = "ok"
     error: str | None = None
     elapsed_s: float | None = None
 

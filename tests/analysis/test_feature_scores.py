@@ -172,3 +172,23 @@ def test_score_features_puts_fid_into_the_summary(tmp_path):
     assert by_task and all(r["fid"] not in ("", None) for r in by_task)
     bad = CliRunner().invoke(app, [*args[:-2], "--features", "clip:/a", "--features", "dinov2:/b"])
     assert bad.exit_code == 2 and "two embedding extractors" in bad.output
+
+
+@pytest.mark.filterwarnings("ignore::medibench.metrics.features.FeatureSetWarning")
+def test_cli_leaves_out_text_answers_with_a_note(tmp_path):
+    """A compositional model's folder: ``.txt`` answers beside (and instead of) its images."""
+    from tests.benchmarks.medgen.conftest import build_medgen
+
+    tree = build_medgen(tmp_path)
+    preds = tree["pngs"] / "modelB"
+    (preds / "medgen-ImageEditing-style-transfer-000001_0.txt").write_text("The answer.")
+    text_only = preds / "medgen:ImageEditing:anatomical-annotation:000003_0.txt"
+    text_only.write_text("No image.")
+    args = ["analyze", "features", "--dataset", f"medgen:{tree['data']}"]
+    args += ["--predictions", str(tree["pngs"]), "--features", HIST, "--resamples", "0"]
+    res = CliRunner().invoke(app, [*args, "--csv", str(tmp_path / "f.csv")])
+    assert res.exit_code == 0, res.output
+    assert "modelB: 1 output(s) not an image" in res.output and text_only.name in res.output
+    allrow = list(csv.DictReader(open(tmp_path / "f.csv")))[-1]
+    assert allrow["group"] == "all" and int(allrow["n"]) == 2  # the PNG beside the answer counts
+    assert int(allrow["n_no_image"]) == 1 and float(allrow["fid"]) > 0

@@ -281,3 +281,57 @@ def test_the_limit_keeps_exactly_that_many_edits(ts):
         run_edits(read_taskset(ts), CallableAnswerer(lambda im, q: "x", name="x"),
                   load_editor("in-context"), sequential=-2)  # fmt: skip
     assert np.isfinite(report.total_s)
+
+
+def test_edit_run_refuses_results_of_another_config_unless_overwritten(ts, tmp_path):
+    from medibench.runs import RunStore
+
+    run, configs = tmp_path / "run", []
+    for i, fact in enumerate(("Fact: {question} -> {target}.", "Known: {target} ({question}).")):
+        configs.append(tmp_path / f"c{i}.yaml")
+        configs[-1].write_text(f'template: "{fact}"\n')
+    args = ["edit", "run", "--tasks", str(ts), "--out", str(run), "--model", SHOUT,
+            "--editor", "in-context"]  # fmt: skip
+    assert runner.invoke(app, [*args, "--config", str(configs[0])]).exit_code == 0
+    results = (run / "edit_results.jsonl").read_text()
+    with RunStore(run) as store:
+        spec = store.get_meta(f"knowledge_edit/{SHOUT}/in-context/single")
+    assert spec["config"] == {"template": "Fact: {question} -> {target}."}
+    assert spec["config_file"] == str(configs[0])
+    res = runner.invoke(app, [*args, "--config", str(configs[1])])
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    assert "made with another config" in said and str(configs[0]) in said and "--overwrite" in said
+    assert (run / "edit_results.jsonl").read_text() == results  # the earlier results stay
+    assert runner.invoke(app, [*args, "--config", str(configs[0])]).exit_code == 0  # same: rerun
+    res = runner.invoke(app, [*args, "--config", str(configs[1]), "--overwrite"])
+    assert res.exit_code == 0, res.output
+    with RunStore(run) as store:
+        spec = store.get_meta(f"knowledge_edit/{SHOUT}/in-context/single")
+    assert spec["config"] == {"template": "Known: {target} ({question})."}
+    other = runner.invoke(app, [*args, "--sequential", "2"])  # another setting sits beside it
+    assert other.exit_code == 0, other.output
+
+
+def test_edit_tasks_refuses_a_folder_that_holds_files_unless_overwritten(tmp_path):
+    out = tmp_path / "tasks"
+    args = ["edit", "tasks", "--out", str(out)]
+    assert runner.invoke(app, [*args, "--synthetic", "2"]).exit_code == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    res = runner.invoke(app, [*args, "--synthetic", "3", "--seed", "1"])
+    assert res.exit_code == 2 and "already holds a task set" in res.output
+    assert "--overwrite" in res.output
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # untouched
+    res = runner.invoke(app, [*args, "--synthetic", "3", "--seed", "1", "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert len(read_taskset(out)) == 3 and read_taskset(out).manifest["seed"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks"]  # no scratch folder left
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("not a task set")
+    res = runner.invoke(app, ["edit", "tasks", "--out", str(tmp_path / "notes"), "--synthetic",
+                              "2", "--overwrite"])  # fmt: skip
+    assert res.exit_code == 2 and "no task set" in " ".join(res.output.split())
+    assert (tmp_path / "notes" / "mine.txt").read_text() == "not a task set"
+    res = runner.invoke(app, [*args, "--synthetic", "2", "--force"])  # issue 37's name: an alias
+    assert res.exit_code == 0, res.output
+    assert len(read_taskset(out)) == 2 and "--overwrite" in res.output

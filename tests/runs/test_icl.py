@@ -12,7 +12,7 @@ from PIL import Image
 from medibench.datasets import load_dataset
 from medibench.runs import RunConfig, RunError, RunStore, run
 from medibench.runs._demos import read_demonstrations
-from medibench.runs._icl import DemonstrationError, plan_icl
+from medibench.runs._icl import DemonstrationError, TooFewDemonstrations, plan_icl
 
 from .icl_data import TEMPTING, pixels, write_dataset
 
@@ -206,8 +206,8 @@ def test_too_few_demonstrations_fail_that_item_and_the_spec_is_kept(tempting, tm
     cfg = _config(tempting, out, ("tests.runs.icl_data:make_mean",), icl_k=(5,))
     with run(cfg, progress=False) as store:
         by_id = {p.sample_id: p for p in store.predictions()}
-    assert by_id["a0"].status == "error"  # 4 allowed
-    assert "DemonstrationError" in by_id["a0"].error and "4 demonstration(s) allowed, 5" in (
+    assert by_id["a0"].status == "too-few-demonstrations"  # 4 allowed
+    assert "TooFewDemonstrations" in by_id["a0"].error and "4 demonstration(s) allowed, 5" in (
         by_id["a0"].error
     )
     assert by_id["a8"].status == "ok"  # 8 allowed
@@ -216,6 +216,65 @@ def test_too_few_demonstrations_fail_that_item_and_the_spec_is_kept(tempting, tm
     )
     with pytest.raises(RunError, match="holds model 'mean-of-examples@icl-5' made with spec"):
         run(other, progress=False)
+
+
+def test_a_fallback_for_too_few_eligible_demonstrations(tempting):
+    """a0 has 2 same-task candidates (a5, a8) of the 4 the leakage rules allow."""
+    kinds = {}
+    for fallback in ("refuse", "random", "fewer"):
+        plan, by_id = _plan(tempting, select="same-task")
+        plan.fallback = fallback
+        kinds[fallback] = plan
+    a0 = by_id["a0"]
+    with pytest.raises(TooFewDemonstrations, match=r"2 demonstration\(s\) allowed, 3 asked"):
+        kinds["refuse"].choose_with_fallback(a0, 0, 3, "target")
+    two, how = kinds["random"].choose_with_fallback(a0, 0, 2, "target")
+    assert how is None and sorted(s.sample_id for s in two) == ["a5", "a8"]
+    three, how = kinds["random"].choose_with_fallback(a0, 0, 3, "target")
+    four, _ = kinds["random"].choose_with_fallback(a0, 0, 4, "target")
+    assert how == "random" and three[:2] == two and four[:3] == three  # nested over K
+    assert {s.sample_id for s in four} == {"a5", "a6", "a7", "a8"}  # the leakage rules kept
+    with pytest.raises(TooFewDemonstrations, match="4 with the rest drawn from the whole pool"):
+        kinds["random"].choose_with_fallback(a0, 0, 5, "target")
+    assert kinds["fewer"].choose_with_fallback(a0, 0, 3, "target") == (two, "fewer")
+    assert "fallback" not in kinds["refuse"].describe(3)  # the default: the specs of old runs
+    assert kinds["random"].describe(3)["fallback"] == "random"
+
+
+def test_the_run_names_and_counts_items_short_of_demonstrations(tempting, tmp_path):
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+
+    args = ["run", "--dataset", f"native:{tempting}", "--stage", "generate", "--no-progress",
+            "--model", "tests.runs.icl_data:make_mean", "--icl-k", "2", "--icl-select",
+            "same-task"]  # fmt: skip
+    plan, by_id = _plan(tempting, select="same-task")
+    short = sorted(s for s, q in by_id.items() if len(plan.allowed(q, "target")) < 2)
+    assert short == ["a6", "a7"]  # sharpen: one other each
+    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "refuse")])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "8 done, 0 already done, 0 failed, 2 too-few-demonstrations" in said
+    assert "2 with fewer eligible demonstrations than K = 2: not made" in said
+    with RunStore(tmp_path / "refuse") as store:
+        status = {p.sample_id: p.status for p in store.predictions()}
+    assert sorted(s for s, st in status.items() if st == "too-few-demonstrations") == short
+    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "random"), "--icl-fallback",
+                                   "random"])  # fmt: skip
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "10 done" in said, res.output
+    assert "2 with fewer eligible demonstrations than K = 2: the rest drawn at random" in said
+    with RunStore(tmp_path / "random") as store:
+        shown = read_demonstrations(store)
+        assert store.get_meta("config")["icl"]["fallback"] == "random"
+    took = {sid: row["fallback"] for (_, sid, _), row in shown.items()}
+    assert sorted(s for s, f in took.items() if f == "random") == short
+    assert {took[s] for s in took if s not in short} == {None}
+    bad = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "x"), "--icl-fallback", "no"])
+    assert bad.exit_code == 2 and "--icl-fallback must be one of refuse, random, fewer" in " ".join(
+        bad.output.split()
+    )
 
 
 def test_bad_settings_are_clear_errors(tempting, tmp_path):

@@ -17,8 +17,10 @@ extractor's :attr:`info` (name, weights sha256, resize filter and size) as a not
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,11 +31,16 @@ __all__ = [
     "feature_roles",
     "feature_summary",
     "merge_set_rows",
+    "output_image",
+    "skipped_outputs",
     "pair_scores",
     "set_scores",
 ]
 
 _EMBEDDING = ("hf", "dinov2", "rad-dino", "clip")
+#: Output files that are no image: a text answer (runs/_answers.py), an unreadable answer
+#: (benchmarks/medgen/predictions.py).
+_NOT_IMAGES = (".txt", ".error")
 
 
 def feature_roles(specs: Sequence[str]) -> dict[str, str]:
@@ -168,7 +175,9 @@ def feature_summary(
     ``fid``), and the means with bootstrap CIs (:func:`medibench.stats.bootstrap_ci`, 1,000
     resamples, seed 42) of the per-pair ``lpips`` and ``embedding_similarity``; ``extractors``
     names every extractor used. Samples without a ground-truth image are left out, counted in
-    ``n_no_target``.
+    ``n_no_target``; an output that is no image (a text answer: ``<id>_<k>.txt``, scored by the
+    image beside it when there is one) is left out too, counted in ``n_no_image`` and named in
+    ``no_image`` (the files, for a note).
     """
     from medibench.datasets import load_images
     from medibench.io import read_image
@@ -180,15 +189,20 @@ def feature_summary(
         pairs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         per_pair: dict[str, dict[str, list[float]]] = {}
         no_target = 0
+        no_image: list[str] = []
         used: dict[str, str] = {}
         for s in samples:
             if s.sample_id not in files:
+                continue
+            image = output_image(files[s.sample_id])
+            if image is None:
+                no_image.append(str(files[s.sample_id]))
                 continue
             target = load_images(s).target
             if target is None:
                 no_target += 1
                 continue
-            pred = read_image(files[s.sample_id])
+            pred = read_image(image)
             group = str(sample_field(s, by))  # as the protocol summaries group
             for g in (group, "all"):
                 pairs.setdefault(g, []).append((target, pred))
@@ -218,9 +232,39 @@ def feature_summary(
                     low, high = bootstrap_ci(values, n_resamples=ci_resamples, seed=ci_seed)
                     row[f"{name}_ci_low"], row[f"{name}_ci_high"] = low, high
             row["n_no_target"] = no_target
+            row["n_no_image"] = len(no_image)
+            row["no_image"] = "; ".join(no_image) or None
             row["extractors"] = "; ".join(f"{k}: {v}" for k, v in used.items())
             rows.append(row)
     return rows
+
+
+def skipped_outputs(rows: Sequence[Mapping[str, Any]], shown: int = 3) -> list[str]:
+    """One note per model of :func:`feature_summary`'s ``rows`` whose outputs were left out for
+    not being images, naming the first ``shown`` files."""
+    notes = []
+    for r in rows:
+        if r["group"] != "all" or not r.get("n_no_image"):
+            continue
+        files = str(r["no_image"]).split("; ")
+        more = f" and {len(files) - shown} more" if len(files) > shown else ""
+        notes.append(
+            f"{r['model']}: {len(files)} output(s) not an image (a text answer without an "
+            f"image beside it), left out of the feature metrics: "
+            f"{', '.join(files[:shown])}{more}"
+        )
+    return notes
+
+
+def output_image(path: str | os.PathLike) -> Path | None:
+    """The image of an output file: ``path`` itself, or for a text answer (``.txt``, as
+    answering and compositional models write beside their images) the ``.png`` beside it;
+    ``None`` when there is no image."""
+    p = Path(path)
+    if p.suffix.lower() not in _NOT_IMAGES:
+        return p
+    png = p.with_suffix(".png")
+    return png if png.is_file() else None
 
 
 def _resized(pred: np.ndarray, target: np.ndarray) -> np.ndarray:

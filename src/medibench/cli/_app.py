@@ -98,11 +98,11 @@ def open_dataset(spec: str, *, download: bool = False, options: list[str] | None
 
 
 def check_not_empty(ds, spec: str) -> None:
-    """Exit 2 for a dataset with no samples, naming its folder."""
+    """Exit 2 for a dataset with no samples, naming its folder and what its adapter skipped."""
+    from medibench.datasets._base import no_samples
+
     if len(ds) == 0:
-        root = getattr(ds, "root", None)
-        where = f" in {root}" if root is not None else ""
-        fail(f"dataset {spec!r} has no samples{where}: nothing to run or score")
+        fail(no_samples(ds, spec))
 
 
 def print_leaderboards(

@@ -176,7 +176,11 @@ def features(
     """FID and KID (set-level, per group) and LPIPS and embedding similarity (per pair) of
     model outputs against the ground truths, each extractor recorded; with --protocol, in that
     protocol's score summary."""
-    from medibench.analysis.feature_scores import feature_roles, feature_summary
+    from medibench.analysis.feature_scores import (
+        feature_roles,
+        feature_summary,
+        skipped_outputs,
+    )
     from medibench.analysis.features import ExtractorWeightsError
     from medibench.datasets import load_dataset
 
@@ -203,6 +207,8 @@ def features(
         )
     except (ExtractorWeightsError, ImportError) as exc:
         fail(str(exc))
+    for note in skipped_outputs(rows):
+        err.print(labelled("note", note, "yellow"))
     cols = [c for c in ("fid", "kid", "lpips", "embedding_similarity") if any(c in r for r in rows)]
     for m in index.models:
         table = Table(title=f"feature metrics: {m} (first output per sample)")

@@ -37,11 +37,14 @@ def tasks(
         int | None, typer.Option(help="At most this many edits (the rest stay probes).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seeds the edit order and the probe choice.")] = 0,
+    overwrite: Annotated[bool, typer.Option(help="Replace the task set already in --out.")] = False,
 ) -> None:
-    """Build an edit task set (requests, T0-T5 probes, the sequential order)."""
+    """Build an edit task set (requests, T0-T5 probes, the sequential order) in a new or empty
+    --out folder (--overwrite replaces a task set there)."""
     from medibench.knowledge_edit import (
         TaskError,
         build_requests,
+        new_taskset_folder,
         read_slake,
         read_vqarad,
         synthetic_taskset,
@@ -59,21 +62,22 @@ def tasks(
     if synthetic and (slake or vqarad):
         fail("--synthetic builds a task set of its own: give it without --slake / --vqarad")
     try:
-        if synthetic:
-            ts = synthetic_taskset(out, synthetic, seed=seed)
-        else:
-            images = out / "images"
-            images.mkdir(parents=True, exist_ok=True)
-            rows, sources = [], []
-            if slake:
-                rows += read_slake(slake, images, split=split, language=language)  # type: ignore[arg-type]
-                sources.append("slake")
-            if vqarad:
-                rows += read_vqarad(vqarad, images, split=split)
-                sources.append("vqa-rad")
-            requests = build_requests(rows, seed=seed, limit=limit, per_type=per_type)
-            extra = {"split": split, "language": language, "n_questions": len(rows)}
-            ts = write_taskset(out, requests, sources=sources, seed=seed, extra=extra)
+        with new_taskset_folder(out, overwrite=overwrite) as folder:
+            if synthetic:
+                ts = synthetic_taskset(folder, synthetic, seed=seed)
+            else:
+                images = folder / "images"
+                images.mkdir(parents=True, exist_ok=True)
+                rows, sources = [], []
+                if slake:
+                    rows += read_slake(slake, images, split=split, language=language)  # type: ignore[arg-type]
+                    sources.append("slake")
+                if vqarad:
+                    rows += read_vqarad(vqarad, images, split=split)
+                    sources.append("vqa-rad")
+                requests = build_requests(rows, seed=seed, limit=limit, per_type=per_type)
+                extra = {"split": split, "language": language, "n_questions": len(rows)}
+                ts = write_taskset(folder, requests, sources=sources, seed=seed, extra=extra)
     except (TaskError, SourceError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     console.print(f"{len(ts)} edit requests -> {out}")
@@ -105,8 +109,17 @@ def run(
         Path | None, typer.Option("--json", help="Write the scores as JSON.")
     ] = None,
     csv_out: CsvOption = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            help="Replace the folder's results of this model, editor and setting even when "
+            "they were made with another --config."
+        ),
+    ] = False,
 ) -> None:
-    """Edit, answer the probes before and after, undo; store results and print the scores."""
+    """Edit, answer the probes before and after, undo; store results (with the editor's
+    config) and print the scores. Results of the same model, editor and setting made with
+    another --config are not replaced unless --overwrite."""
     from medibench.knowledge_edit import (
         AnswererError,
         TaskError,
@@ -117,7 +130,7 @@ def run(
         run_edits,
         summarize,
     )
-    from medibench.knowledge_edit._store import setting_name, store_edit_run
+    from medibench.knowledge_edit._store import config_conflict, setting_name, store_edit_run
     from medibench.runs import RunFolderInUse, RunStore, RunStoreError, run_folder_lock
     from medibench.runs._runner import check_same_run
 
@@ -154,6 +167,18 @@ def run(
                 check_same_run(store, {"dataset": f"edit-tasks:{tasks}"})
             except RunStoreError as exc:
                 fail(str(exc))
+            spec = {
+                "tasks": str(tasks), "taskset": ts.manifest, "limit": limit,
+                "config": settings, "config_file": None if config is None else str(config),
+                "editor": _settings(ed), "matchers": names, "model_options": options,
+            }  # fmt: skip
+            conflict = config_conflict(store, model=model, editor=ed.name,
+                                       sequential=sequential, spec=spec)  # fmt: skip
+            if conflict and not overwrite:
+                fail(f"{conflict}: they would be replaced; use another --out, or --overwrite to "
+                     "start them afresh")  # fmt: skip
+            if conflict:
+                err.print(labelled("note", f"--overwrite: {conflict}: replaced", "yellow"))
             judge_matcher = None
             if judge is not None or "judge" in names:
                 from medibench.judges import load_judge_config
@@ -166,10 +191,6 @@ def run(
                                    limit=limit, model_name=model)  # fmt: skip
             except (TaskError, AnswererError, ValueError) as exc:
                 fail(" ".join(str(exc).split()))
-            spec = {
-                "tasks": str(tasks), "taskset": ts.manifest, "limit": limit,
-                "editor": _settings(ed), "matchers": names, "model_options": options,
-            }  # fmt: skip
             path = store_edit_run(store, report, model=model, editor=ed.name,
                                   sequential=sequential, spec=spec)  # fmt: skip
     except RunFolderInUse as exc:

@@ -163,6 +163,14 @@ def run(
             "feature extractor spec (NAME:PATH)"
         ),
     ] = "thumbnail",
+    icl_fallback: Annotated[
+        str,
+        typer.Option(
+            help="a sample with fewer eligible demonstrations than K: refuse (not made, status "
+            "too-few-demonstrations), random (the rest drawn from the whole pool) or fewer "
+            "(shown those there are)"
+        ),
+    ] = "refuse",
 ) -> None:
     """Run models on a dataset and score their outputs; re-running resumes.
 
@@ -181,7 +189,7 @@ def run(
         fail(f"--executor must be local or ray, not {executor!r}")
     if stage == "generate" and (csv_out or json_out):
         fail("--csv/--json write the scores' summary: --stage generate scores nothing")
-    _check_icl(icl_k or [], icl_select)
+    _check_icl(icl_k or [], icl_select, icl_fallback)
     config = settings_from(
         RunConfig,
         given,
@@ -210,11 +218,13 @@ def run(
     write_summary(rows, csv_out, json_out)
 
 
-def _check_icl(ks: list[int], select: str) -> None:
-    from medibench.runs._config import ICL_SELECTIONS
+def _check_icl(ks: list[int], select: str, fallback: str) -> None:
+    from medibench.runs._config import ICL_FALLBACKS, ICL_SELECTIONS
 
     if select not in ICL_SELECTIONS:
         fail(f"--icl-select must be one of {', '.join(ICL_SELECTIONS)}, not {select!r}")
+    if fallback not in ICL_FALLBACKS:
+        fail(f"--icl-fallback must be one of {', '.join(ICL_FALLBACKS)}, not {fallback!r}")
     if len(set(ks)) != len(ks):
         fail(f"--icl-k values must be distinct, got {ks}")
 

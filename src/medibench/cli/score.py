@@ -165,16 +165,20 @@ def _with_features(proto, specs: list[str]):
 def _set_rows(samples, index, roles: dict[str, str], by: str) -> list[dict]:
     """FID and KID per model and group (the first output of each of ``samples``), for the
     summaries."""
-    from medibench.analysis.feature_scores import feature_summary
+    from medibench._console import labelled
+    from medibench.analysis.feature_scores import feature_summary, skipped_outputs
     from medibench.analysis.features import ExtractorWeightsError
 
     first = {
         m: {sid: ks[min(ks)] for sid, ks in files.items() if ks} for m, files in index.files.items()
     }
     try:
-        return feature_summary(samples, first, {"fid": roles["fid"]}, by=by)
+        rows = feature_summary(samples, first, {"fid": roles["fid"]}, by=by)
     except (ExtractorWeightsError, ImportError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
+    for note in skipped_outputs(rows):
+        err.print(labelled("note", note, "yellow"))
+    return rows
 
 
 def export(

@@ -24,6 +24,7 @@ __all__ = [
     "SampleImages",
     "collect_samples",
     "load_images",
+    "no_samples",
     "read_jsonl",
     "require_samples",
     "inside_problem",
@@ -160,11 +161,24 @@ def require_samples(
         return
     if not problems:
         raise DatasetError(f"{source}: the dataset has no samples (the file lists none)")
-    shown = "; ".join(problems[:3])
-    more = f"; ... ({len(problems)} problems in all)" if len(problems) > 3 else ""
     raise DatasetError(
-        f"{source}: the dataset has no samples: every record was skipped ({shown}{more})"
+        f"{source}: the dataset has no samples: every record was skipped ({_first(problems)})"
     )
+
+
+def no_samples(dataset: Any, spec: str) -> str:
+    """The message for ``dataset`` (loaded from ``spec``) having no samples: its folder, and
+    how many problems its adapter skipped, the first of them with their reasons."""
+    root = getattr(dataset, "root", None)
+    where = f" in {root}" if root is not None else ""
+    problems = list(getattr(dataset, "problems", ()))
+    why = f" ({len(problems)} skipped: {_first(problems)})" if problems else ""
+    return f"dataset {spec!r} has no samples{where}{why}: nothing to run or score"
+
+
+def _first(problems: Sequence[str], shown: int = 3) -> str:
+    more = f"; ... ({len(problems)} problems in all)" if len(problems) > shown else ""
+    return "; ".join(problems[:shown]) + more
 
 
 def read_jsonl(

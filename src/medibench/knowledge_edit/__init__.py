@@ -70,6 +70,7 @@ from medibench.knowledge_edit._tasks import (
     Probe,
     TaskError,
     TaskSet,
+    new_taskset_folder,
     read_taskset,
     write_taskset,
 )
@@ -118,6 +119,7 @@ __all__ = [
     "load_answerer",
     "load_editor",
     "make_matchers",
+    "new_taskset_folder",
     "normalise_answer",
     "order_requests",
     "read_results",

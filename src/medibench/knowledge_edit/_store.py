@@ -7,7 +7,9 @@ them), and the results file beside them.
 
 ``setting`` is ``single`` or ``sequential-N``, so single and sequential runs of one model and
 editor live side by side in one run folder. ``RUN/edit_results.jsonl`` holds every line of
-the run (all settings), in the results format.
+the run (all settings), in the results format. Each (model, editor, setting) keeps its spec in
+the store's meta, the editor's ``--config`` (as read) with it: a run with another config would
+replace those results, so it is refused (:func:`config_conflict`) unless forced.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from medibench.io import atomic_write_text
 from medibench.knowledge_edit._experiment import EditRecord, EditRunReport
 from medibench.knowledge_edit._results import ResultLine, parse_line
 
-__all__ = ["RESULTS_FILE", "declare_edit_tables", "edit_results", "store_edit_run"]
+__all__ = [
+    "RESULTS_FILE",
+    "config_conflict",
+    "declare_edit_tables",
+    "edit_results",
+    "store_edit_run",
+]
 
 RESULTS_FILE = "edit_results.jsonl"
 
@@ -52,6 +60,29 @@ def setting_name(sequential: int) -> str:
     return f"sequential-{sequential}" if sequential > 0 else "single"
 
 
+def config_conflict(store: Any, *, model: str, editor: str, sequential: int,
+                    spec: dict[str, Any]) -> str | None:  # fmt: skip
+    """Why a run of ``spec`` (with ``config``, the editor's ``--config`` as read, and
+    ``editor``, its resolved settings) must not replace the results of (``model``, ``editor``,
+    setting) that ``store`` holds: they were made with another config. ``None`` when none are
+    stored or the config is the same. A spec stored before configs were kept is compared by its
+    resolved editor settings."""
+    setting = setting_name(sequential)
+    previous = store.get_meta(_spec_key(model, editor, setting))
+    if previous is None:
+        return None
+    key = "config" if "config" in previous else "editor"
+    before, now = previous.get(key), redact_value(_plain(spec.get(key)))
+    if before == now:
+        return None
+    made = previous.get("config_file") or "no --config"
+    return (
+        f"{store.run_dir} holds results of model {model}, editor {editor}, {setting} made with "
+        f"another config ({made}: {json.dumps(before, sort_keys=True)}; now "
+        f"{json.dumps(now, sort_keys=True)})"
+    )
+
+
 def store_edit_run(store: Any, report: EditRunReport, *, model: str, editor: str,
                    sequential: int, spec: dict[str, Any] | None = None) -> Path:  # fmt: skip
     """Write a run's records and lines into the store (replacing a re-run of the same model,
@@ -61,7 +92,7 @@ def store_edit_run(store: Any, report: EditRunReport, *, model: str, editor: str
     declare_edit_tables(store)
     setting = setting_name(sequential)
     if spec is not None:
-        store.set_meta(f"knowledge_edit/{model}/{editor}/{setting}", spec)
+        store.set_meta(_spec_key(model, editor, setting), redact_value(_plain(spec)))
     db = store.connection
     with store.transaction():
         for table in ("edit_requests", "edit_results"):
@@ -117,6 +148,15 @@ def edit_records(store: Any) -> Sequence[tuple[Any, ...]]:
     if "edit_requests" not in {t.name for t in store.tables()}:
         return []
     return list(store.connection.execute("SELECT * FROM edit_requests ORDER BY rowid"))
+
+
+def _spec_key(model: str, editor: str, setting: str) -> str:
+    return f"knowledge_edit/{model}/{editor}/{setting}"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples as lists), so stored and new compare."""
+    return json.loads(json.dumps(value, default=str))
 
 
 def _request_row(model: str, editor: str, setting: str, r: EditRecord) -> tuple[Any, ...]:

@@ -3,15 +3,19 @@
 A task set is one folder: ``tasks.jsonl`` (one :class:`EditRequest` per line, in the sequential
 order of edits), ``images/`` (the images, content-addressed: ``images/<sha[:2]>/<sha><ext>``)
 and ``taskset.json`` (format version, sources, counts per task type, the order's seed). Every
-path in ``tasks.jsonl`` is relative to the folder, so a task set moves as a whole.
+path in ``tasks.jsonl`` is relative to the folder, so a task set moves as a whole. A new task
+set is built aside and put in place whole (:func:`new_taskset_folder`): a folder that holds files
+is never written into, and a task set is replaced only when asked.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -35,6 +39,7 @@ __all__ = [
     "TaskError",
     "TaskSet",
     "TaskType",
+    "new_taskset_folder",
     "read_taskset",
     "store_image",
     "write_taskset",
@@ -136,6 +141,42 @@ def store_image(source: str | os.PathLike, images: Path, *, where: str) -> str:
     cell = {"bytes": path.read_bytes(), "path": path.name}
     stored = store_image_cell(cell, images, file=path, row=0, column="image")
     return stored.relative_to(images.parent).as_posix()
+
+
+@contextmanager
+def new_taskset_folder(out: str | os.PathLike, *, overwrite: bool = False) -> Iterator[Path]:
+    """A scratch folder beside ``out`` to build a task set in, put in place of ``out`` when the
+    block ends; on an error it is removed and ``out`` stays as it was.
+
+    Raises:
+        TaskError: before anything is written, when ``out`` holds files and ``overwrite`` is
+            false, or holds files that are not a task set (no ``taskset.json``: ``overwrite``
+            replaces a task set, never other files).
+    """
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise TaskError(f"--out {root} is a file, not a folder")
+    if root.is_dir() and any(root.iterdir()):
+        if not (root / "taskset.json").is_file():
+            raise TaskError(f"--out {root} holds files but no task set (no taskset.json): give "
+                            "an empty or new folder")  # fmt: skip
+        if not overwrite:
+            raise TaskError(f"--out {root} already holds a task set: give another folder, or "
+                            "--overwrite to replace it")  # fmt: skip
+    part = root.parent / f".{root.name}.part-{os.getpid()}"
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    try:
+        yield part
+        if root.exists():  # the old task set goes only once the new one is whole
+            old = root.parent / f".{root.name}.old-{os.getpid()}"
+            root.rename(old)
+            part.rename(root)
+            shutil.rmtree(old)
+        else:
+            part.rename(root)
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
 
 
 def write_taskset(

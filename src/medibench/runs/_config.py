@@ -16,6 +16,8 @@ _STAGES = ("generate", "score", "all")
 _EXECUTORS = ("local", "ray")
 #: ``icl_select`` values (:mod:`medibench.runs._icl`).
 ICL_SELECTIONS = ("random", "same-task", "same-modality", "nearest")
+#: ``icl_fallback`` values: what a sample with fewer eligible demonstrations than K gets.
+ICL_FALLBACKS = ("refuse", "random", "fewer")
 
 
 class RunError(Exception):
@@ -60,6 +62,9 @@ class RunConfig:
         icl_select: ``random``, ``same-task``, ``same-modality`` or ``nearest``.
         icl_embedding: the image embedding of ``nearest``: ``thumbnail`` (no weights) or any
             ``--features`` spec (:func:`medibench.analysis.features.load_extractor`).
+        icl_fallback: a sample with fewer eligible demonstrations than K: ``refuse`` (not
+            made, status ``too-few-demonstrations``), ``random`` (the rest drawn from the
+            whole pool, the leakage rules kept) or ``fewer`` (shown those there are).
 
     Lists are stored as tuples and ``out`` as a ``Path``.
     """
@@ -85,6 +90,7 @@ class RunConfig:
     icl_pool: str | None = None
     icl_select: str = "random"
     icl_embedding: str = "thumbnail"
+    icl_fallback: str = "refuse"
 
     def __post_init__(self) -> None:
         for name in ("models", "protocols", "model_options"):
@@ -111,6 +117,9 @@ class RunConfig:
         if self.icl_select not in ICL_SELECTIONS:
             known = ", ".join(ICL_SELECTIONS)
             raise ValueError(f"icl_select must be one of {known}, not {self.icl_select!r}")
+        if self.icl_fallback not in ICL_FALLBACKS:
+            known = ", ".join(ICL_FALLBACKS)
+            raise ValueError(f"icl_fallback must be one of {known}, not {self.icl_fallback!r}")
 
     @property
     def generates(self) -> bool:

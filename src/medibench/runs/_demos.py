@@ -9,7 +9,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from medibench.runs._icl import DemonstrationError, IclEntry, answer_prompt, expected_answer
+from medibench.runs._icl import (
+    TOO_FEW,
+    DemonstrationError,
+    IclEntry,
+    answer_prompt,
+    expected_answer,
+)
 from medibench.runs._store import RunStore
 from medibench.samples import Sample
 
@@ -26,7 +32,7 @@ DEMO_TABLE = "demonstrations"
 _COLUMNS = (
     "model TEXT NOT NULL, sample_id TEXT NOT NULL, k INTEGER NOT NULL, icl_k INTEGER NOT NULL, "
     "demo_ids TEXT NOT NULL, images_sent INTEGER NOT NULL, template TEXT, template_sha256 TEXT, "
-    "PRIMARY KEY (model, sample_id, k)"
+    "fallback TEXT, PRIMARY KEY (model, sample_id, k)"
 )
 
 
@@ -59,49 +65,64 @@ def attach_demonstrations(
     store: RunStore, tasks: Sequence[Any], entry: IclEntry, model: str, report: Any
 ) -> list[Any]:
     """``tasks`` with their demonstrations chosen (``Task.demos``) and stored
-    (:func:`record_demonstrations`); a task without enough allowed candidates is recorded as a
-    failed prediction (counted in ``report``, a :class:`~medibench.runs.StageReport`) and left
-    out."""
+    (:func:`record_demonstrations`). A task with fewer eligible candidates than K takes the
+    plan's fallback, counted in ``report`` (a :class:`~medibench.runs.StageReport`); one the
+    fallback does not make is stored with the status :data:`~medibench.runs._icl.TOO_FEW`
+    (another demonstration error: ``error``) and left out."""
     import dataclasses
 
+    from medibench.runs._icl import TooFewDemonstrations
     from medibench.samples import Prediction
 
     out = []
     for task in tasks:
         sample = task.sample
         try:
-            demos = entry.choose(sample, task.k)
+            demos, fallback = entry.choose(sample, task.k)
         except DemonstrationError as exc:
-            error = f"DemonstrationError: {exc}"
-            report.count(f"{sample.sample_id}_{task.k}", error)
+            too_few = isinstance(exc, TooFewDemonstrations)
+            error = f"{type(exc).__name__}: {exc}"
+            if too_few:
+                report.short_of_demos(entry.k, entry.plan.fallback, error)
+            else:
+                report.count(f"{sample.sample_id}_{task.k}", error)
             store.put_prediction(
                 Prediction(
                     sample_id=sample.sample_id,
                     model=model,
                     k=task.k,
                     seed=task.seed,
-                    status="error",
+                    status=TOO_FEW if too_few else "error",
                     error=error,
                 )
             )
             continue
+        if fallback is not None:
+            report.short_of_demos(entry.k, fallback)
         sent = entry.images_sent(sample, demos)
-        record_demonstrations(store, model, sample.sample_id, task.k, demos, sent)
+        record_demonstrations(store, model, sample.sample_id, task.k, demos, sent, fallback)
         out.append(dataclasses.replace(task, demos=demos))
     return out
 
 
 def record_demonstrations(
-    store: RunStore, model: str, sample_id: str, k: int, demos: Sequence[Sample], images_sent: int
+    store: RunStore,
+    model: str,
+    sample_id: str,
+    k: int,
+    demos: Sequence[Sample],
+    images_sent: int,
+    fallback: str | None = None,
 ) -> None:
     """Store what prediction (``model``, ``sample_id``, ``k``) was shown (the demonstrations'
-    ids in order, the images its request carried, the template), before its row."""
+    ids in order, the images its request carried, the template, the fallback it took when
+    fewer than K were eligible), before its row."""
     from medibench.models._examples import load_template
 
     store.declare_table(DEMO_TABLE, _COLUMNS, ("model", "sample_id", "k"), stage="generate")
     tpl = load_template()
     ids = json.dumps([s.sample_id for s in demos])
-    values = (model, sample_id, k, len(demos), ids, images_sent, tpl.name, tpl.sha256)
+    values = (model, sample_id, k, len(demos), ids, images_sent, tpl.name, tpl.sha256, fallback)
     with store.transaction():
         store.connection.execute(
             f"INSERT OR REPLACE INTO {DEMO_TABLE} VALUES ({', '.join('?' * len(values))})", values

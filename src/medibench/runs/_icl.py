@@ -19,9 +19,15 @@ input file with the same bytes), shares the query's patient (``source["patient"]
 comes from the split being evaluated when one is named (``--dataset-option split=NAME``; or,
 with another ``--icl-pool``, the evaluated samples' ``split`` values). It must also have what is
 shown: an edited image (``target``) for editors, an answer text
-(``metadata["expected"]["text"]`` or ``metadata["answer"]``) for answering models. Fewer
-allowed candidates than K is that item's recorded failure (:class:`DemonstrationError`), not
-the run's.
+(``metadata["expected"]["text"]`` or ``metadata["answer"]``) for answering models.
+
+Fewer allowed candidates than K (a small task under ``same-task``) is that item's, not the
+run's, and ``--icl-fallback`` says what it gets: ``refuse`` (the default; K means K) leaves it
+unmade with the prediction status :data:`TOO_FEW` (:class:`TooFewDemonstrations` says why);
+``random`` fills the rest from the candidates the leakage rules allow whatever the selection
+(seeded per (sample, draw) as the choice is, so still nested over K; too few even then is
+:data:`TOO_FEW`); ``fewer`` shows those there are. What an item got is stored with its
+demonstrations (``fallback``) and counted in the stage's summary.
 
 What each prediction was shown is stored by :mod:`medibench.runs._demos`.
 """
@@ -35,13 +41,16 @@ from typing import Any
 import numpy as np
 
 from medibench.models._examples import check_takes_examples
-from medibench.runs._config import ICL_SELECTIONS
+from medibench.runs._config import ICL_FALLBACKS, ICL_SELECTIONS
 from medibench.samples import Sample
 
 __all__ = [
+    "FALLBACKS",
     "SELECTIONS",
+    "TOO_FEW",
     "answer_prompt",
     "DemonstrationError",
+    "TooFewDemonstrations",
     "IclEntry",
     "IclPlan",
     "check_takes_examples",
@@ -56,6 +65,10 @@ __all__ = [
 
 #: ``--icl-select`` values.
 SELECTIONS = ICL_SELECTIONS
+#: ``--icl-fallback`` values (the first is the default).
+FALLBACKS = ICL_FALLBACKS
+#: The prediction status of an item not made for too few eligible demonstrations.
+TOO_FEW = "too-few-demonstrations"
 #: The default ``--icl-embedding``: needs no weights.
 THUMBNAIL = "thumbnail"
 _PATIENT_KEYS = (("source", "patient"), ("source", "patient_id"), ("metadata", "patient"))
@@ -70,6 +83,10 @@ _THUMB_SIDE = 16
 
 class DemonstrationError(ValueError):
     """Too few allowed demonstrations for a sample (its recorded failure), or a bad setting."""
+
+
+class TooFewDemonstrations(DemonstrationError):
+    """Fewer eligible demonstrations than K for a sample, and the fallback does not make it."""
 
 
 def entry_name(name: str, k: int) -> str:
@@ -104,7 +121,8 @@ class IclPlan:
         ks: the ``--icl-k`` values, in order; ``select``, ``embedding``: as the options;
         pool_label: the pool's dataset spec (``"(the run's dataset)"`` by default);
         pool: the candidates, sorted by ``sample_id``; excluded_splits: the split(s) being
-        evaluated when named (no candidate comes from them); seed: the run seed.
+        evaluated when named (no candidate comes from them); seed: the run seed;
+        fallback: what an item with fewer eligible candidates than K gets (module docstring).
     """
 
     ks: tuple[int, ...]
@@ -114,6 +132,7 @@ class IclPlan:
     pool: list[Sample]
     excluded_splits: frozenset[str]
     seed: int
+    fallback: str = "refuse"
     _hashes: dict[str, str | None] = field(default_factory=dict, repr=False)
     _vectors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _identities: dict[tuple[str, str], frozenset] = field(default_factory=dict, repr=False)
@@ -129,7 +148,7 @@ class IclPlan:
         from medibench.models._examples import load_template
 
         tpl = load_template()
-        return {
+        described = {
             "k": k,
             "pool": self.pool_label,
             "select": self.select,
@@ -137,6 +156,9 @@ class IclPlan:
             "template": tpl.name,
             "template_sha256": tpl.sha256,
         }
+        if self.fallback != FALLBACKS[0]:  # the default is what runs before the option did
+            described["fallback"] = self.fallback
+        return described
 
     def entry(self, k: int, model: Any) -> IclEntry | None:
         """The chooser of entry ``k`` for ``model`` (``None`` for K = 0: a plain run)."""
@@ -147,28 +169,46 @@ class IclPlan:
         return IclEntry(self, k, "answer" if is_answering_model(model) else "target")
 
     def choose(self, sample: Sample, draw: int, k: int, needs: str) -> tuple[Sample, ...]:
-        """The ``k`` demonstrations of (``sample``, ``draw``), in the order they are shown.
+        """The ``k`` demonstrations of (``sample``, ``draw``), in the order they are shown
+        (fewer or filled at random as the fallback says: :meth:`choose_with_fallback`).
 
         Raises:
-            DemonstrationError: fewer than ``k`` allowed candidates (the message says why).
+            TooFewDemonstrations: fewer than ``k`` allowed candidates and the fallback does not
+                make the item (the message says why).
         """
-        from medibench.synth._seed import item_rng
+        return self.choose_with_fallback(sample, draw, k, needs)[0]
 
+    def choose_with_fallback(
+        self, sample: Sample, draw: int, k: int, needs: str
+    ) -> tuple[tuple[Sample, ...], str | None]:
+        """:meth:`choose`'s demonstrations and the fallback they took: ``None`` (``k`` of the
+        selection), ``"random"`` (filled from the whole pool) or ``"fewer"``."""
         cands = self.allowed(sample, needs)
-        rank = item_rng("icl", self.seed, sample.sample_id, draw).permutation(len(cands))
-        order = [int(i) for i in np.argsort(rank)]  # candidate indices in the seeded order
-        if self.select == "nearest" and cands:
-            sims = self._similarities(sample, cands)
-            order = sorted(order, key=lambda i: (-sims[i], rank[i]))
-        if len(order) < k:
-            raise DemonstrationError(
-                f"sample {sample.sample_id!r}: {len(order)} demonstration(s) allowed, {k} "
-                f"asked ({self._why(needs)}; pool {self.pool_label}, {len(self.pool)} samples)"
-            )
-        return tuple(cands[i] for i in order[:k])
+        order = self._ordered(sample, draw, cands)
+        if len(order) >= k:
+            return tuple(cands[i] for i in order[:k]), None
+        chosen = [cands[i] for i in order]
+        short = (
+            f"sample {sample.sample_id!r}: {len(order)} demonstration(s) allowed, {k} asked "
+            f"({self._why(needs)}; pool {self.pool_label}, {len(self.pool)} samples)"
+        )
+        if self.fallback == "fewer":
+            return tuple(chosen), "fewer"
+        if self.fallback == "random" and self.select != "random":
+            taken = {c.sample_id for c in chosen}
+            wider = [c for c in self.allowed(sample, needs, select="random")
+                     if c.sample_id not in taken]  # fmt: skip
+            rank = self._rank("icl-fallback", sample, draw, len(wider))
+            chosen += [wider[i] for i in np.argsort(rank)[: k - len(chosen)]]
+            if len(chosen) == k:
+                return tuple(chosen), "random"
+            short += f"; {len(chosen)} with the rest drawn from the whole pool"
+        raise TooFewDemonstrations(f"{short}; --icl-fallback {self.fallback}")
 
-    def allowed(self, query: Sample, needs: str) -> list[Sample]:
-        """The pool's candidates for ``query`` under the leakage rules and the selection."""
+    def allowed(self, query: Sample, needs: str, select: str | None = None) -> list[Sample]:
+        """The pool's candidates for ``query`` under the leakage rules and the selection
+        (``select``, default the plan's)."""
+        select = select or self.select
         q_ids = _recorded(query)
         q_hash = self._hash(query.input)
         out = []
@@ -179,9 +219,9 @@ class IclPlan:
                 continue
             if needs == "answer" and expected_answer(c) is None:
                 continue
-            if self.select == "same-task" and c.task != query.task:
+            if select == "same-task" and c.task != query.task:
                 continue
-            if self.select == "same-modality" and c.modality != query.modality:
+            if select == "same-modality" and c.modality != query.modality:
                 continue
             if q_ids and q_ids & self._ids(c):  # the same patient or source image, by any key
                 continue
@@ -191,6 +231,21 @@ class IclPlan:
         return out
 
     # -- helpers ------------------------------------------------------------------------------
+    def _ordered(self, sample: Sample, draw: int, cands: Sequence[Sample]) -> list[int]:
+        """Indices of ``cands`` in the order they are taken: seeded per (sample, draw); for
+        ``nearest``, the most similar first, ties in that order."""
+        rank = self._rank("icl", sample, draw, len(cands))
+        order = [int(i) for i in np.argsort(rank)]
+        if self.select == "nearest" and cands:
+            sims = self._similarities(sample, cands)
+            order = sorted(order, key=lambda i: (-sims[i], rank[i]))
+        return order
+
+    def _rank(self, name: str, sample: Sample, draw: int, n: int) -> np.ndarray:
+        from medibench.synth._seed import item_rng
+
+        return item_rng(name, self.seed, sample.sample_id, draw).permutation(n)
+
     def _why(self, needs: str) -> str:
         what = "an edited image (target)" if needs == "target" else "an answer text"
         rules = ["not the query, its patient or its image", f"with {what}"]
@@ -242,8 +297,10 @@ class IclEntry:
     k: int
     needs: str  # "target" (editors) or "answer" (answering models)
 
-    def choose(self, sample: Sample, draw: int) -> tuple[Sample, ...]:
-        return self.plan.choose(sample, draw, self.k, self.needs)
+    def choose(self, sample: Sample, draw: int) -> tuple[tuple[Sample, ...], str | None]:
+        """The demonstrations of (``sample``, ``draw``) and the fallback they took
+        (:meth:`IclPlan.choose_with_fallback`)."""
+        return self.plan.choose_with_fallback(sample, draw, self.k, self.needs)
 
     def images_sent(self, sample: Sample, demos: Sequence[Sample]) -> int:
         """Images one request carries: an editor's query and each example's input and edited
@@ -300,6 +357,7 @@ def plan_icl(
     samples: Sequence[Sample],
     loaded: Any,
     seed: int,
+    fallback: str = FALLBACKS[0],
 ) -> IclPlan:
     """Load the pool and check the settings (:class:`DemonstrationError` for a bad one).
 
@@ -311,6 +369,10 @@ def plan_icl(
 
     if select not in SELECTIONS:
         raise DemonstrationError(f"--icl-select must be one of {', '.join(SELECTIONS)}: {select!r}")
+    if fallback not in FALLBACKS:
+        raise DemonstrationError(
+            f"--icl-fallback must be one of {', '.join(FALLBACKS)}: {fallback!r}"
+        )
     if any(k < 0 for k in ks) or len(set(ks)) != len(ks):
         raise DemonstrationError(f"--icl-k values must be distinct and >= 0, got {list(ks)}")
     named = dataset_options.get("split")
@@ -327,7 +389,7 @@ def plan_icl(
     if not members:
         raise DemonstrationError(f"the demonstration pool {label} has no samples")
     members.sort(key=lambda s: s.sample_id)
-    return IclPlan(tuple(ks), select, embedding, label, members, excluded, seed)
+    return IclPlan(tuple(ks), select, embedding, label, members, excluded, seed, fallback)
 
 
 def thumbnail_embedding(images: Sequence[np.ndarray]) -> np.ndarray:

@@ -21,6 +21,7 @@ from medibench.datasets import Dataset
 from medibench.runs._config import RunConfig, RunError
 from medibench.runs._executors import LocalExecutor, RayExecutor
 from medibench.runs._icl import (
+    TOO_FEW,
     IclPlan,
     check_takes_examples,
     entry_spec,
@@ -82,9 +83,9 @@ def plan_run(config: RunConfig) -> RunPlan:
     folder = shard_run_dir(config.out, shard)
     ds = _checked(load_dataset, config.dataset, **config.dataset_options)
     if len(ds) == 0:
-        root = getattr(ds, "root", None)
-        where = f" in {root}" if root is not None else ""
-        raise RunError(f"dataset {config.dataset!r} has no samples{where}: nothing to run or score")
+        from medibench.datasets._base import no_samples
+
+        raise RunError(no_samples(ds, config.dataset))
     samples = list(ds)[: config.limit]  # None: all; the limit first, so shards split it
     samples = samples if shard is None else shard.select(samples)
     protocols = config.protocols or tuple(ds.default_protocols)
@@ -110,12 +111,23 @@ def run(
         return _execute(plan, progress, console)
 
 
+#: What the summary says of the items with too few demonstrations, by ``--icl-fallback``.
+_FEW_DEMOS = {
+    "refuse": f"not made, status {TOO_FEW} (--icl-fallback refuse; see --icl-fallback random "
+    "or fewer)",
+    "random": "the rest drawn at random from the whole pool (--icl-fallback random)",
+    "fewer": "shown those there are (--icl-fallback fewer)",
+}
+
+
 def summarise(rep: StageReport, label: str, console: Console) -> None:
     """One line of counts for a stage, then up to five of its failures."""
     err = console
+    not_made = rep.few_demos.get("refuse", 0)
     err.print(
         f"{rep.stage} {label}: {rep.done} done, {rep.skipped} already done, {rep.failed} failed"
         + (f", {rep.refused} refused" if rep.refused else "")
+        + (f", {not_made} {TOO_FEW}" if not_made else "")
     )
     if rep.skipped_refused:
         err.print(
@@ -126,6 +138,11 @@ def summarise(rep: StageReport, label: str, console: Console) -> None:
             f"  {rep.not_started} not started: the cost budget (--max-cost) is spent; a run "
             "with a larger one makes them"
         )
+    for fallback, n in rep.few_demos.items():
+        err.print(f"  {n} with fewer eligible demonstrations than K = {rep.few_demos_k}: "
+                  + _FEW_DEMOS[fallback])  # fmt: skip
+    if rep.few_demos_why:
+        err.print(Text("  ").append(labelled("first", rep.few_demos_why, "yellow")))
     for item, msg in rep.failures[:5]:
         err.print(Text("  ").append(labelled("failed", f"{item}: {msg}", "yellow")))
     if len(rep.failures) > 5:
@@ -172,7 +189,7 @@ def _execute(plan: RunPlan, progress: bool, console: Console) -> RunStore:
         config["shard"] = str(plan.shard)
     if icl is not None:
         settings = {k: v for k, v in icl.describe(0).items() if k != "k"}
-        config["icl"] = {"ks": list(icl.ks), **settings}
+        config["icl"] = {"ks": list(icl.ks), **settings, "fallback": icl.fallback}
     store = RunStore(plan.folder)
     try:
         try:
@@ -262,6 +279,7 @@ def _plan_icl(plan: RunPlan) -> IclPlan:
         samples=plan.samples,
         loaded=plan.dataset,
         seed=cfg.seed,
+        fallback=cfg.icl_fallback,
     )
 
 

@@ -24,6 +24,7 @@ from medibench._identity import output_folder, seed_for
 from medibench._progress import progress_bar
 from medibench.datasets import SampleImages
 from medibench.runs._executors import LocalExecutor
+from medibench.runs._icl import TOO_FEW
 from medibench.runs._store import RunStore, RunStoreError
 from medibench.runs._work import NotStarted, Refusal, Task, score_one
 from medibench.samples import Prediction, Sample
@@ -58,7 +59,10 @@ class StageReport:
 
     ``refused``: items the model refused this time; ``skipped_refused``: items skipped because
     it refused them before (``retry_refused`` asks again); ``not_started``: items whose paid
-    call the run's cost budget held back (no row stored: a later run makes them)."""
+    call the run's cost budget held back (no row stored: a later run makes them);
+    ``few_demos``: items with fewer eligible in-context demonstrations than K, by what they got
+    (``"random"``, ``"fewer"``, or ``"refuse"``: not made), ``few_demos_k`` that K and
+    ``few_demos_why`` the first reason."""
 
     stage: str
     done: int = 0
@@ -68,6 +72,16 @@ class StageReport:
     skipped_refused: int = 0
     not_started: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    few_demos: dict[str, int] = field(default_factory=dict)
+    few_demos_k: int = 0
+    few_demos_why: str | None = None
+
+    def short_of_demos(self, k: int, fallback: str, why: str | None = None) -> None:
+        """Count one item with fewer eligible demonstrations than ``k`` that took
+        ``fallback`` (``"refuse"``: not made, ``why`` saying why)."""
+        self.few_demos[fallback] = self.few_demos.get(fallback, 0) + 1
+        self.few_demos_k = k
+        self.few_demos_why = self.few_demos_why or why
 
     def count(self, item: str, error: str | None) -> Literal["ok", "error", "refused"]:
         """Count one item a generate stage made (``error``: ``None``, a :class:`Refusal` or a
@@ -211,6 +225,7 @@ def items_to_make(
     skipped ones in ``report``."""
     done = store.prediction_keys(model_name, status="ok")
     failed = store.prediction_keys(model_name, status="error")
+    failed |= store.prediction_keys(model_name, status=TOO_FEW)
     refused = store.prediction_keys(model_name, status="refused")
     todo = []
     for s in samples:

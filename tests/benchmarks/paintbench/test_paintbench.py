@@ -260,3 +260,45 @@ def test_bad_images(ds, tmp_path):
     bad.write_bytes(b"not a png")
     with pytest.raises(ValueError, match="bad.png"):
         p.read_prediction(bad)
+
+
+def _problems(root, metas):
+    """``root/recolor/NNN`` problems (8x8 black input, a red answer) with these JSON objects."""
+    import json
+
+    folder = root / "recolor"
+    folder.mkdir(parents=True)
+    for i, meta in enumerate(metas):
+        img = np.zeros((8, 8, 3), np.uint8)
+        Image.fromarray(img).save(folder / f"{i:03d}_input.png")
+        img[2:5, 2:5] = (255, 0, 0)
+        Image.fromarray(img).save(folder / f"{i:03d}_answer.png")
+        (folder / f"{i:03d}.json").write_text(json.dumps(meta))
+
+
+def test_a_null_mode_is_the_generators_default(tmp_path):
+    """Older generate_benchmark.py versions wrote a single-mode task's mode as null; newer ones
+    write "default" (its ``_NO_MODE_LABEL``) for the same problems."""
+    meta = {"instruction": "Recolour the square red.", "category": "color_change"}
+    _problems(tmp_path / "old", [{**meta, "mode": None}, {**meta, "mode": None}])
+    _problems(tmp_path / "new", [{**meta, "mode": "default"}, {**meta, "mode": "default"}])
+    old, new = read_paintbench(tmp_path / "old"), read_paintbench(tmp_path / "new")
+    assert old.problems == [] and len(old) == 2
+    assert [s.metadata for s in old] == [s.metadata for s in new]
+    assert {s.metadata["mode"] for s in old} == {"default"}
+    assert all("task_mode" not in s.metadata for s in old)  # one mode: no mode rows
+
+
+def test_a_dataset_whose_problems_were_all_skipped_says_why(tmp_path):
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+
+    _problems(tmp_path / "bench", [{"instruction": ["not", "text"]}])
+    (tmp_path / "preds").mkdir()
+    res = CliRunner().invoke(app, ["score", "--dataset", f"paintbench:{tmp_path / 'bench'}",
+                                   "--predictions", str(tmp_path / "preds"), "--out",
+                                   str(tmp_path / "r.jsonl")])  # fmt: skip
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "has no samples" in said
+    assert "(1 skipped:" in said and "field(s) instruction must be strings" in said

@@ -19,8 +19,9 @@ Samples: ``sample_id = f"{task}-{NNN}"`` (file-name safe), ``task`` the folder n
 picture), ``instruction`` from the JSON (else from ``problems.jsonl``), ``target`` the answer,
 ``mask`` none (the edit region is ``any(input != answer)``, computed by the protocol), and in
 ``metadata``: ``category`` (from the JSON, else PaintBench's task table), ``task``,
-``problem_id``, ``mode``, ``visual_condition``, ``seed`` and the other JSON fields, and for a
-task with more than one mode ``task_mode`` (``"<task>/<mode>"``, stats.py's mode rows).
+``problem_id``, ``mode`` (``"default"`` for a null one, as older generator versions wrote a
+single-mode task's), ``visual_condition``, ``seed`` and the other JSON fields, and for a task
+with more than one mode ``task_mode`` (``"<task>/<mode>"``, stats.py's mode rows).
 
 ``preservation/`` is PaintBench's diagnostic folder (answer = input, no category): its problems
 are kept with category ``"diagnostic"`` and scored, and ``paintbench@1`` reports them as a task

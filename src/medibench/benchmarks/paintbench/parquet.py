@@ -166,7 +166,7 @@ def _read(
             continue
         for column, field in (("mode", "mode"), ("visual_condition", "visual_condition")):
             value = row.values.get(column)
-            if isinstance(value, str) and value and field not in meta:
+            if isinstance(value, str) and value and not meta.get(field):  # null: the column
                 meta[field] = value
         instruction = row.values.get("instruction")
         if isinstance(instruction, str) and instruction.strip():  # the column, as PaintBench's

@@ -10,7 +10,14 @@ from typing import Any
 
 from medibench.samples import Perspective, Sample
 
-__all__ = ["CATEGORIES", "DIAGNOSTIC_TASK", "TASK_CATEGORIES", "label_modes", "make_sample"]
+__all__ = [
+    "CATEGORIES",
+    "DIAGNOSTIC_TASK",
+    "NO_MODE",
+    "TASK_CATEGORIES",
+    "label_modes",
+    "make_sample",
+]
 
 #: PaintBench's task -> category table (generate_benchmark.py); TinyGrafixBench's categories are
 #: its chart types.
@@ -34,6 +41,8 @@ _CHARTS = ("bar_chart", "heatmap", "line_chart", "network", "scatter_plot")
 CATEGORIES = frozenset(TASK_CATEGORIES.values()) | frozenset(_CHARTS) | {"diagnostic"}
 #: PaintBench's diagnostic task (answer = input): scored, reported outside every category.
 DIAGNOSTIC_TASK = "preservation"
+#: The mode of a task that has one (generate_benchmark.py's ``_NO_MODE_LABEL``).
+NO_MODE = "default"
 
 
 def make_sample(
@@ -52,11 +61,16 @@ def make_sample(
     Parquet row's ``metadata``), or ``None`` (reported) when it cannot be one.
 
     ``fallback`` supplies an instruction or category ``meta`` lacks; ``where`` names the
-    metadata and the task in messages. Shared by the folder and the Parquet readers, so both
-    give the same samples for the same problems.
+    metadata and the task in messages. A ``mode`` of ``null`` (or ``""``) is
+    :data:`NO_MODE`, as the generator means it: older versions wrote a single-mode task's mode
+    as JSON null, newer ones write ``"default"`` (generate_benchmark.py's ``_NO_MODE_LABEL``,
+    ``mode or "default"``; the seed hash takes ``""`` either way). Shared by the folder and the
+    Parquet readers, so both give the same samples for the same problems.
     """
     sid = f"{task}-{num}"
     where_meta, where_task = where
+    if "mode" in meta and meta["mode"] in (None, ""):
+        meta = {**meta, "mode": NO_MODE}
     bad = [k for k in ("instruction", "category", "mode") if k in meta and not _is_text(meta[k])]
     if bad:
         problems.append(
@@ -106,10 +120,10 @@ def label_modes(samples: list[Sample]) -> None:
     ``"default"``)."""
     modes: dict[str, set[str]] = {}
     for s in samples:
-        modes.setdefault(s.task, set()).add(s.metadata.get("mode") or "default")
+        modes.setdefault(s.task, set()).add(s.metadata.get("mode") or NO_MODE)
     for s in samples:
         if len(modes[s.task]) > 1:
-            s.metadata["task_mode"] = f"{s.task}/{s.metadata.get('mode') or 'default'}"
+            s.metadata["task_mode"] = f"{s.task}/{s.metadata.get('mode') or NO_MODE}"
 
 
 def _is_text(value: object) -> bool:
