@@ -3,10 +3,12 @@
 Output never depends on the terminal in a way users or tests trip on:
 
 - stdout is as wide as ``COLUMNS`` when it is set, else the terminal, else 120 columns (a pipe
-  or a CI log); a table that cannot fit that width without cutting a number or a name is split
-  into tables of fewer columns, each repeating its leading left-aligned (key) columns, or, when
-  even that does not fit, printed in a long format (one block per row, one ``column: value``
-  line per cell);
+  or a CI log); no table is ever cut: a table fits when its first column (the row's name) and
+  its ``no_wrap`` columns are whole and every other cell's longest word too, and it is then
+  printed at column widths set here (rich itself would shrink the widest column first and cut
+  it with "…"); a table that does not fit is split into tables of fewer columns, each repeating
+  its leading left-aligned (key) columns, or, when even that does not fit, printed in a long
+  format (one block per row, one ``column: value`` line per cell);
 - plain messages are never wrapped (a path or an error stays one greppable line);
 - message text is printed as it is: ``[hf]`` in ``pip install 'medibench[hf]'`` is not read as
   rich markup (:func:`labelled` styles only the label).
@@ -14,11 +16,11 @@ Output never depends on the terminal in a way users or tests trip on:
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, NoReturn
 
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -52,7 +54,7 @@ def fitted(console: Console, table: Table) -> list[Any]:
     """``[table]`` when it fits; else the table split by columns, the leading left-aligned
     (key) columns repeated in each part; else its :func:`long_format`."""
     if fits(console, table):
-        return [table]
+        return [_sized(console, table)]
     keys = 0
     while keys < len(table.columns) - 1 and table.columns[keys].justify == "left":
         keys += 1
@@ -66,7 +68,7 @@ def fitted(console: Console, table: Table) -> list[Any]:
             return [long_format(table)]
     if len(parts) < 2:
         return [long_format(table)]
-    tables = [_columns(table, [*range(keys), *part]) for part in parts]
+    tables = [_sized(console, _columns(table, [*range(keys), *part])) for part in parts]
     for n, t in enumerate(tables, start=1):
         t.title = f"{_plain(table.title or '')} ({n}/{len(parts)})".lstrip()
         t.caption = table.caption if n == len(parts) else None
@@ -116,9 +118,43 @@ def fail(message: str) -> NoReturn:
 
 
 def fits(console: Console, table: Table) -> bool:
-    """Whether ``table`` fits the console's width with every cell's longest word whole."""
-    unbounded = console.options.update_width(1_000_000)  # the measure is clipped to the width
-    return Measurement.get(console, unbounded, table).minimum <= console.width
+    """Whether ``table`` fits the console's width with its first column and its ``no_wrap``
+    columns whole and every other cell's longest word whole."""
+    return sum(_widths(console, table)[0]) + table._extra_width <= console.width
+
+
+def _sized(console: Console, table: Table) -> Table:
+    """``table`` (which :func:`fits`) with its column widths set so that rich cuts nothing:
+    each column at least its :func:`fits` minimum, the room left shared toward the widest
+    layout; a cell wider than its column wraps at spaces (``fold`` where it could not)."""
+    least, most = _widths(console, table)
+    room = console.width - table._extra_width - sum(least)
+    if sum(most) <= console.width - table._extra_width:
+        return table  # rich prints the widest layout as it is
+    widths = list(least)
+    while room > 0:  # one character at a time to each column still short of its widest
+        short = [i for i, w in enumerate(widths) if w < most[i]]
+        for i in short[:room]:
+            widths[i] += 1
+        room -= len(short[:room])
+    out = copy.copy(table)
+    out.columns = [copy.copy(c) for c in table.columns]
+    for i, (column, width) in enumerate(zip(out.columns, widths, strict=True)):
+        column.width = width - table._get_padding_width(i)
+        column.overflow = "fold"
+    return out
+
+
+def _widths(console: Console, table: Table) -> tuple[list[int], list[int]]:
+    """Per column (padding included): the least width that keeps it uncut (its widest cell for
+    the first column and ``no_wrap`` columns, else its longest word) and its widest layout."""
+    unbounded = console.options.update_width(1_000_000)  # a measure is clipped to the width
+    ranges = [table._measure_column(console, unbounded, c) for c in table.columns]
+    least = [
+        r.maximum if i == 0 or c.no_wrap else r.minimum
+        for i, (r, c) in enumerate(zip(ranges, table.columns, strict=True))
+    ]
+    return least, [r.maximum for r in ranges]
 
 
 def long_format(table: Table) -> Text:
