@@ -388,7 +388,7 @@ def _print_correlate(result, level: float) -> None:
             n = row[f"{s.label}_n"]
             cells.append(f"{row[s.label]:.4g}" + ("" if s.samples is None else f" ({n})"))
         values.add_row(row["model"], *cells)
-    _print_whole(values)
+    console.print(values)
 
     def interval(low, high) -> str:
         return "-" if low is None or math.isnan(low) else f"[{low:.3f}, {high:.3f}]"
@@ -429,18 +429,7 @@ def _print_correlate(result, level: float) -> None:
                 f"{f.pvalue:.3g}",
                 f"{f.stderr:.3g}",
             )
-    _print_whole(fits)
-
-
-def _print_whole(table) -> None:
-    """``table``, or its long format when its widest layout does not fit: rich shrinks the
-    widest column first and would cut a long model or source name the split tables keep."""
-    from rich.measure import Measurement
-
-    from medibench._console import long_format
-
-    widest = Measurement.get(console, console.options.update_width(1_000_000), table).maximum
-    console.print(table if widest <= console.width else long_format(table))
+    console.print(fits)
 
 
 def _correlate_json(result) -> dict:
