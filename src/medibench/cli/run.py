@@ -84,6 +84,8 @@ def run(
             help="run folder (created if missing, resumed if not); {shard} in it becomes i-of-n",
         ),
     ],
+    download: DownloadOption = False,
+    dataset_option: DatasetOptionsOption = None,
     protocol: ProtocolsOption = None,
     k: Annotated[
         int,
@@ -135,8 +137,6 @@ def run(
     csv_out: CsvOption = None,
     json_out: JsonOption = None,
     progress: ProgressOption = True,
-    download: DownloadOption = False,
-    dataset_option: DatasetOptionsOption = None,
     icl_k: Annotated[
         list[int] | None,
         typer.Option(

@@ -39,6 +39,8 @@ def score(
         ),
     ],
     out: Annotated[Path, typer.Option(help="score records, one JSON object per line")],
+    download: DownloadOption = False,
+    dataset_option: DatasetOptionsOption = None,
     protocol: ProtocolsOption = None,
     model: Annotated[
         list[str] | None,
@@ -64,8 +66,6 @@ def score(
         int, typer.Option(min=1, help="score in this many processes (same records)")
     ] = 1,
     progress: ProgressOption = True,
-    download: DownloadOption = False,
-    dataset_option: DatasetOptionsOption = None,
     features: Annotated[
         list[str] | None,
         typer.Option(
