@@ -20,6 +20,7 @@ from medibench.cli._app import (
 )
 from medibench.cli._options import (
     CsvOption,
+    DatasetOption,
     DatasetOptionsOption,
     DownloadOption,
     JsonOption,
@@ -69,7 +70,7 @@ def demo(
 
 
 def run(
-    dataset: Annotated[str, typer.Option(help="dataset spec, e.g. native:DIR or starter:DIR")],
+    dataset: DatasetOption,
     model: Annotated[
         list[str],
         typer.Option(

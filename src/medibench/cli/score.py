@@ -19,25 +19,19 @@ from medibench.cli._app import (
 )
 from medibench.cli._options import (
     CsvOption,
+    DatasetOption,
     DatasetOptionsOption,
     DownloadOption,
     JsonOption,
+    PredictionsOption,
     ProgressOption,
     ProtocolsOption,
 )
 
 
 def score(
-    dataset: Annotated[
-        str, typer.Option(help="dataset spec (native:DIR, medebench:DIR, miedb:DIR, ...) or DIR")
-    ],
-    predictions: Annotated[
-        Path,
-        typer.Option(
-            help="folder with one sub-folder per model (generated_images/, eval_results/, "
-            "model_outputs/), or one model's <sample_id>_<k>.png files"
-        ),
-    ],
+    dataset: DatasetOption,
+    predictions: PredictionsOption,
     out: Annotated[Path, typer.Option(help="score records, one JSON object per line")],
     download: DownloadOption = False,
     dataset_option: DatasetOptionsOption = None,
