@@ -208,21 +208,16 @@ MVCBENCH_DASSL = CalibrationProtocol(
     ),
 )
 
-MVCBENCH_VL = CalibrationProtocol(
+#: The other evaluator: Dassl's variants, its own bins, edges and path.
+MVCBENCH_VL = dataclasses.replace(
+    MVCBENCH_DASSL,
     name="mvcbench-vl",
-    version="paper",
     description="MVC-Bench's VL evaluator (tools/metrics.py): rows renormalised, every metric "
     "at ECE_BINS=10, ECE [lo, hi) with 1.0 in no bin, count-weighted MCE, ACE cut to distinct "
     "confidences, Brier and class-wise tables",
     ece_bins=10,
-    mce_bins=10,
-    ace_bins=10,
     classwise_bins=10,
     edges="left",
-    ece_variant="mvcbench_drops_one",
-    mce_variant="mvcbench_count_weighted",
-    ace_variant="mvcbench",
-    nll_variant="mvcbench_mean_true_logit",
     path="vl",
     quirks=(
         "rows_renormalised",

@@ -26,17 +26,11 @@ Importing it installs :class:`RedactingFilter` on medibench's loggers and its HT
 imports no HTTP library until :func:`send` runs (or :func:`preload_http` is called).
 """
 
+from medibench.calls import _endpoints
 from medibench.calls._ahead import Ahead
 from medibench.calls._base64 import b64_text
 from medibench.calls._body import PlainText, data_url, json_body
-from medibench.calls._endpoints import (
-    GEMINI_API_URL,
-    GEMINI_BASE_URL_ENV,
-    OPENAI_API_URL,
-    OPENAI_BASE_URL_ENV,
-    gemini_base_url,
-    openai_base_url,
-)
+from medibench.calls._endpoints import *  # noqa: F403 (its __all__, exported again below)
 from medibench.calls._keys import MissingAPIKeyError, key_from_env
 from medibench.calls._limits import CallSlots, CostBudget, preload_http, run_bounded
 from medibench.calls._redact import (
@@ -60,24 +54,21 @@ from medibench.calls._retry import (
 )
 from medibench.registry import lazy_attributes
 
+#: Exported names whose modules import pydantic or OpenCV: loaded on first use, so importing
+#: the call layer (every model's error classes do) stays cheap.
+_LAZY = {
+    "ChatClient": "._chat", "ChatConfig": "._chat", "ChatSetupError": "._chat",
+    "Completion": "._chat", "ImageTooLargeError": "._images", "file_data_url": "._images",
+    "png_data_url": "._images",
+}  # fmt: skip
+
 __all__ = [
     "Ahead",
-    "ChatClient",
-    "ChatConfig",
-    "ChatSetupError",
-    "Completion",
-    "ImageTooLargeError",
-    "file_data_url",
-    "png_data_url",
+    *_LAZY,
     "PlainText",
     "b64_text",
     "data_url",
-    "GEMINI_API_URL",
-    "GEMINI_BASE_URL_ENV",
-    "OPENAI_API_URL",
-    "OPENAI_BASE_URL_ENV",
-    "gemini_base_url",
-    "openai_base_url",
+    *_endpoints.__all__,
     "LOGGERS",
     "REDACTED",
     "CallSlots",
@@ -104,11 +95,4 @@ __all__ = [
 
 install_redaction()
 
-#: Exported names whose modules import pydantic or OpenCV: loaded on first use, so importing
-#: the call layer (every model's error classes do) stays cheap.
-_LAZY = {
-    "ChatClient": "._chat", "ChatConfig": "._chat", "ChatSetupError": "._chat",
-    "Completion": "._chat", "ImageTooLargeError": "._images", "file_data_url": "._images",
-    "png_data_url": "._images",
-}  # fmt: skip
 __getattr__ = lazy_attributes(__name__, _LAZY)

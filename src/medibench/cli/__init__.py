@@ -24,58 +24,39 @@ from medibench.cli._help import rewrap_app_help
 
 __all__ = ["app", "main"]
 
-#: command name -> (module, attribute, kind): "command" mounts a function, "group" a Typer app.
-_COMMANDS: dict[str, tuple[str, str, str, str | None]] = {
-    "demo": ("medibench.cli.run", "demo", "command", None),
-    "run": ("medibench.cli.run", "run", "command", None),
-    "score": ("medibench.cli.score", "score", "command", None),
-    "export": ("medibench.cli.score", "export", "command", None),
-    "models": ("medibench.cli.listing", "models", "command", None),
-    "datasets": ("medibench.cli.listing", "datasets", "command", None),
-    "protocols": ("medibench.cli.listing", "protocols", "command", None),
-    "download": ("medibench.cli.download", "download", "command", None),
-    "export-dataset": ("medibench.cli.export_dataset", "export_dataset", "command", None),
-    "merge": ("medibench.runs._cli", "merge", "command", None),
-    "judge": ("medibench.judges._cli", "judge", "command", None),
-    "agreement": ("medibench.judges._cli", "agreement", "command", None),
-    "report": ("medibench.report._cli", "report", "command", None),
-    "suite": (
-        "medibench.synth._cli",
-        "suite_app",
-        "group",
-        "The built-in procedural medical editing suite.",
-    ),
-    "calibration": (
-        "medibench.cli.calibration",
-        "calibration_app",
-        "group",
-        "Calibration from saved predictions.",
-    ),
-    "edit": (
-        "medibench.cli.edit",
-        "edit_app",
-        "group",
-        "Model editing of medical VLMs (M3Bench style).",
-    ),
+#: module -> its commands, in the order ``--help`` lists them; a command is the module's function
+#: of that name (``-`` read as ``_``).
+_COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "medibench.cli.run": ("demo", "run"),
+    "medibench.cli.score": ("score", "export"),
+    "medibench.cli.listing": ("models", "datasets", "protocols"),
+    "medibench.cli.download": ("download",),
+    "medibench.cli.export_dataset": ("export-dataset",),
+    "medibench.runs._cli": ("merge",),
+    "medibench.judges._cli": ("judge", "agreement"),
+    "medibench.report._cli": ("report",),
+    "medibench.cli.train": ("train",),
+}
+#: group name -> (module, help); a group is the module's Typer app ``NAME_app``.
+_GROUPS: dict[str, tuple[str, str]] = {
+    "suite": ("medibench.synth._cli", "The built-in procedural medical editing suite."),
+    "calibration": ("medibench.cli.calibration", "Calibration from saved predictions."),
+    "edit": ("medibench.cli.edit", "Model editing of medical VLMs (M3Bench style)."),
     "analyze": (
         "medibench.cli.analyze",
-        "analyze_app",
-        "group",
         "Look inside models (attention, features); statistics across models (correlate).",
     ),
-    "build": (
-        "medibench.cli.build",
-        "build_app",
-        "group",
-        "Build MieDB-style triplets from labels.",
-    ),
-    "medgen": (
-        "medibench.cli.medgen",
-        "medgen_app",
-        "group",
-        "MedGEN-Bench: controls, Delta, summaries.",
-    ),
-    "train": ("medibench.cli.train", "train", "command", None),
+    "build": ("medibench.cli.build", "Build MieDB-style triplets from labels."),
+    "medgen": ("medibench.cli.medgen", "MedGEN-Bench: controls, Delta, summaries."),
+}
+#: command or group name -> (module, attribute, group help or None for a command).
+_COMMANDS: dict[str, tuple[str, str, str | None]] = {
+    **{
+        name: (module, name.replace("-", "_"), None)
+        for module, names in _COMMAND_MODULES.items()
+        for name in names
+    },
+    **{name: (module, f"{name}_app", help_text) for name, (module, help_text) in _GROUPS.items()},
 }
 _MOUNTED: set[str] = set()
 
@@ -84,10 +65,10 @@ def _mount(names: list[str]) -> typer.Typer:
     """Mount the commands ``names`` (in the order of :data:`_COMMANDS`) on the app, once each."""
     app = _app.app
     for name in (n for n in _COMMANDS if n in names and n not in _MOUNTED):
-        module, attribute, kind, help_text = _COMMANDS[name]
+        module, attribute, group_help = _COMMANDS[name]
         target: Callable = getattr(importlib.import_module(module), attribute)
-        if kind == "group":
-            app.add_typer(target, name=name, help=help_text)
+        if group_help is not None:
+            app.add_typer(target, name=name, help=group_help)
         else:
             app.command(name)(target)
         _MOUNTED.add(name)

@@ -14,13 +14,33 @@ import typer
 
 __all__ = [
     "CsvOption",
+    "DatasetOption",
     "DatasetOptionsOption",
     "JsonOption",
     "DownloadOption",
     "ModelOptionsOption",
+    "PredictionsOption",
     "ProgressOption",
     "ProtocolsOption",
     "RayAddressOption",
+]
+
+#: ``--dataset``: the dataset a command reads (:func:`medibench.datasets.load_dataset`'s spec).
+DatasetOption = Annotated[
+    str,
+    typer.Option(
+        help="dataset spec: KIND:ARG (native:DIR, medebench:DIR, miedb:DIR, starter, ...), "
+        "hf:OWNER/NAME, or a folder"
+    ),
+]
+
+#: ``--predictions``: the model outputs a command reads (``Dataset.find_predictions``).
+PredictionsOption = Annotated[
+    Path,
+    typer.Option(
+        help="folder with one sub-folder per model (generated_images/, eval_results/, "
+        "model_outputs/), or one model's <sample_id>_<k>.png files"
+    ),
 ]
 
 #: ``--download``: fetch an ``hf:OWNER/NAME`` dataset that is not in the local Hugging Face cache.

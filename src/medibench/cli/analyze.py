@@ -19,14 +19,21 @@ from rich.table import Table
 
 from medibench._console import labelled
 from medibench.cli._app import check_not_empty, console, err, fail, write_summary
-from medibench.cli._options import CsvOption, JsonOption, ModelOptionsOption, ProgressOption
+from medibench.cli._options import (
+    CsvOption,
+    DatasetOption,
+    JsonOption,
+    ModelOptionsOption,
+    PredictionsOption,
+    ProgressOption,
+)
 
 analyze_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 
 @analyze_app.command("attention")
 def attention(
-    dataset: Annotated[str, typer.Option(help="dataset spec, e.g. native:DIR or medebench:DIR")],
+    dataset: DatasetOption,
     model: Annotated[str, typer.Option(help="a diffusers model spec, e.g. ip2p:WEIGHTS")],
     out: Annotated[Path, typer.Option("--out", help="run folder (created if missing)")],
     word: Annotated[
@@ -143,8 +150,8 @@ def attention(
 
 @analyze_app.command("features")
 def features(
-    dataset: Annotated[str, typer.Option(help="dataset spec, e.g. medebench:DIR")],
-    predictions: Annotated[Path, typer.Option(help="folder with one sub-folder per model")],
+    dataset: DatasetOption,
+    predictions: PredictionsOption,
     feature: Annotated[
         list[str],
         typer.Option(

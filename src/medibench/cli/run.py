@@ -20,6 +20,7 @@ from medibench.cli._app import (
 )
 from medibench.cli._options import (
     CsvOption,
+    DatasetOption,
     DatasetOptionsOption,
     DownloadOption,
     JsonOption,
@@ -69,7 +70,7 @@ def demo(
 
 
 def run(
-    dataset: Annotated[str, typer.Option(help="dataset spec, e.g. native:DIR or starter:DIR")],
+    dataset: DatasetOption,
     model: Annotated[
         list[str],
         typer.Option(
@@ -84,6 +85,8 @@ def run(
             help="run folder (created if missing, resumed if not); {shard} in it becomes i-of-n",
         ),
     ],
+    download: DownloadOption = False,
+    dataset_option: DatasetOptionsOption = None,
     protocol: ProtocolsOption = None,
     k: Annotated[
         int,
@@ -135,8 +138,6 @@ def run(
     csv_out: CsvOption = None,
     json_out: JsonOption = None,
     progress: ProgressOption = True,
-    download: DownloadOption = False,
-    dataset_option: DatasetOptionsOption = None,
     icl_k: Annotated[
         list[int] | None,
         typer.Option(

@@ -19,26 +19,22 @@ from medibench.cli._app import (
 )
 from medibench.cli._options import (
     CsvOption,
+    DatasetOption,
     DatasetOptionsOption,
     DownloadOption,
     JsonOption,
+    PredictionsOption,
     ProgressOption,
     ProtocolsOption,
 )
 
 
 def score(
-    dataset: Annotated[
-        str, typer.Option(help="dataset spec (native:DIR, medebench:DIR, miedb:DIR, ...) or DIR")
-    ],
-    predictions: Annotated[
-        Path,
-        typer.Option(
-            help="folder with one sub-folder per model (generated_images/, eval_results/, "
-            "model_outputs/), or one model's <sample_id>_<k>.png files"
-        ),
-    ],
+    dataset: DatasetOption,
+    predictions: PredictionsOption,
     out: Annotated[Path, typer.Option(help="score records, one JSON object per line")],
+    download: DownloadOption = False,
+    dataset_option: DatasetOptionsOption = None,
     protocol: ProtocolsOption = None,
     model: Annotated[
         list[str] | None,
@@ -64,8 +60,6 @@ def score(
         int, typer.Option(min=1, help="score in this many processes (same records)")
     ] = 1,
     progress: ProgressOption = True,
-    download: DownloadOption = False,
-    dataset_option: DatasetOptionsOption = None,
     features: Annotated[
         list[str] | None,
         typer.Option(

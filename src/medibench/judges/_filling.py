@@ -17,6 +17,9 @@ from medibench.judges._planning import _Plan
 from medibench.judges._records import Judgement, JudgementStore
 from medibench.runs import RunStore
 
+#: The names of a score row's key (:attr:`_Filler.current`'s tuples) in a judged-metrics row.
+_ROW_KEY = ("model", "sample_id", "k", "protocol", "version")
+
 
 class _Filler:
     """Writes judged values into score rows: per prediction as soon as its last pass is
@@ -183,18 +186,11 @@ class _Filler:
             if not values:
                 continue
             report.filled += 1
-            now = self.current.get((model, sid, k, proto, version), {})
+            key = (model, sid, k, proto, version)
+            now = self.current.get(key, {})
             if all(m in now and now[m] == v and v is not None for m, v in values.items()):
                 continue  # already holds these values (a re-run): no write
-            row = dict(
-                model=model,
-                sample_id=sid,
-                k=k,
-                protocol=proto,
-                version=version,
-                values=values,
-                reasons=reasons,
-            )
+            row = {**dict(zip(_ROW_KEY, key, strict=True)), "values": values, "reasons": reasons}
             with self._queued_lock:
                 self._fills.append(row)
             self._commit_soon()

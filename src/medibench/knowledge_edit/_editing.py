@@ -82,6 +82,15 @@ class Editor:
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         raise NotImplementedError
 
+    def _applied(
+        self, model: Answerer, request: EditCase, restore: Any, *result: Any, **more: Any
+    ) -> EditHandle:
+        """The handle of ``request``'s edit, just applied to ``model``, pushed on its edits;
+        ``result``/``more``: :class:`EditHandle`'s converged, loss, steps, elapsed_s."""
+        handle = EditHandle(self.name, request.edit_id, model, restore, *result, **more)
+        model.edits.append(handle)
+        return handle
+
 
 class TrainedEditor(Editor):
     """An editor that trains weights: its hyper-parameters are one ``config_type`` config."""
@@ -90,6 +99,15 @@ class TrainedEditor(Editor):
 
     def __init__(self, config: TrainConfig | None = None) -> None:
         self.config: Any = config if config is not None else self.config_type()
+
+    def _local(self, model: Answerer) -> TransformersAnswerer:
+        """``model``, which must be a local transformers model (its weights are trained)."""
+        if not isinstance(model, TransformersAnswerer):
+            raise EditError(
+                f"the {self.name} editor trains weights: it needs a local transformers model, "
+                f"not {type(model).__name__} (use the in-context editor)"
+            )
+        return model
 
 
 def train(m: TransformersAnswerer, request: EditCase, params: list[Any], cfg: TrainConfig,
@@ -139,15 +157,3 @@ def decoder_layers(m: TransformersAnswerer) -> Any:
     if layers is None:
         raise EditError(f"model {m.path}: no decoder layers found (get_decoder().layers)")
     return layers
-
-
-def _transformers(model: Answerer, editor: str) -> TransformersAnswerer:
-    if not isinstance(model, TransformersAnswerer):
-        raise EditError(f"the {editor} editor trains weights: it needs a local transformers model, "
-                        f"not {type(model).__name__} (use the in-context editor)")  # fmt: skip
-    return model
-
-
-def _push(model: Answerer, handle: EditHandle) -> EditHandle:
-    model.edits.append(handle)
-    return handle

@@ -34,8 +34,6 @@ from medibench.knowledge_edit._editing import (
     Editor,
     TrainConfig,
     TrainedEditor,
-    _push,
-    _transformers,
     decoder_layers,
     train,
 )
@@ -79,7 +77,7 @@ class FineTuneEditor(TrainedEditor):
     config_type = FineTuneConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
-        m = _transformers(model, self.name)
+        m = self._local(model)
         t0 = time.perf_counter()
         params = dict(_chosen_parameters(m, self.config))
         saved = {k: p.detach().clone() for k, p in params.items()}
@@ -94,8 +92,9 @@ class FineTuneEditor(TrainedEditor):
         except BaseException:  # a failed edit leaves the model as it was
             restore()
             raise
-        return _push(model, EditHandle(self.name, request.edit_id, model, restore, converged,
-                                       loss, steps, time.perf_counter() - t0))  # fmt: skip
+        return self._applied(
+            model, request, restore, converged, loss, steps, time.perf_counter() - t0
+        )
 
 
 class LoraEditor(TrainedEditor):
@@ -103,7 +102,7 @@ class LoraEditor(TrainedEditor):
     config_type = LoraConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
-        m = _transformers(model, self.name)
+        m = self._local(model)
         try:
             import peft
         except ImportError:
@@ -138,8 +137,9 @@ class LoraEditor(TrainedEditor):
                 for n in targets:
                     current[n].weight.copy_(saved[n])
 
-        return _push(model, EditHandle(self.name, request.edit_id, model, restore, converged,
-                                       loss, steps, time.perf_counter() - t0))  # fmt: skip
+        return self._applied(
+            model, request, restore, converged, loss, steps, time.perf_counter() - t0
+        )
 
 
 class InContextEditor(Editor):
@@ -158,7 +158,7 @@ class InContextEditor(Editor):
         def restore() -> None:
             model.context.pop()
 
-        return _push(model, EditHandle(self.name, request.edit_id, model, restore))
+        return self._applied(model, request, restore)
 
 
 class EasyEditEditor(Editor):
@@ -182,7 +182,7 @@ class EasyEditEditor(Editor):
         self.hparams = _easyedit_hparams(easyeditor, alg, Path(hparams))
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
-        m = _transformers(model, self.name)
+        m = self._local(model)
         algorithms = importlib.import_module("easyeditor.util.alg_dict").ALG_MULTIMODAL_DICT
         t0 = time.perf_counter()
         apply = algorithms[self.alg]
@@ -197,8 +197,7 @@ class EasyEditEditor(Editor):
                 for k, v in saved.items():
                     params[k].copy_(v)
 
-        return _push(model, EditHandle(self.name, request.edit_id, model, restore,
-                                       elapsed_s=time.perf_counter() - t0))  # fmt: skip
+        return self._applied(model, request, restore, elapsed_s=time.perf_counter() - t0)
 
 
 EDITORS = ("ft", "lora", "grace", "in-context", "easyedit")

@@ -35,8 +35,6 @@ from medibench.knowledge_edit._editing import (
     EditHandle,
     TrainConfig,
     TrainedEditor,
-    _push,
-    _transformers,
     decoder_layers,
     train,
 )
@@ -59,7 +57,7 @@ class GraceEditor(TrainedEditor):
     config_type = GraceConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
-        m = _transformers(model, self.name)
+        m = self._local(model)
         torch, cfg = m.torch, self.config
         t0 = time.perf_counter()
         layers = decoder_layers(m)
@@ -93,8 +91,9 @@ class GraceEditor(TrainedEditor):
             restore()
             raise
         value.requires_grad_(False)
-        return _push(model, EditHandle(self.name, request.edit_id, model, restore, converged,
-                                       loss, steps, time.perf_counter() - t0))  # fmt: skip
+        return self._applied(
+            model, request, restore, converged, loss, steps, time.perf_counter() - t0
+        )
 
 
 _CLASS: Any = None

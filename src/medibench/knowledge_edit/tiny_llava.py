@@ -73,25 +73,15 @@ def build_tiny_llava(
         image_token="<image>",
         num_additional_image_tokens=1,
     )
-    vision = CLIPVisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        image_size=32,
-        patch_size=8,
-    )
+    vision = CLIPVisionConfig(**_tower(16, layers=1, heads=2), image_size=32, patch_size=8)
     text = LlamaConfig(
+        **_tower(32, layers=2, heads=2),
         vocab_size=len(words),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
         num_key_value_heads=2,
         max_position_embeddings=256,
-        pad_token_id=0,
-        bos_token_id=2,
-        eos_token_id=3,
+        pad_token_id=vocab["<pad>"],
+        bos_token_id=vocab["<s>"],
+        eos_token_id=vocab["</s>"],
         initializer_range=0.5,
     )
     config = LlavaConfig(
@@ -173,6 +163,17 @@ def taught_items(ts, read_image) -> list[tuple[object, str, str]]:
             if p.kind == "locality":
                 seen.setdefault((p.image, p.question), p.answer)
     return [(read_image(ts.image_path(i)), q, a) for (i, q), a in seen.items()]
+
+
+def _tower(hidden: int, *, layers: int, heads: int) -> dict[str, int]:
+    """A transformer's sizes: ``hidden`` units, an MLP twice as wide, ``layers`` layers of
+    ``heads`` attention heads (the keywords CLIP's and Llama's configs share)."""
+    return {
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+    }
 
 
 if __name__ == "__main__":

@@ -26,8 +26,7 @@ def report(
         ),
     ] = None,
     seed: Annotated[
-        int | None,
-        typer.Option(help="seed of the bootstrap and permutation tests (default: the protocol's)"),
+        int | None, typer.Option(help="bootstrap and permutation seed (default: the protocol's)")
     ] = None,
     level: Annotated[
         float | None, typer.Option(min=0.5, max=0.999, help="CI level (default: the protocol's)")
