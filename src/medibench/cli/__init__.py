@@ -1,7 +1,7 @@
 """The ``medibench`` command line: thin Typer commands over the library, one module per
 command group (``run``: demo, run; ``score``: score, export; ``listing``: models, datasets,
 protocols; ``download``: download); the commands that drive one library part live beside it
-(``merge`` in :mod:`medibench.runs._cli`, ``judge`` and ``agreement`` in
+(``merge`` and ``compare`` in :mod:`medibench.runs._cli`, ``judge`` and ``agreement`` in
 :mod:`medibench.judges._cli`, ``report`` in :mod:`medibench.report._cli`, ``suite`` in
 :mod:`medibench.synth._cli`).
 
@@ -36,6 +36,7 @@ _COMMANDS: dict[str, tuple[str, str, str, str | None]] = {
     "download": ("medibench.cli.download", "download", "command", None),
     "export-dataset": ("medibench.cli.export_dataset", "export_dataset", "command", None),
     "merge": ("medibench.runs._cli", "merge", "command", None),
+    "compare": ("medibench.runs._cli", "compare", "command", None),
     "judge": ("medibench.judges._cli", "judge", "command", None),
     "agreement": ("medibench.judges._cli", "agreement", "command", None),
     "report": ("medibench.report._cli", "report", "command", None),
