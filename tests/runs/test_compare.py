@@ -40,8 +40,13 @@ def _run(run_dir, samples, values, *, checkpoint, model="ip2p", seed=0, extra=()
                 (st.run_dir / path).write_bytes(f"{checkpoint} {sid}".encode())
                 st.put_prediction(Prediction(sample_id=sid, model=name, k=0, path=path, seed=1))
                 st.put_score(
-                    Score(sample_id=sid, model=name, protocol="toy", protocol_version="1",
-                          metrics={"acc": acc})  # fmt: skip
+                    Score(
+                        sample_id=sid,
+                        model=name,
+                        protocol="toy",
+                        protocol_version="1",
+                        metrics={"acc": acc},
+                    )  # fmt: skip
                 )
     return run_dir
 
@@ -63,14 +68,21 @@ def test_compare_means_settings_and_paired_differences_by_hand(two_runs):
     assert res.settings == ["spec", "checkpoint"]  # the name option and the same config: hidden
     (a, b) = res.rows
     assert (a["label"], a["model"], a["n"], a["acc"], a["checkpoint"]) == (
-        "base", "ip2p", 4, 2.5, "base.ckpt"
+        "base",
+        "ip2p",
+        4,
+        2.5,
+        "base.ckpt",
     )  # (1 + 2 + 3 + 4) / 4
     assert (b["label"], b["n"], b["acc"], b["checkpoint"]) == ("tuned", 3, 3.0, "ft.ckpt")
     assert a["spec"] != b["spec"]
     (pair,) = res.paired
     # shared s000..s002: differences 1, 0, 2; exact sign flips: |sum| >= 3 for 4 of 8 vectors
     assert (pair["label"], pair["against"], pair["metric"], pair["n"]) == (
-        "tuned", "base/ip2p", "acc", 3
+        "tuned",
+        "base/ip2p",
+        "acc",
+        3,
     )
     assert pair["mean_diff"] == pytest.approx(1.0)
     assert pair["permutation_p"] == pytest.approx(0.5)
