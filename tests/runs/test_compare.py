@@ -12,7 +12,7 @@ from medibench._identity import output_folder
 from medibench.cli import app
 from medibench.datasets import load_dataset
 from medibench.runs import RunStore, RunStoreError
-from medibench.runs._compare import compare_runs
+from medibench.runs._compare import compare_runs, compared_panel
 from medibench.runs._shard import merge
 from medibench.samples import Prediction, Score
 from tests.runs.conftest import make_native
@@ -113,6 +113,12 @@ def test_compare_cli_writes_the_table_and_merges_the_runs_apart(two_runs, tmp_pa
         moved = preds[("ip2p-tuned", "s000")].path
         assert moved == f"outputs/{output_folder('ip2p-tuned')}/s000_0.png"
         assert (out / moved).read_bytes() == b"ft.ckpt s000"
+        panel = compared_panel(st, out)  # the report's "Runs compared" section
+    table, pairs = panel["tables"]
+    assert table["columns"] == ["label", "model", "merged as", "spec", "checkpoint", "n", "acc"]
+    assert [r[:3] for r in table["rows"]] == [["base", "ip2p", "ip2p-base"],
+                                              ["tuned", "ip2p", "ip2p-tuned"]]  # fmt: skip
+    assert table["rows"][1][4:] == ["ft.ckpt", "3", "3"] and pairs["rows"][0][4:6] == ["3", "1"]
 
 
 def test_merge_rename_one_run_and_every_run(two_runs, tmp_path):

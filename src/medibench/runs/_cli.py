@@ -146,8 +146,8 @@ def compare(
     """Runs of same-named models side by side (base vs fine-tuned, ablations, edit configs, K
     sweeps): a row per (run label, model) with n and each metric's mean, the settings that
     differ as columns, and paired differences against the first run on the samples both have."""
-    from medibench.runs._compare import compare_runs, write_comparison
-    from medibench.runs._store import RunStoreError
+    from medibench.runs._compare import compare_runs, record_comparison, write_comparison
+    from medibench.runs._store import RunStore, RunStoreError
 
     console, err = stdout_console(), stderr_console()
     try:
@@ -166,6 +166,8 @@ def compare(
             except (RunStoreError, OSError) as exc:
                 err.print(labelled("error", exc))
                 raise typer.Exit(code=2) from None
+            with RunStore.open_existing(out) as store:
+                record_comparison(store, result)
         console.print(
             f"merged into {out}: {rep.predictions} predictions, {rep.scores} scores"
             + (
@@ -179,6 +181,8 @@ def compare(
 
 def _print_comparison(console, result) -> None:
     from rich.table import Table
+
+    from medibench.runs._compare import shown_value as _shown
 
     table = Table(title="runs compared")
     columns = ["label", "model", *result.settings, "n", *result.metrics]
@@ -201,11 +205,3 @@ def _print_comparison(console, result) -> None:
                  p["permutation_p"], p["wilcoxon_p"]]  # fmt: skip
         pairs.add_row(*(escape(_shown(c)) for c in cells))
     console.print(pairs)
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)

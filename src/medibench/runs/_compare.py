@@ -24,7 +24,16 @@ from typing import Any
 
 from medibench.runs._store import RunStore, RunStoreError
 
-__all__ = ["Comparison", "compare_runs", "parse_labels", "write_comparison"]
+__all__ = [
+    "COMPARED_KEY",
+    "Comparison",
+    "compare_runs",
+    "compared_panel",
+    "parse_labels",
+    "record_comparison",
+    "shown_value",
+    "write_comparison",
+]
 
 _SPECS_KEY = "model_specs_by_name"  # written by medibench.runs._models
 _RUN_SETTINGS = ("dataset", "seed", "k", "limit")
@@ -279,3 +288,70 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, list):
         return [_json_safe(v) for v in value]
     return value
+
+
+#: The run metadata key where ``compare --out`` leaves its table for the report's panel.
+COMPARED_KEY = "compared_runs"
+
+
+def record_comparison(store: RunStore, result: Comparison) -> None:
+    """Leave ``result`` in the merged run ``store`` (each row with the name it merged as), so
+    ``medibench report`` shows the table (:func:`compared_panel`)."""
+    merged_as = {}
+    for text in result.renames:
+        left, _, new = text.rpartition("=")
+        run, _, old = left.rpartition(":")
+        merged_as[(run, old)] = new
+    rows = [
+        {**r, "merged_as": merged_as.get((r["run"], r["model"]), r["model"])} for r in result.rows
+    ]
+    data = {"labels": result.labels, "metrics": result.metrics, "settings": result.settings,
+            "rows": rows, "paired": result.paired}  # fmt: skip
+    store.set_meta(COMPARED_KEY, _json_safe(data))
+
+
+def compared_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
+    """The report panel of a run merged by ``compare --out``: its table and the paired
+    differences; ``None`` for any other run."""
+    data = store.get_meta(COMPARED_KEY)
+    if not data:
+        return None
+    columns = ["label", "model", "merged as", *data["settings"], "n", *data["metrics"]]
+    keys = ["label", "model", "merged_as", *data["settings"], "n", *data["metrics"]]
+    first = data["labels"][0]
+    pair_keys = ["label", "model", "against", "metric", "n", "mean_diff", "ci_low", "ci_high",
+                 "permutation_p", "wilcoxon_p"]  # fmt: skip
+    tables = [
+        {
+            "title": "runs compared",
+            "columns": columns,
+            "rows": [[shown_value(r.get(k)) for k in keys] for r in data["rows"]],
+            "notes": [
+                "the settings that differ between the runs are columns (spec: 8 hex "
+                "digits of the recorded spec's sha256); n = samples with an output"
+            ],
+        },  # fmt: skip
+    ]
+    if data["paired"]:
+        tables.append(
+            {
+                "title": f"paired differences against {first} (row - {first}, shared samples)",
+                "columns": [k.replace("_", " ") for k in pair_keys],
+                "rows": [[shown_value(p.get(k)) for k in pair_keys] for p in data["paired"]],
+                "notes": [
+                    "95% bootstrap CI of the mean difference; p-values of the paired "
+                    "permutation and Wilcoxon tests (medibench.stats.compare_models)"
+                ],
+            }  # fmt: skip
+        )
+    summary = f"{len(data['labels'])} runs, {len(data['rows'])} rows"
+    return {"id": "compared-runs", "title": "Runs compared", "summary": summary, "tables": tables}
+
+
+def shown_value(value: Any) -> str:
+    """A table cell: ``""`` for ``None``, a float to 4 significant digits."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
