@@ -106,9 +106,9 @@ class RenamedStore:
     def source_path(self, path: str) -> str:
         return self._sources.get(path, path)
 
-    def predictions(self) -> list:
+    def predictions(self, *args: Any, **kwargs: Any) -> list:
         out = []
-        for p in self.store.predictions():
+        for p in self.store.predictions(*args, **kwargs):
             new = self.renames.get(p.model)
             if new is None:
                 out.append(p)
@@ -121,10 +121,10 @@ class RenamedStore:
             out.append(p.model_copy(update={"model": new, "path": path}))
         return out
 
-    def scores(self) -> list:
+    def scores(self, *args: Any, **kwargs: Any) -> list:
         return [
             s.model_copy(update={"model": self.renames[s.model]}) if s.model in self.renames else s
-            for s in self.store.scores()
+            for s in self.store.scores(*args, **kwargs)
         ]
 
     def table_rows(self, name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
