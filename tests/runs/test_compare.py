@@ -20,7 +20,7 @@ from tests.runs.conftest import make_native
 runner = CliRunner()
 
 
-def _run(run_dir, samples, values, *, checkpoint, model="ip2p", seed=0, extra=()):
+def _run(run_dir, samples, values, *, checkpoint, model="ip2p", seed=0, extra=(), icl=None):
     """A run folder of model ``model`` (an ``ip2p`` spec at ``checkpoint``): one output per
     sample of ``values`` (``{sample_id: acc}``) scored ``acc`` under an unregistered protocol
     (plain means), and ``extra`` models with the same values."""
@@ -29,6 +29,8 @@ def _run(run_dir, samples, values, *, checkpoint, model="ip2p", seed=0, extra=()
         specs = {
             n: {"model": "ip2p", "options": {"checkpoint": checkpoint, "name": n}} for n in names
         }
+        if icl is not None:
+            specs = {n: {**spec, "icl": icl} for n, spec in specs.items()}
         config = {"dataset": "native:data", "seed": seed, "k": 1, "models": names}
         st.set_meta("config", config)
         st.set_meta("model_specs_by_name", specs)
@@ -186,3 +188,21 @@ def test_compare_two_runs_of_the_classical_model_with_another_option(tmp_path):
         assert by_metric[m]["n"] == 3 and by_metric[m]["against"] == "a/classical"
         want = rows[("b", "classical")][m] - rows[("a", "classical")][m]
         assert by_metric[m]["mean_diff"] == pytest.approx(want)
+
+
+def test_a_k_sweep_pairs_each_run_with_the_first_runs_only_model(tmp_path):
+    samples = list(load_dataset(f"native:{make_native(tmp_path / 'data', n=2)}"))
+    runs = [
+        _run(tmp_path / f"k{k}", samples, {"s000": 1.0 + k, "s001": 2.0 * k}, checkpoint="c",
+             model=f"ip2p@icl-{k}", icl={"k": k, "select": "random"})
+        for k in (1, 2, 4)
+    ]  # fmt: skip
+    res = compare_runs(runs)
+    assert res.settings == ["spec", "icl.k"]  # the pool selection is the same: hidden
+    assert [(r["model"], r["icl.k"], r["acc"]) for r in res.rows] == [
+        ("ip2p@icl-1", 1, 2.0), ("ip2p@icl-2", 2, 3.5), ("ip2p@icl-4", 4, 6.5)
+    ]  # fmt: skip
+    assert [(p["against"], p["n"], p["mean_diff"]) for p in res.paired] == [
+        ("k1/ip2p@icl-1", 2, 1.5), ("k1/ip2p@icl-1", 2, 4.5)
+    ]  # fmt: skip
+    assert res.renames == []  # three names: merged as they are
