@@ -32,7 +32,7 @@ _COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "medibench.cli.listing": ("models", "datasets", "protocols"),
     "medibench.cli.download": ("download",),
     "medibench.cli.export_dataset": ("export-dataset",),
-    "medibench.runs._cli": ("merge",),
+    "medibench.runs._cli": ("merge", "compare"),
     "medibench.judges._cli": ("judge", "agreement"),
     "medibench.report._cli": ("report",),
     "medibench.cli.train": ("train",),

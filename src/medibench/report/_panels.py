@@ -23,6 +23,7 @@ PANEL_PROVIDERS = (
     "medibench.knowledge_edit._report:editing_panel",  # medibench edit run
     "medibench.benchmarks.medgen.controls:pairing_panel",  # medibench medgen delta
     "medibench.train._report:training_panel",  # medibench train (its folder, its eval runs)
+    "medibench.runs._compare:compared_panel",  # medibench compare --out
 )
 
 

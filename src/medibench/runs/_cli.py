@@ -1,7 +1,7 @@
-"""The ``medibench merge`` command (registered on the CLI app by :mod:`medibench.cli`), and
-what every command that writes a run folder shares: :func:`run_folder_session` (or the
-:func:`holds_run_folder` decorator) holds the folder's lock, exits 3 when another process holds
-it and 1 on a full disk, with a one-line message.
+"""The ``medibench merge`` and ``medibench compare`` commands (registered on the CLI app by
+:mod:`medibench.cli`), and what every command that writes a run folder shares:
+:func:`run_folder_session` (or the :func:`holds_run_folder` decorator) holds the folder's lock,
+exits 3 when another process holds it and 1 on a full disk, with a one-line message.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from medibench.runs._lock import RunFolderInUse, run_folder_lock
 
 __all__ = [
     "EXIT_DISK_FULL",
+    "compare",
     "EXIT_IN_USE",
     "holds_run_folder",
     "merge",
@@ -81,15 +82,24 @@ def holds_run_folder(param: str, *, create: bool = False) -> Callable[[Callable]
 def merge(
     runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="run folders to merge")],
     out: Annotated[Path, typer.Option("--out", help="merged run folder (new, or a run to add to)")],
+    rename: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rename",
+            metavar="[RUN:]OLD=NEW",
+            help="merge model OLD (of every run, or of RUN only) as NEW, so same-named models "
+            "of different runs sit side by side (repeatable)",
+        ),
+    ] = None,
 ) -> None:
-    """Merge run stores (shards from --shard i/n) into one: samples, outputs, scores and every
-    stage's tables (judgements, ...)."""
+    """Merge run stores (shards from --shard i/n, or runs renamed apart with --rename) into
+    one: samples, outputs, scores and every stage's tables (judgements, ...)."""
     from medibench.runs._shard import merge as merge_runs
     from medibench.runs._store import RunStoreError
 
     console, err = stdout_console(), stderr_console()
     try:
-        rep = merge_runs(runs, out)
+        rep = merge_runs(runs, out, rename or ())
     except (RunStoreError, OSError) as exc:
         err.print(labelled("error", exc))
         raise typer.Exit(code=2) from None
@@ -103,3 +113,95 @@ def merge(
             f"[yellow]not merged:[/] tables {', '.join(rep.skipped_tables)} "
             "(re-run those stages on the merged run)"
         )
+
+
+def compare(
+    runs: Annotated[
+        list[Path], typer.Argument(metavar="RUN...", help="run folders; the first is the reference")
+    ],
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label", metavar="RUN=NAME", help="the name of RUN in the table (default: its folder)"
+        ),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", help="show this metric (repeatable; default: every one)"),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="also merge the runs into this run folder, same-named models renamed "
+            "MODEL-LABEL, for `medibench report`",
+        ),
+    ] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="write the table as CSV")] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", help="write the table and the paired differences as JSON"),
+    ] = None,
+) -> None:
+    """Runs of same-named models side by side (base vs fine-tuned, ablations, edit configs, K
+    sweeps): a row per (run label, model) with n and each metric's mean, the settings that
+    differ as columns, and paired differences against the first run on the samples both have."""
+    from medibench.runs._compare import compare_runs, record_comparison, write_comparison
+    from medibench.runs._store import RunStore, RunStoreError
+
+    console, err = stdout_console(), stderr_console()
+    try:
+        result = compare_runs(runs, label or (), metric or ())
+    except (RunStoreError, OSError) as exc:
+        err.print(labelled("error", exc))
+        raise typer.Exit(code=2) from None
+    _print_comparison(console, result)
+    write_comparison(result, csv=csv, json_path=json_path)
+    if out is not None:
+        from medibench.runs._shard import merge as merge_runs
+
+        with run_folder_session(out):
+            try:
+                rep = merge_runs(runs, out, result.renames)
+            except (RunStoreError, OSError) as exc:
+                err.print(labelled("error", exc))
+                raise typer.Exit(code=2) from None
+            with RunStore.open_existing(out) as store:
+                record_comparison(store, result)
+        console.print(
+            f"merged into {out}: {rep.predictions} predictions, {rep.scores} scores"
+            + (
+                f" (renamed: {', '.join(r.rpartition(':')[2] for r in result.renames)})"
+                if result.renames
+                else ""
+            )
+            + f"; `medibench report {out}` shows them"
+        )
+
+
+def _print_comparison(console, result) -> None:
+    from rich.table import Table
+
+    from medibench.runs._compare import shown_value as _shown
+
+    table = Table(title="runs compared")
+    columns = ["label", "model", *result.settings, "n", *result.metrics]
+    for c in columns:
+        table.add_column(escape(c), justify="right" if c in result.metrics or c == "n" else "left")
+    for row in result.rows:
+        table.add_row(*(escape(_shown(row.get(c))) for c in columns))
+    console.print(table)
+    if not result.paired:
+        return
+    first = result.labels[0]
+    pairs = Table(title=f"paired differences against {first} (row - {first}, shared samples)")
+    names = ["label", "model", "against", "metric", "n", "mean_diff", "95% CI", "permutation_p",
+             "wilcoxon_p"]  # fmt: skip
+    for c in names:
+        pairs.add_column(c, justify="left" if c in names[:4] else "right")
+    for p in result.paired:
+        ci = "" if p["ci_low"] is None else f"[{_shown(p['ci_low'])}, {_shown(p['ci_high'])}]"
+        cells = [p["label"], p["model"], p["against"], p["metric"], p["n"], p["mean_diff"], ci,
+                 p["permutation_p"], p["wilcoxon_p"]]  # fmt: skip
+        pairs.add_row(*(escape(_shown(c)) for c in cells))
+    console.print(pairs)

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from medibench.io import atomic_write_bytes, sha256_file
 from medibench.runs import _tables
+from medibench.runs._rename import RenamedStore, model_names, parse_renames
 from medibench.runs._store import CORE_TABLES, RunStore, RunStoreError
 from medibench.samples import Prediction
 
@@ -92,8 +93,15 @@ class MergeReport:
     skipped_tables: list[str] = field(default_factory=list)
 
 
-def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> MergeReport:
+def merge(
+    sources: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    renames: Sequence[str] = (),
+) -> MergeReport:
     """Merge run stores into ``out`` (created, or an existing run that joins the merge).
+
+    ``renames`` (``OLD=NEW`` or ``RUN:OLD=NEW``, :func:`~medibench.runs._rename.parse_renames`)
+    rename models as they are merged, so runs of same-named models sit side by side.
 
     Refuses (``RunStoreError``, nothing written) runs made with another dataset or seed, a
     protocol at two versions, one sample id with two records, and two different successful
@@ -108,7 +116,17 @@ def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> Merge
         raise RunStoreError("merge needs at least one run")
     if any(p.resolve() == out.resolve() for p in paths):
         raise RunStoreError(f"{out} is one of the runs to merge: give another --out")
-    stores = [RunStore.open_existing(p) for p in paths]
+    stores: list = [RunStore.open_existing(p) for p in paths]
+    if renames:
+        try:
+            per_run = parse_renames(renames, paths, [model_names(st) for st in stores])
+        except RunStoreError:
+            for st in stores:
+                st.close()
+            raise
+        stores = [
+            RenamedStore(st, mine) if mine else st for st, mine in zip(stores, per_run, strict=True)
+        ]
     target = RunStore(out)
     try:
         everyone = [target, *stores] if target.get_meta("config") else stores
@@ -129,7 +147,7 @@ def merge(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> Merge
             if store is target:
                 continue
             if pred.path is not None:
-                src = store.run_dir / pred.path
+                src = store.run_dir / _source_path(store, pred.path)
                 atomic_write_bytes(target.run_dir / pred.path, src.read_bytes())
                 report.files += 1
             target.put_prediction(pred)
@@ -247,10 +265,15 @@ def _chosen_predictions(stores: Sequence[RunStore]):
     return chosen, prints
 
 
+def _source_path(store, path: str) -> str:
+    # a renamed model's output moves to its new folder; the file is read where it is
+    return store.source_path(path) if isinstance(store, RenamedStore) else path
+
+
 def _fingerprint(store: RunStore, p: Prediction) -> tuple:
     if p.status != "ok" or p.path is None:
         return (p.status, p.seed, None)
-    path = store.run_dir / p.path
+    path = store.run_dir / _source_path(store, p.path)
     if not path.is_file():
         raise RunStoreError(f"{store.run_dir}: output {path} of {p.model}/{p.sample_id} is missing")
     return (p.status, p.seed, sha256_file(path))
