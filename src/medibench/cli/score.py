@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from medibench.cli import _options as opt  # the one option vocabulary (docs/cli.md)
 from medibench.cli._app import (
     console,
     err,
@@ -17,25 +18,15 @@ from medibench.cli._app import (
     print_summary,
     write_summary,
 )
-from medibench.cli._options import (
-    CsvOption,
-    DatasetOption,
-    DatasetOptionsOption,
-    DownloadOption,
-    JsonOption,
-    PredictionsOption,
-    ProgressOption,
-    ProtocolsOption,
-)
 
 
 def score(
-    dataset: DatasetOption,
-    predictions: PredictionsOption,
+    dataset: opt.DatasetOption,
+    predictions: opt.PredictionsOption,
     out: Annotated[Path, typer.Option(help="score records, one JSON object per line")],
-    download: DownloadOption = False,
-    dataset_option: DatasetOptionsOption = None,
-    protocol: ProtocolsOption = None,
+    download: opt.DownloadOption = False,
+    dataset_option: opt.DatasetOptionsOption = None,
+    protocol: opt.ProtocolsOption = None,
     model: Annotated[
         list[str] | None,
         typer.Option(help="models to score (default: all), or the name of a one-model folder"),
@@ -47,8 +38,8 @@ def score(
     limit: Annotated[
         int | None, typer.Option(min=1, help="only the first N samples of the dataset")
     ] = None,
-    csv_out: CsvOption = None,
-    json_out: JsonOption = None,
+    csv_out: opt.CsvOption = None,
+    json_out: opt.JsonOption = None,
     by: Annotated[
         list[str] | None,
         typer.Option(
@@ -59,7 +50,7 @@ def score(
     workers: Annotated[
         int, typer.Option(min=1, help="score in this many processes (same records)")
     ] = 1,
-    progress: ProgressOption = True,
+    progress: opt.ProgressOption = True,
     features: Annotated[
         list[str] | None,
         typer.Option(
