@@ -104,12 +104,9 @@ def test_a_lora_changes_the_fill(weights):
     assert not np.array_equal(a, b)
 
 
-def test_weights_without_a_mask_input_are_refused(tmp_path):
-    from tests.models.test_diffusers import build_tiny_ip2p
-
-    ip2p = build_tiny_ip2p(tmp_path / "ip2p")
+def test_weights_without_a_mask_input_are_refused(tiny_ip2p):
     with pytest.raises(BuildError, match="takes no mask_image: not an inpainting pipeline"):
-        load_inpainter(f"diffusers-inpaint:{ip2p}", options={"device": "cpu"})
+        load_inpainter(f"diffusers-inpaint:{tiny_ip2p}", options={"device": "cpu"})
 
 
 @pytest.mark.slow
