@@ -129,11 +129,11 @@ def test_a_modification_build_through_the_diffusers_inpainter(tmp_path, weights,
 
 @pytest.mark.slow
 def test_a_flagged_fill_is_recorded_as_refused_with_the_checker_named(
-    tmp_path, tmp_path_factory, demo_sources
+    tmp_path, demo_sources
 ):
     from tests.conformance._diffusers_models import weights as conformance_weights
 
-    folder = conformance_weights("sd-inpaint-flagging", tmp_path_factory)  # flags every image
+    folder = conformance_weights("sd-inpaint-flagging")  # flags every image
     out = tmp_path / "mod"
     with pytest.raises(BuildError, match=r"no sample survived the filters"):
         build("modification", demo_sources["mni152"], out, exports=(),
