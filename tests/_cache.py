@@ -52,6 +52,16 @@ def key(build: Callable, sources: Iterable[str] = (), salt: str = "") -> str:
     return h.hexdigest()[:16]
 
 
+def digest(*folders: Path) -> str:
+    """16 hex digits over every file under ``folders`` (relative path and bytes): the ``salt``
+    of a build made from data that the session generates, so other data rebuilds it."""
+    h = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def cached(
     name: str, build: Callable[[Path], object], *, sources: Iterable[str] = (), salt: str = ""
 ) -> Path:

@@ -19,6 +19,18 @@ def _no_api_base_url_from_the_shell(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(scope="session")
+def tiny_ip2p():
+    """A tiny random InstructPix2Pix (tests/models/test_diffusers.py's builder, about 1 MB),
+    built once per builder source (tests/_cache.py), shared by workers and sessions: read-only,
+    copy it to change it."""
+    pytest.importorskip("diffusers")
+    from tests._cache import cached
+    from tests.models.test_diffusers import build_tiny_ip2p
+
+    return cached("tiny-ip2p", build_tiny_ip2p)
+
+
 def pytest_collection_modifyitems(items):
     """The slow tests first (a stable sort, the same on every xdist worker): the scheduler hands
     them out while the rest of the suite fills the gaps, so no long test starts last."""

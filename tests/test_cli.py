@@ -107,7 +107,15 @@ def test_bad_dataset_spec_is_a_clear_error(tmp_path):
     assert res.exit_code == 2 and "Did you mean: native" in res.output
 
 
-def test_demo_prints_leaderboards_and_export_round_trips(tmp_path):
+def test_demo_prints_leaderboards_and_export_round_trips(tmp_path, monkeypatch):
+    import functools
+
+    import medibench.report
+
+    # The report's figures (25 of them, PNG and SVG: two thirds of this test's time) are the
+    # report tests' business (tests/report/test_progress.py draws them); the demo writes the rest.
+    real = medibench.report.build_report
+    monkeypatch.setattr(medibench.report, "build_report", functools.partial(real, plots=False))
     out = tmp_path / "demo"
     mini = ["--suite", "medibench-suite@1-mini"]  # `make demo` runs the full medibench-suite@1
     res = runner.invoke(app, ["demo", "--out", str(out), "--no-progress", *mini])

@@ -91,3 +91,17 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
     else:
         raise AssertionError("the builder's error was swallowed")
     assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_the_digest_of_data_follows_its_files_not_where_they_are(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name / "img").mkdir(parents=True)
+        (tmp_path / name / "tasks.jsonl").write_text('{"q": "what is shown ?"}\n')
+        (tmp_path / name / "img" / "0.png").write_bytes(b"\x89PNG pixels")
+    same = _cache.digest(tmp_path / "a")
+    assert len(same) == 16 and same == _cache.digest(tmp_path / "b")  # another folder, same data
+    (tmp_path / "b" / "img" / "0.png").write_bytes(b"\x89PNG other pixels")
+    changed = _cache.digest(tmp_path / "b")
+    assert changed != same
+    (tmp_path / "b" / "img" / "0.png").rename(tmp_path / "b" / "img" / "1.png")
+    assert _cache.digest(tmp_path / "b") not in (same, changed)  # a renamed file counts too

@@ -1,12 +1,14 @@
-"""Tiny randomly initialised models for these tests: InstructPix2Pix (the models tests'
-builder) and the feature extractors' weights, in the files and folders the real ones come in.
-The ``build_*`` functions are also the docs-run stand-ins (tests/docs/standins/analysis.py)."""
+"""Tiny randomly initialised weights of the feature extractors, in the files and folders the
+real ones come in (the tiny InstructPix2Pix, ``tiny_ip2p``, is tests/conftest.py's). The
+``build_*`` functions are also the docs-run stand-ins (tests/docs/standins/analysis.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from tests._cache import cached
 
 
 def build_inception_file(path: Path) -> Path:
@@ -72,14 +74,6 @@ def build_dinov2_dir(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_ip2p(tmp_path_factory):
-    pytest.importorskip("diffusers")
-    from tests.models.test_diffusers import build_tiny_ip2p
-
-    return build_tiny_ip2p(tmp_path_factory.mktemp("weights") / "tiny-ip2p")
-
-
-@pytest.fixture(scope="session")
 def ip2p_model(tiny_ip2p):
     import torch
 
@@ -89,25 +83,37 @@ def ip2p_model(tiny_ip2p):
     return InstructPix2PixModel(str(tiny_ip2p), steps=3, resolution=None)
 
 
+# Each is built once per builder source (tests/_cache.py), shared by workers and sessions, and
+# read-only; the networks' shapes come from medibench.analysis._nets.
+_NETS = ("medibench.analysis._nets",)
+
+
+def _inception_folder(folder: Path) -> None:
+    from medibench.analysis.features import INCEPTION_FILE
+
+    folder.mkdir(parents=True)
+    build_inception_file(folder / INCEPTION_FILE)
+
+
 @pytest.fixture(scope="session")
-def inception_file(tmp_path_factory):
+def inception_file():
     """pytorch-fid's file name, random weights of the network's shapes."""
     pytest.importorskip("torch")
     from medibench.analysis.features import INCEPTION_FILE
 
-    return build_inception_file(tmp_path_factory.mktemp("fid") / INCEPTION_FILE)
+    return cached("fid-inception", _inception_folder, sources=_NETS) / INCEPTION_FILE
 
 
 @pytest.fixture(scope="session")
-def lpips_dir(tmp_path_factory):
+def lpips_dir():
     """LPIPS AlexNet files as torchvision and lpips name them, random weights."""
     pytest.importorskip("torch")
-    return build_lpips_dir(tmp_path_factory.mktemp("lpips"))
+    return cached("lpips-alex", build_lpips_dir, sources=_NETS)
 
 
 @pytest.fixture(scope="session")
-def dinov2_dir(tmp_path_factory):
+def dinov2_dir():
     """A tiny random DINOv2 with its image processor, saved as transformers saves them."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    return build_dinov2_dir(tmp_path_factory.mktemp("dino") / "dinov2-tiny")
+    return cached("dinov2-tiny", build_dinov2_dir)

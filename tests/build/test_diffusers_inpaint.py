@@ -104,12 +104,9 @@ def test_a_lora_changes_the_fill(weights):
     assert not np.array_equal(a, b)
 
 
-def test_weights_without_a_mask_input_are_refused(tmp_path):
-    from tests.models.test_diffusers import build_tiny_ip2p
-
-    ip2p = build_tiny_ip2p(tmp_path / "ip2p")
+def test_weights_without_a_mask_input_are_refused(tiny_ip2p):
     with pytest.raises(BuildError, match="takes no mask_image: not an inpainting pipeline"):
-        load_inpainter(f"diffusers-inpaint:{ip2p}", options={"device": "cpu"})
+        load_inpainter(f"diffusers-inpaint:{tiny_ip2p}", options={"device": "cpu"})
 
 
 @pytest.mark.slow
@@ -132,11 +129,11 @@ def test_a_modification_build_through_the_diffusers_inpainter(tmp_path, weights,
 
 @pytest.mark.slow
 def test_a_flagged_fill_is_recorded_as_refused_with_the_checker_named(
-    tmp_path, tmp_path_factory, demo_sources
+    tmp_path, demo_sources
 ):
     from tests.conformance._diffusers_models import weights as conformance_weights
 
-    folder = conformance_weights("sd-inpaint-flagging", tmp_path_factory)  # flags every image
+    folder = conformance_weights("sd-inpaint-flagging")  # flags every image
     out = tmp_path / "mod"
     with pytest.raises(BuildError, match=r"no sample survived the filters"):
         build("modification", demo_sources["mni152"], out, exports=(),

@@ -35,17 +35,20 @@ from tests.models.test_diffusers import (  # noqa: E402
 
 __all__ = ["FAMILIES", "weights"]
 
-_BUILT: dict[str, Path] = {}
+#: What shapes a saved folder besides its builder's module (some builders live in test modules).
+_SOURCES = (
+    "tests.conformance._diffusers_models",
+    "tests.build.test_diffusers_inpaint",
+    "tests.models.test_diffusers",
+)
 
 
-def weights(family: str, tmp_path_factory: Any) -> Path:
-    """The saved folder of ``family``, built on first use in this session."""
-    if family not in _BUILT:
-        folder = tmp_path_factory.getbasetemp() / "editing-weights" / family
-        if not (folder / "model_index.json").is_file():
-            FAMILIES[family](folder)
-        _BUILT[family] = folder
-    return _BUILT[family]
+def weights(family: str) -> Path:
+    """The saved folder of ``family``, built once per builder source (tests/_cache.py), shared
+    by workers and sessions: read-only, copy it to change it."""
+    from tests._cache import cached
+
+    return cached(f"diffusers-{family}", FAMILIES[family], sources=_SOURCES)
 
 
 # -- text encoders and tokenizers -------------------------------------------------------------

@@ -47,12 +47,12 @@ def _halvings(h, w):
 
 @pytest.mark.parametrize("cell", cells("attention", supported=True), ids=lambda c: c.id)
 def test_attention_maps_have_the_latent_shape_of_the_working_resolution(
-    cell, tmp_path, tmp_path_factory
+    cell, tmp_path
 ):
     """The run's output (the pipeline's working size) / 8 is the latent; every layer's map is
     that latent or one of its halvings, the first cross-attention block's one halving; the
     captured edit is the run's output, pixel for pixel."""
-    folder, data = weights(cell.family, tmp_path_factory), four_by_three(tmp_path / "data")
+    folder, data = weights(cell.family), four_by_three(tmp_path / "data")
     options = OPTIONS[cell.family]
     res = _invoke(["run"], cell, folder, data, tmp_path / "run", options)
     assert res.exit_code == 0, res.output
@@ -68,13 +68,13 @@ def test_attention_maps_have_the_latent_shape_of_the_working_resolution(
     assert row["details"]["size"] == [48, 64]  # the heat map at the mask's size
 
 
-def test_sdxl_instruct_pix2pix_attention_uses_the_pipelines_working_latent(tmp_path_factory):
+def test_sdxl_instruct_pix2pix_attention_uses_the_pipelines_working_latent():
     """The 48x64 input runs at SDXL's 64x64 sample size: an 8x8 latent (the input's size
     would say 6x8, whose halvings fit none of the maps)."""
     from medibench.analysis.attention import record_cross_attention
     from medibench.models.diffusers import DiffusionPipelineModel
 
-    model = DiffusionPipelineModel(str(weights("sdxl-ip2p", tmp_path_factory)), steps=2)
+    model = DiffusionPipelineModel(str(weights("sdxl-ip2p")), steps=2)
     image = torch.zeros(48, 64, 3, dtype=torch.uint8).numpy()
     record = record_cross_attention(model, image, "remove the lesion", seed=0, tokens=[2])
     assert record.edited.shape == (64, 64, 3)
@@ -84,9 +84,9 @@ def test_sdxl_instruct_pix2pix_attention_uses_the_pipelines_working_latent(tmp_p
 
 @pytest.mark.parametrize("cell", cells("attention", supported=False), ids=lambda c: c.id)
 def test_a_family_without_cross_attention_fails_the_stage_with_a_clear_error(
-    cell, tmp_path, tmp_path_factory
+    cell, tmp_path
 ):
-    folder, data = weights(cell.family, tmp_path_factory), four_by_three(tmp_path / "data")
+    folder, data = weights(cell.family), four_by_three(tmp_path / "data")
     res = _invoke(["analyze", "attention"], cell, folder, data, tmp_path / "run", ["steps=1"])
     assert res.exit_code == 2, res.output
     assert cell.error in " ".join(res.output.split())

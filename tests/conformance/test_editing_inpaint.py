@@ -35,8 +35,8 @@ def _offline(monkeypatch):
 
 
 @pytest.mark.parametrize("cell", cells("build", supported=True), ids=lambda c: c.id)
-def test_each_inpainting_family_fills_at_the_input_size_reproducibly(cell, tmp_path_factory):
-    folder = weights(cell.family, tmp_path_factory)
+def test_each_inpainting_family_fills_at_the_input_size_reproducibly(cell):
+    folder = weights(cell.family)
     inpainter = load_inpainter(cell.spec.replace("PATH", str(folder)), options=OPTIONS)
     image, mask = _inputs()
     filled = inpainter.inpaint(image, mask, prompt="healthy tissue", seed=3)
@@ -48,14 +48,14 @@ def test_each_inpainting_family_fills_at_the_input_size_reproducibly(cell, tmp_p
 
 
 @pytest.mark.parametrize("cell", cells("build", supported=False), ids=lambda c: c.id)
-def test_a_family_build_does_not_support_is_refused_with_a_clear_error(cell, tmp_path_factory):
-    folder = weights(cell.family, tmp_path_factory)
+def test_a_family_build_does_not_support_is_refused_with_a_clear_error(cell):
+    folder = weights(cell.family)
     with pytest.raises(BuildError, match=cell.error):
         load_inpainter(cell.spec.replace("PATH", str(folder)), options=OPTIONS)
 
 
-def test_the_build_inpainter_drops_the_folders_safety_checker(tmp_path_factory):
-    folder = weights("sd-inpaint-flagging", tmp_path_factory)
+def test_the_build_inpainter_drops_the_folders_safety_checker():
+    folder = weights("sd-inpaint-flagging")
     inpainter = load_inpainter(f"diffusers-inpaint:{folder}", options=OPTIONS)
     assert inpainter.pipeline.safety_checker is None
     assert inpainter.spec()["safety_checker"] is False
@@ -64,8 +64,8 @@ def test_the_build_inpainter_drops_the_folders_safety_checker(tmp_path_factory):
     assert filled.max() > 0  # not the checker's black image
 
 
-def test_a_flagged_fill_is_a_refusal_naming_the_safety_checker(tmp_path_factory):
-    folder = weights("sd-inpaint-flagging", tmp_path_factory)
+def test_a_flagged_fill_is_a_refusal_naming_the_safety_checker():
+    folder = weights("sd-inpaint-flagging")
     inpainter = load_inpainter(f"diffusers-inpaint:{folder}",
                                options={**OPTIONS, "safety_checker": True})  # fmt: skip
     image, mask = _inputs()

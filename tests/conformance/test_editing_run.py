@@ -37,7 +37,7 @@ def small_qwen(monkeypatch):
 
 
 def _run(family, spec, options, data, out, seed=0):
-    folder = weights(family, _run.factory)
+    folder = weights(family)
     args = ["run", "--dataset", f"native:{data}", "--model", spec.replace("PATH", str(folder)),
             "--out", out, "--seed", seed]  # fmt: skip
     for option in options:
@@ -46,9 +46,8 @@ def _run(family, spec, options, data, out, seed=0):
 
 
 @pytest.fixture(autouse=True)
-def _factory(tmp_path_factory, monkeypatch):
+def _offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the folder alone: nothing may be fetched
-    _run.factory = tmp_path_factory
 
 
 @pytest.mark.parametrize("cell", cells("run", supported=True), ids=lambda c: c.id)
@@ -86,7 +85,7 @@ def test_flux_kontext_keeps_the_input_aspect_ratio(tmp_path):
     assert kontext_size(640, 480) == (1184, 880) and kontext_size(480, 640) == (880, 1184)
     assert all(kontext_size(w, h) == (w, h) for w, h in KONTEXT_RESOLUTIONS)
     assert kontext_size(WIDTH, HEIGHT, 64 * 64) == (64, 48)
-    model = FluxKontextModel(str(weights("flux-kontext", _run.factory)), steps=1, max_area=64 * 64)
+    model = FluxKontextModel(str(weights("flux-kontext")), steps=1, max_area=64 * 64)
     for (h, w), made in (((48, 64), (48, 64)), ((64, 48), (64, 48)), ((40, 40), (64, 64))):
         image = np.random.default_rng(h).integers(0, 256, (h, w, 3), dtype=np.uint8)
         assert model.edit(image, "remove the lesion", seed=0).shape == (*made, 3)
@@ -95,7 +94,7 @@ def test_flux_kontext_keeps_the_input_aspect_ratio(tmp_path):
 def test_sdxl_instruct_pix2pix_with_a_resolution_keeps_the_input_aspect(tmp_path):
     from medibench.models.diffusers import DiffusionPipelineModel
 
-    model = DiffusionPipelineModel(str(weights("sdxl-ip2p", _run.factory)), steps=1, resolution=64)
+    model = DiffusionPipelineModel(str(weights("sdxl-ip2p")), steps=1, resolution=64)
     image = np.random.default_rng(0).integers(0, 256, (HEIGHT, WIDTH, 3), dtype=np.uint8)
     assert model.edit(image, "remove the lesion", seed=0).shape == (48, 64, 3)
 
@@ -104,7 +103,7 @@ def test_qwen_image_edit_loads_without_torchvision_through_an_image_only_process
     from medibench.models._processors import has_torchvision
     from medibench.models.diffusers import QwenImageEditModel
 
-    model = QwenImageEditModel(str(weights("qwen-image-edit", _run.factory)), steps=1)
+    model = QwenImageEditModel(str(weights("qwen-image-edit")), steps=1)
     processor = model.pipeline.processor
     assert type(processor).__name__ == "Qwen2VLProcessor"
     assert has_torchvision() or not hasattr(processor, "video_processor")

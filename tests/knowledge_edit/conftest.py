@@ -1,8 +1,16 @@
+"""The synthetic task set and the tiny LLaVA, plain and taught: the models are built once per
+builder source and data (tests/_cache.py), shared by workers and sessions, and read-only."""
+
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+
+from tests._cache import cached, digest
+
+_TINY_SOURCES = ("medibench.knowledge_edit.tiny_llava",)
 
 
 @pytest.fixture(autouse=True)
@@ -22,14 +30,20 @@ def synthetic(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_path(tmp_path_factory, synthetic) -> Path:
+def tiny_path(synthetic) -> Path:
+    """The tiny LLaVA whose vocabulary holds the synthetic set's words (read-only)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from medibench.knowledge_edit._build import TEXT_TEMPLATES
     from medibench.knowledge_edit.tiny_llava import build_tiny_llava, vocabulary
 
     texts = [t for r in synthetic.requests for p in r.probes for t in (p.question, p.answer)]
-    return build_tiny_llava(tmp_path_factory.mktemp("tiny"), vocabulary([*texts, *TEXT_TEMPLATES]))
+    words = vocabulary([*texts, *TEXT_TEMPLATES])
+
+    def build(folder: Path) -> None:
+        build_tiny_llava(folder, words)
+
+    return cached("tiny-llava", build, sources=_TINY_SOURCES, salt=json.dumps(words))
 
 
 @pytest.fixture
@@ -40,14 +54,17 @@ def tiny(tiny_path):
 
 
 @pytest.fixture(scope="session")
-def taught_path(tmp_path_factory, synthetic, tiny_path) -> Path:
-    """The tiny model taught the synthetic set's locality probes (right on some before edits)."""
+def taught_path(synthetic, tiny_path) -> Path:
+    """The tiny model taught the synthetic set's locality probes (right on some before edits;
+    read-only). Its key: the tiny model's folder and every file of the task set."""
     import shutil
 
     from medibench.io import read_image
     from medibench.knowledge_edit.tiny_llava import taught_items, teach
 
-    folder = tmp_path_factory.mktemp("taught") / "tiny"
-    shutil.copytree(tiny_path, folder)
-    teach(folder, taught_items(synthetic, read_image), epochs=15)
-    return folder
+    def build(folder: Path) -> None:
+        shutil.copytree(tiny_path, folder)
+        teach(folder, taught_items(synthetic, read_image), epochs=15)
+
+    salt = f"{tiny_path.name} {digest(synthetic.root)}"
+    return cached("taught-llava", build, sources=_TINY_SOURCES, salt=salt)

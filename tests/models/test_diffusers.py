@@ -107,11 +107,6 @@ def build_tiny_ip2p(folder):
 
 
 @pytest.fixture(scope="module")
-def tiny_ip2p(tmp_path_factory):
-    return build_tiny_ip2p(tmp_path_factory.mktemp("weights") / "tiny-ip2p")
-
-
-@pytest.fixture(scope="module")
 def model(tiny_ip2p):
     return parse_model_spec(f"ip2p:{tiny_ip2p}", ["steps=4", "resolution=null"]).load()
 

@@ -3,8 +3,12 @@ small labelled dataset in MVC-Bench's layout, all built here, nothing downloaded
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+from tests._cache import cached
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -21,18 +25,25 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="session")
-def tiny_clip(tmp_path_factory):
+def _tiny_backbone(family: str) -> Path:
+    """The tiny ``family`` backbone, built once per builder source (tests/_cache.py), shared by
+    workers and sessions: read-only."""
     from medibench.prompt_tuning._tiny import save_tiny_backbone
 
-    return save_tiny_backbone(tmp_path_factory.mktemp("clip"), "clip")
+    def build(folder: Path) -> None:
+        save_tiny_backbone(folder, family)
+
+    return cached(f"tiny-{family}", build, sources=("medibench.prompt_tuning._tiny",))
 
 
 @pytest.fixture(scope="session")
-def tiny_siglip(tmp_path_factory):
-    from medibench.prompt_tuning._tiny import save_tiny_backbone
+def tiny_clip():
+    return _tiny_backbone("clip")
 
-    return save_tiny_backbone(tmp_path_factory.mktemp("siglip"), "siglip")
+
+@pytest.fixture(scope="session")
+def tiny_siglip():
+    return _tiny_backbone("siglip")
 
 
 def write_folder_dataset(root, per_class=6, seed=0):

@@ -66,7 +66,12 @@ def test_failures_are_recorded_and_only_failed_reruns_them(tiny_dataset, tmp_pat
         assert all(abs(s.metrics["cp_psnr"] - 48.1308036086791) < 1e-9 for s in scores)
 
 
-def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(tiny_dataset, tmp_path):
+def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(
+    tiny_dataset, tmp_path, monkeypatch
+):
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
     from tests.runs.conftest import make_native
 
     data = make_native(tmp_path / "data20", n=20)
@@ -113,8 +118,10 @@ def test_sigkill_mid_run_then_resume_loses_nothing_and_duplicates_nothing(tiny_d
     con.close()
     assert 5 <= len(before) < 20, "the kill did not land mid-run"
 
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    # The resume runs in this process: only the killed run needs a process of its own.
+    monkeypatch.syspath_prepend(str(tmp_path))
+    done = CliRunner().invoke(app, cmd[3:])
+    assert done.exit_code == 0, done.output
 
     con = sqlite3.connect(db)
     after = con.execute("SELECT sample_id, k, seed, path, created_at FROM predictions").fetchall()

@@ -35,18 +35,6 @@ FILES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_retry_waits(monkeypatch):
-    """huggingface_hub retries a 5xx with waits of 1-8 s: the same tries, without the waits."""
-    import time
-    import types
-
-    from huggingface_hub.utils import _http
-
-    clock = {k: getattr(time, k) for k in dir(time) if not k.startswith("_")}
-    monkeypatch.setattr(_http, "time", types.SimpleNamespace(**{**clock, "sleep": lambda s: None}))
-
-
 def _medgen(**kw) -> FakeRepo:
     return FakeRepo("Jack04810/MedGEN-Bench", dict(FILES), sha=MEDGEN_SHA, branches=(), **kw)
 

@@ -45,14 +45,6 @@ def make_triplets(root, n=8, size=32, *, prefix="t", targets=True, shape=None):
 
 
 @pytest.fixture(scope="session")
-def tiny_ip2p(tmp_path_factory):
-    pytest.importorskip("diffusers")
-    from tests.models.test_diffusers import build_tiny_ip2p
-
-    return build_tiny_ip2p(tmp_path_factory.mktemp("weights") / "tiny-ip2p")
-
-
-@pytest.fixture(scope="session")
 def triplets(tmp_path_factory):
     return make_triplets(tmp_path_factory.mktemp("data") / "train")
 

@@ -42,10 +42,10 @@ def flux_fill(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sdxl_inpaint(tmp_path_factory):
+def sdxl_inpaint():
     from tests.conformance._diffusers_models import weights
 
-    return weights("sdxl-inpaint", tmp_path_factory)
+    return weights("sdxl-inpaint")
 
 
 FILL_PARTS = ("scheduler", "vae", "text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2")

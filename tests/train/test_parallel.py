@@ -1,5 +1,7 @@
 """Data parallelism through accelerate: 2 CPU processes (gloo) with ``--grad-accum 1`` end with
-the weights of 1 process with ``--grad-accum 2`` (the same micro-batches, averaged)."""
+the weights of 1 process with ``--grad-accum 2`` (the same micro-batches, averaged). The one
+process is this one (``medibench train`` through the CLI runner): a child would import torch
+once more for nothing."""
 
 from __future__ import annotations
 
@@ -11,23 +13,30 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 pytest.importorskip("accelerate")
 safetensors = pytest.importorskip("safetensors.torch")
 
+from medibench.cli import app  # noqa: E402
 from tests.train.conftest import subprocess_env, train_args  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _train(data, weights, out, accum, launcher=()):
-    args = ["-m", "medibench"]
-    args += train_args(data, weights, out, max_steps=3, batch_size=2, grad_accum=accum, lr=1e-3)
-    cmd = [*launcher, *args] if launcher else [sys.executable, *args]
-    done = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    """Train 3 steps, under ``launcher`` (a command) or in this process; the final UNet."""
+    args = train_args(data, weights, out, max_steps=3, batch_size=2, grad_accum=accum, lr=1e-3)
+    if launcher:
+        cmd = [*launcher, "-m", "medibench", *args]
+        env = subprocess_env()
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    else:
+        done = CliRunner().invoke(app, args)
+        assert done.exit_code == 0, done.output[-3000:]
     return safetensors.load_file(out / "checkpoint-3/unet/diffusion_pytorch_model.safetensors")
 
 

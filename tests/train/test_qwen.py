@@ -22,8 +22,8 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
-def tiny_qwen(tmp_path_factory):
-    return weights("qwen-image-edit", tmp_path_factory)
+def tiny_qwen():
+    return weights("qwen-image-edit")
 
 
 @pytest.fixture
