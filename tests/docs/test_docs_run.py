@@ -39,7 +39,8 @@ SUBSTITUTIONS = standins.substitutions()
 CHAINS: dict[str, dict[str, tuple[int, ...]]] = {
     "README.md": {
         "demo": (1,),
-        "download": (2, 3, 4, 6),  # 3: the benchmarks 4 runs on; 4: runs/a, which 6 reports
+        "download": (2, 3),
+        "run": (4, 6),  # 4: runs/a, which 6 reports; MieDB of block 3: a stand-in (hub.py)
         "judge-analyze": (5, 8),  # MedEBench, MedGEN-Bench of block 3: stand-ins (hub.py)
         "suite": (7,),
         "build-train": (9, 10),  # 9: sources/, built/perception, which 10 trains on
@@ -48,8 +49,11 @@ CHAINS: dict[str, dict[str, tuple[int, ...]]] = {
         "medgen": (13,),  # MedGEN-Bench of block 3: a stand-in (hub.py)
         "edit": (14,),
     },
+    "docs/analysis.md": {"attention": (1,), "features": (2,)},
     "docs/calibration.md": {"mni152": (1,), "prompt-tuning": (2,)},
-    "docs/train.md": {"ablation-finetune": (1, 2), "inpainting": (3,)},  # 1: data/, read by 2
+    "docs/models.md": {"run": (1, 2), "icl": (3,)},  # 1: mydata, which 2 runs on
+    # data/train, data/heldout of block 1, which 2 trains and runs on: a stand-in (train.py)
+    "docs/train.md": {"ablation": (1,), "finetune": (2,), "inpainting": (3,)},
 }
 
 
@@ -126,8 +130,15 @@ def test_every_substitution_applies_to_a_block():
 
 @pytest.fixture(scope="session")
 def standin_cache(tmp_path_factory) -> Path:
-    """A folder the stand-in modules share across files (tiny models built once)."""
-    return tmp_path_factory.mktemp("standins")
+    """A folder the stand-in modules share across chains: one per session, shared by its xdist
+    workers (the session's temporary root), so the fake Hub's files are built once (the
+    stand-ins build into a scratch folder renamed into place)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' basetemps are folders of the session's
+    folder = root / "docs-standins"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ tests.docs.standins.hub build DIR`` builds the same folder by hand).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -109,22 +110,26 @@ def block_3_output(name: str, work: Path, cache: Path) -> None:
 def build(folder: Path) -> Path:
     """``folder`` with ``repos/<owner>/<name>/`` (each benchmark's Hub files) and ``outputs/``
     (the prediction folders of :data:`OUTPUTS`); built the first time, in a temporary sibling
-    renamed into place, so a half-built one is never found."""
+    renamed into place, so a half-built one is never found, under a lock, so that the xdist
+    workers sharing ``folder`` build it once."""
     if folder.exists():
         return folder
-    part = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        for bench in _hub_benchmarks():
-            _REPOS[bench.name](part / "repos" / bench.hub.repo_id, part / "build" / bench.name)
-        _medgen_outputs(part / "repos" / _repo_id("medgen"), part / "outputs" / "medgen_outputs")
-        _outputs_from(part / "build", part / "outputs")
-        shutil.rmtree(part / "build")
-        part.rename(folder)
-    except OSError:
-        if not folder.exists():  # another process won the race: keep its folder
-            raise
-    finally:
-        shutil.rmtree(part, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if folder.exists():  # built while this process waited
+            return folder
+        part = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            for bench in _hub_benchmarks():
+                _REPOS[bench.name](part / "repos" / bench.hub.repo_id, part / "build" / bench.name)
+            release = part / "repos" / _repo_id("medgen")
+            _medgen_outputs(release, part / "outputs" / "medgen_outputs")
+            _outputs_from(part / "build", part / "outputs")
+            shutil.rmtree(part / "build")
+            part.rename(folder)
+        finally:
+            shutil.rmtree(part, ignore_errors=True)
     return folder
 
 

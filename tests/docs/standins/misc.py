@@ -8,6 +8,7 @@ and docs/knowledge_edit.md.
   pip-installed, offline and without build isolation, into a session folder put first on the
   blocks' ``PYTHONPATH``, as tests/benchmarks/test_plugin.py does; ``toy/`` and ``outputs/``
   are that test's two-sample toybench folder and two models' outputs.
+- README's "Model editing" block: 8 synthetic edits instead of 24 (one sequence of 8).
 - docs/knowledge_edit.md: ``Slake1.0/`` and ``VQA-RAD/`` in the official layouts (the builders of
   tests/knowledge_edit/test_tasks.py) and a tiny LLaVA-1.5 (medibench.knowledge_edit.tiny_llava,
   taught the task set's locality probes) at ``$DOCS_WEIGHTS/llava-1.5-7b-hf``. The block runs as
@@ -37,6 +38,11 @@ SUBSTITUTIONS = {
         "time); then the files the README says it writes",
     ),
     ("README.md", "make test   #"): ("", "the test suite this test is part of"),
+    ("README.md", "edit tasks --synthetic 24 --out edit_tasks"): (
+        "edit tasks --synthetic 8 --out edit_tasks",
+        "8 synthetic edits instead of 24: the `--sequential 8` run is one sequence of all 8 "
+        "(same code, less time: the tiny LLaVA's teaching and both edit runs)",
+    ),
 }
 
 #: The tiny LLaVA's name under $DOCS_WEIGHTS (docs/knowledge_edit.md's /models/llava-1.5-7b-hf).

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.docs._blocks import ROOT
 from tests.docs.standins import ALL, weights
 
 _SIZE = "a training of 2 steps and one evaluation of 1 sample at 2 denoising steps"
@@ -41,11 +42,40 @@ def standins(
     if not needs or (file == "README.md" and 10 not in blocks):  # the README's training block
         yield
         return
+    if file == "docs/train.md" and 2 in blocks and 1 not in blocks:
+        block_1_data(work)
     # the weights folder itself (idempotent; it may not be entered yet: modules go by name)
     with weights.standins(file, work, env, cache):
         for name in needs:
             weights.tiny(env, name, _builder(name))
         yield
+
+
+#: docs/train.md block 1's task list (``TASKS=...``), whose suites block 2 trains and runs on.
+TASKS = ("highlight-lesion", "remove-lesion", "add-lesion", "denoise-gaussian", "deblur")
+
+
+def block_1_data(work: Path) -> None:
+    """``data/train`` and ``data/heldout`` as docs/train.md block 1 generates them (its two
+    ``medibench suite generate`` lines, through the function they call), for a chain without
+    that block."""
+    from medibench.synth.suite import generate_suite
+
+    doc = (ROOT / "docs" / "train.md").read_text(encoding="utf-8")
+    assert f"TASKS={','.join(TASKS)}" in doc, "docs/train.md's task list changed: follow it here"
+    for name, n, seed in (("train", 2, 1), ("heldout", 1, 2)):
+        line = f"--out data/{name} --tasks $TASKS --n-per-task {n} --size 64 --seed {seed}"
+        assert line in doc, f"docs/train.md no longer generates data/{name} with {line!r}"
+    for name, n, seed in (("train", 2, 1), ("heldout", 1, 2)):
+        generate_suite(
+            work / "data" / name,
+            tasks=TASKS,
+            n_per_task=n,
+            size=64,
+            seed=seed,
+            progress=False,
+            workers=1,
+        )
 
 
 def _builder(name: str):

@@ -5,6 +5,7 @@ builders, each built once by tests/_cache.py) under the same names."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,16 +35,21 @@ def tiny(env: dict[str, str], name: str, build, *, sources: tuple[str, ...] = ()
     once per builder source by tests/_cache.py (shared by the xdist workers and later sessions;
     the key covers the builder's module and ``sources``, the modules it builds with). One name
     has one builder. The blocks only read it."""
+    from tests._cache import cached
+
+    def into(folder: Path) -> None:
+        folder.mkdir(parents=True)
+        build(folder / name)
+
+    made = cached(
+        f"docs-{name}", into, sources=(build.__module__, *sources), salt=build.__qualname__
+    )
     link = Path(env["DOCS_WEIGHTS"]) / name
-    if not link.exists():
-        from tests._cache import cached
-
-        def into(folder: Path) -> None:
-            folder.mkdir(parents=True)
-            build(folder / name)
-
-        made = cached(
-            f"docs-{name}", into, sources=(build.__module__, *sources), salt=build.__qualname__
-        )
-        link.symlink_to(made / name)
+    if not (link.is_symlink() and os.readlink(link) == str(made / name)):
+        # (re)linked atomically: another xdist worker may link it too, and a rebuilt model
+        # (its builder changed) replaces an older one
+        part = link.with_name(f".{name}.{os.getpid()}")
+        part.unlink(missing_ok=True)
+        part.symlink_to(made / name)
+        os.replace(part, link)
     return link
