@@ -219,3 +219,19 @@ STATED: tuple[Check, ...] = (
         ("docs/judges.md", "Shrout & Fleiss's worked example (0.29)", "ICC(2,1)"),
     ),
 )
+
+
+def check_numbers():
+    """docs/check_numbers.py (the code of ``python docs/numbers.py``), loaded once as the module
+    ``docs_numbers`` (docs/ is no package)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "docs_numbers" not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "docs" / "check_numbers.py"
+        spec = importlib.util.spec_from_file_location("docs_numbers", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["docs_numbers"] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["docs_numbers"]

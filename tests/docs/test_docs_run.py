@@ -4,9 +4,12 @@ a fake Hub, a fake OpenAI/Gemini server, the benchmarks' layout builders), and l
 tests/docs/blocks.md with how it runs. A block that is added, removed or edited without its row
 fails, and so does a row that is not run (``not yet``), so the table stays the exact list.
 
-The blocks of one file run in order in one folder (later blocks use what earlier ones made),
-with ``medibench`` and ``python`` on PATH meaning this checkout, ``COLUMNS=80``, and the
-substitutions of :data:`SUBSTITUTIONS` applied (each one marked and explained).
+The blocks of one chain (:data:`CHAINS`; a file not named there is one chain) run in order in
+one folder (later blocks use what earlier ones made), with ``medibench`` and ``python`` on PATH
+meaning this checkout, ``COLUMNS=80``, and the substitutions of :data:`SUBSTITUTIONS` applied
+(each one marked and explained). Each chain is a test of its own, so xdist runs them side by
+side; what a chain reads from another chain's blocks a stand-in builds in its place. After a
+chain ran, the stand-in modules' ``check`` hooks look at what its blocks made.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,6 +31,41 @@ from tests.docs._blocks import ROOT, TABLE, Block, shell_blocks, table_rows
 #: tests/docs/standins (a block names a download, weights, a paid API or a size too slow for a
 #: test; "" drops the line; file "*" is every file).
 SUBSTITUTIONS = standins.substitutions()
+
+
+#: file -> {chain: its blocks, in order}: the blocks of one chain use what the chain's earlier
+#: blocks made and nothing that another chain's blocks make, except through a stand-in (named in
+#: the row of tests/docs/blocks.md of the block that reads it). A file not named is one chain.
+CHAINS: dict[str, dict[str, tuple[int, ...]]] = {
+    "README.md": {
+        "demo": (1,),
+        "download": (2, 3),
+        "run": (4, 6),  # 4: runs/a, which 6 reports; MieDB of block 3: a stand-in (hub.py)
+        "judge-analyze": (5, 8),  # MedEBench, MedGEN-Bench of block 3: stand-ins (hub.py)
+        "suite": (7,),
+        "build-train": (9, 10),  # 9: sources/, built/perception, which 10 trains on
+        "calibration": (11,),
+        "prompt-tuning": (12,),
+        "medgen": (13,),  # MedGEN-Bench of block 3: a stand-in (hub.py)
+        "edit": (14,),
+    },
+    "docs/analysis.md": {"attention": (1,), "features": (2,)},
+    "docs/calibration.md": {"mni152": (1,), "prompt-tuning": (2,)},
+    "docs/models.md": {"run": (1, 2), "icl": (3,)},  # 1: mydata, which 2 runs on
+    # data/train, data/heldout of block 1, which 2 trains and runs on: a stand-in (train.py)
+    "docs/train.md": {"ablation": (1,), "finetune": (2,), "inpainting": (3,)},
+}
+
+
+def chains() -> list[tuple[str, str, tuple[int, ...]]]:
+    """(file, chain, blocks) of every block that runs: :data:`CHAINS`, and one chain (named
+    ``all``) per other file."""
+    run = sorted({(r.file, r.ordinal) for r in table_rows() if r.status in {"runs", "partly"}})
+    out = []
+    for file in sorted({f for f, _ in run}):
+        named = CHAINS.get(file) or {"all": tuple(n for f, n in run if f == file)}
+        out += [(file, name, blocks) for name, blocks in named.items()]
+    return out
 
 
 def _runnable(block: Block) -> str:
@@ -89,41 +128,57 @@ def test_every_substitution_applies_to_a_block():
         assert old in (everything if file == "*" else texts[file]) and why, (file, old)
 
 
-_RUN = [r for r in table_rows() if r.status in {"runs", "partly"}]
-
-
 @pytest.fixture(scope="session")
 def standin_cache(tmp_path_factory) -> Path:
-    """A folder the stand-in modules share across files (tiny models built once)."""
-    return tmp_path_factory.mktemp("standins")
+    """A folder the stand-in modules share across chains: one per session, shared by its xdist
+    workers (the session's temporary root), so the fake Hub's files are built once (the
+    stand-ins build into a scratch folder renamed into place)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' basetemps are folders of the session's
+    folder = root / "docs-standins"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("file", sorted({r.file for r in _RUN}))
-def test_the_blocks_that_run_run(file, tmp_path, standin_cache):
-    ordinals = {r.ordinal for r in _RUN if r.file == file}
+@pytest.mark.parametrize(
+    ("file", "blocks"),
+    [pytest.param(f, b, id=f if c == "all" else f"{f}:{c}") for f, c, b in chains()],
+)
+def test_the_blocks_that_run_run(file, blocks, tmp_path, standin_cache):
+    ordinals = set(blocks)
     # a developer's aid: DOCS_BLOCKS="README.md:4,6 docs/train.md:1" runs only those blocks
     only = dict(item.split(":") for item in os.environ.get("DOCS_BLOCKS", "").split())
     if only:
-        if file not in only:
-            pytest.skip(f"DOCS_BLOCKS names other files than {file}")
-        ordinals &= {int(n) for n in only[file].split(",")}
+        ordinals &= {int(n) for n in only.get(file, "").split(",") if n}
+        if not ordinals:
+            pytest.skip(f"DOCS_BLOCKS names none of {file} blocks {blocks}")
+    chosen = frozenset(ordinals)
     env = _env(_shims(tmp_path / "bin"))
     work = tmp_path / "work"
     work.mkdir()
     with ExitStack() as stack:
         for module in standins.modules():
             if hasattr(module, "standins"):
-                stack.enter_context(module.standins(file, work, env, standin_cache))
+                stack.enter_context(module.standins(file, work, env, standin_cache, chosen))
         _run_blocks(file, ordinals, work, env)
+    for module in standins.modules():
+        if hasattr(module, "check"):
+            module.check(file, chosen, work)
 
 
 def _run_blocks(file: str, ordinals: set[int], work: Path, env: dict[str, str]) -> None:
+    times = os.environ.get("DOCS_BLOCK_TIMES")  # a developer's aid: file, block, seconds
     for block in (b for b in shell_blocks() if b.file == file and b.ordinal in ordinals):
         script = "set -euo pipefail\n" + _runnable(block)
+        start = time.perf_counter()
         res = subprocess.run(
             ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, check=False
         )
+        if times:
+            with open(times, "a", encoding="utf-8") as f:
+                f.write(f"{file}\t{block.ordinal}\t{time.perf_counter() - start:.1f}\n")
         assert res.returncode == 0, (
             f"{block.file} block {block.ordinal} (line {block.line}) failed:\n{script}\n"
             f"--- stdout\n{res.stdout[-3000:]}\n--- stderr\n{res.stderr[-3000:]}"

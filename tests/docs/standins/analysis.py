@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.docs.standins import weights
-
-FILES = ("README.md", "docs/analysis.md")
+from tests.docs.standins import ALL, weights
 
 _FAST = "--model-option steps=2 --model-option resolution=64"
 _WHY = "the tiny InstructPix2Pix at 2 steps and 64 px instead of 100 and 512 (same code, less time)"
@@ -27,8 +25,10 @@ SUBSTITUTIONS = {
 
 
 @contextmanager
-def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
-    if file in FILES:
+def standins(
+    file: str, work: Path, env: dict[str, str], cache: Path, blocks: frozenset[int] = ALL
+) -> Iterator[None]:
+    if file == "docs/analysis.md" or (file == "README.md" and 8 in blocks):
         build_weights(env)
     if file == "docs/analysis.md":
         build_benchmarks(work)
@@ -36,36 +36,14 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
 
 
 def build_weights(env: dict[str, str]) -> None:
-    """The four models the blocks name, each built once per session (torch is imported only
-    when one is missing)."""
-    weights.tiny(env, "instruct-pix2pix", _ip2p)
-    weights.tiny(env, "pt_inception-2015-12-05-6726825d.pth", _inception)  # a file, as shipped
-    weights.tiny(env, "lpips", _lpips)
-    weights.tiny(env, "rad-dino", _rad_dino)
-
-
-def _ip2p(folder: Path) -> None:
+    """The four models the blocks name (torch is imported only for the files that need them)."""
+    from tests.analysis.conftest import build_dinov2_dir, build_inception_file, build_lpips_dir
     from tests.models.test_diffusers import build_tiny_ip2p
 
-    build_tiny_ip2p(folder)
-
-
-def _inception(path: Path) -> None:
-    from tests.analysis.conftest import build_inception_file
-
-    build_inception_file(path)
-
-
-def _lpips(folder: Path) -> None:
-    from tests.analysis.conftest import build_lpips_dir
-
-    build_lpips_dir(folder)
-
-
-def _rad_dino(folder: Path) -> None:
-    from tests.analysis.conftest import build_dinov2_dir
-
-    build_dinov2_dir(folder)
+    weights.tiny(env, "instruct-pix2pix", build_tiny_ip2p)
+    weights.tiny(env, "pt_inception-2015-12-05-6726825d.pth", build_inception_file)  # a file
+    weights.tiny(env, "lpips", build_lpips_dir, sources=("medibench.analysis._nets",))
+    weights.tiny(env, "rad-dino", build_dinov2_dir)
 
 
 def build_benchmarks(work: Path) -> None:

@@ -30,6 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tests.docs.standins import ALL
 from tests.judges._server import Reply, first_text
 from tests.models.fake_image_api import FakeImageAPI
 
@@ -58,8 +59,10 @@ SUBSTITUTIONS = {
 
 
 @contextmanager
-def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
-    if file == "README.md":  # the MedEBench run judged in its "Judge with a VLM" block
+def standins(
+    file: str, work: Path, env: dict[str, str], cache: Path, blocks: frozenset[int] = ALL
+) -> Iterator[None]:
+    if file == "README.md" and 5 in blocks:  # the MedEBench run its "Judge with a VLM" judges
         from tests.docs.standins.weights import tiny
         from tests.models.test_diffusers import build_tiny_ip2p
 

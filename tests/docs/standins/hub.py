@@ -22,6 +22,7 @@ tests.docs.standins.hub build DIR`` builds the same folder by hand).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -31,15 +32,24 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-#: The files whose blocks download from the Hub (docs/models.md block 3 downloads MedEBench).
-FILES = ("README.md", "docs/models.md", "docs/sources.md")
+from tests.docs.standins import ALL
 
-#: The prediction folders each file's blocks score: the user's model outputs, made from the
-#: builders' predictions and copied into the work folder before the file's blocks run.
+#: The blocks that download from the Hub, by file (docs/models.md block 3 downloads MedEBench).
+DOWNLOADS = {"README.md": (3,), "docs/models.md": (3,), "docs/sources.md": (1, 2, 3)}
+FILES = tuple(DOWNLOADS)
+
+#: The prediction folders each file's blocks score, and the blocks that score them: the user's
+#: model outputs, made from the builders' predictions and copied into the work folder before the
+#: blocks run.
 OUTPUTS = {
-    "README.md": ("MieDB-100k", "medgen_outputs", "model_outputs"),
-    "docs/sources.md": ("MieDB-100k", "medgen_outputs", "generated_images"),
+    "README.md": {"MieDB-100k": (3,), "medgen_outputs": (3, 8), "model_outputs": (3,)},
+    "docs/sources.md": {"MieDB-100k": (2,), "medgen_outputs": (1,), "generated_images": (1,)},
 }
+
+#: What README block 3 (the downloads and the clone) makes that later README blocks read, and
+#: those blocks: a chain of tests/docs/test_docs_run.py without block 3 gets it from here, from
+#: the builders of the same files (:func:`block_3_output`).
+BLOCK_3 = {"MedEBench": (5, 8), "MieDB-100k-data": (4,), "MedGEN-Bench": (8, 13)}
 
 SUBSTITUTIONS = {
     ("README.md", "git clone https://github.com/mliuby/MedEBench"): (
@@ -51,15 +61,26 @@ SUBSTITUTIONS = {
 
 
 @contextmanager
-def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
-    """The fake Hub (and ``HF_ENDPOINT``, ``HF_HOME``) and the model outputs for ``file``."""
-    if file not in FILES:
+def standins(
+    file: str, work: Path, env: dict[str, str], cache: Path, blocks: frozenset[int] = ALL
+) -> Iterator[None]:
+    """The fake Hub (and ``HF_ENDPOINT``, ``HF_HOME``) for the blocks that download, the model
+    outputs for the blocks that score them, and what README block 3 makes for a chain without
+    it."""
+    needs = [name for name, readers in OUTPUTS.get(file, {}).items() if blocks & set(readers)]
+    if file == "README.md" and 3 not in blocks:
+        for name, readers in BLOCK_3.items():
+            if blocks & set(readers):
+                block_3_output(name, work, cache)
+    if not blocks & set(DOWNLOADS.get(file, ())):
+        for name in needs:
+            shutil.copytree(build(cache / "hub") / "outputs" / name, work / name, symlinks=True)
         yield
         return
     from tests.sources.fake_hub import fake_hub
 
     built = build(cache / "hub")
-    for name in OUTPUTS.get(file, ()):
+    for name in needs:
         shutil.copytree(built / "outputs" / name, work / name, symlinks=True)
     home = Path(tempfile.mkdtemp(prefix="hf-home-", dir=cache))  # this file's own Hub cache
     with fake_hub(*hub_repos(built / "repos")) as hub:
@@ -71,25 +92,44 @@ def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterato
             shutil.rmtree(home, ignore_errors=True)
 
 
+def block_3_output(name: str, work: Path, cache: Path) -> None:
+    """``work/name`` as README block 3 leaves it (:data:`BLOCK_3`): the clone of MedEBench (the
+    same builder as its ``git clone`` substitution), or a download: the files the fake Hub
+    serves for it (the pattern's files, without the manifest the download adds)."""
+    if name == "MedEBench":
+        medebench_github(work / name)
+        return
+    repos = build(cache / "hub") / "repos"
+    if name == "MieDB-100k-data":
+        (work / name).mkdir()
+        shutil.copy(repos / _repo_id("miedb") / "dataBenchmark_00.tar", work / name)
+    else:  # MedGEN-Bench: its parquet/** (the download's --include)
+        shutil.copytree(repos / _repo_id("medgen") / "parquet", work / name / "parquet")
+
+
 def build(folder: Path) -> Path:
     """``folder`` with ``repos/<owner>/<name>/`` (each benchmark's Hub files) and ``outputs/``
     (the prediction folders of :data:`OUTPUTS`); built the first time, in a temporary sibling
-    renamed into place, so a half-built one is never found."""
+    renamed into place, so a half-built one is never found, under a lock, so that the xdist
+    workers sharing ``folder`` build it once."""
     if folder.exists():
         return folder
-    part = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        for bench in _hub_benchmarks():
-            _REPOS[bench.name](part / "repos" / bench.hub.repo_id, part / "build" / bench.name)
-        _medgen_outputs(part / "repos" / _repo_id("medgen"), part / "outputs" / "medgen_outputs")
-        _outputs_from(part / "build", part / "outputs")
-        shutil.rmtree(part / "build")
-        part.rename(folder)
-    except OSError:
-        if not folder.exists():  # another process won the race: keep its folder
-            raise
-    finally:
-        shutil.rmtree(part, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if folder.exists():  # built while this process waited
+            return folder
+        part = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            for bench in _hub_benchmarks():
+                _REPOS[bench.name](part / "repos" / bench.hub.repo_id, part / "build" / bench.name)
+            release = part / "repos" / _repo_id("medgen")
+            _medgen_outputs(release, part / "outputs" / "medgen_outputs")
+            _outputs_from(part / "build", part / "outputs")
+            shutil.rmtree(part / "build")
+            part.rename(folder)
+        finally:
+            shutil.rmtree(part, ignore_errors=True)
     return folder
 
 

@@ -2,20 +2,18 @@
 docs/medgen.md): the prepared inference folder ``MedGEN_data/`` (``vqa.jsonl``, ``gen.jsonl``
 and their images, from the benchmark tests' builders) and a tiny random-weight Qwen3-VL at
 ``/weights/qwen3-vl-8b`` (the conformance family builder). README.md gets the Parquet release
-(``MedGEN-Bench/parquet/...``) from its download block (block 3); the paid APIs and the judge
+(``MedGEN-Bench/parquet/...``) from its download block (block 3), or in a chain without it from
+:func:`tests.docs.standins.hub.block_3_output`; the paid APIs and the judge
 endpoint are the fake OpenAI-compatible server of :mod:`tests.docs.standins.apis`."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.docs.standins import weights
-
-FILES = ("README.md", "docs/medgen.md")
+from tests.docs.standins import ALL, weights
 
 _SHORT = "8 answer tokens instead of 512 (the tiny model's answers are noise; same code, less time)"
 
@@ -33,18 +31,16 @@ SUBSTITUTIONS = {
 
 
 @contextmanager
-def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
-    if file in FILES:
+def standins(
+    file: str, work: Path, env: dict[str, str], cache: Path, blocks: frozenset[int] = ALL
+) -> Iterator[None]:
+    if file == "docs/medgen.md" or (file == "README.md" and 13 in blocks):
         build_data(work / "MedGEN_data")
         # weights.standins sets $DOCS_WEIGHTS; this module is entered before it (by name)
         with weights.standins(file, work, env, cache):
             from tests.conformance._families import build_qwen3_vl
 
             weights.tiny(env, "qwen3-vl-8b", build_qwen3_vl)
-        if file == "README.md" and _readme_block_3_left_out():
-            from tests.benchmarks.medgen.test_parquet import build_release
-
-            build_release(work / "MedGEN-Bench")  # what block 3's download writes
     yield
 
 
@@ -70,10 +66,3 @@ def build_data(root: Path) -> Path:
     with (root / "gen.jsonl").open("a", encoding="utf-8") as f:
         f.write(json.dumps(second) + "\n")
     return root
-
-
-def _readme_block_3_left_out() -> bool:
-    """A developer's ``DOCS_BLOCKS`` run of README.md blocks without block 3 (its download makes
-    ``MedGEN-Bench/``): the release is built in its place."""
-    chosen = dict(item.split(":") for item in os.environ.get("DOCS_BLOCKS", "").split())
-    return "README.md" in chosen and "3" not in chosen["README.md"].split(",")

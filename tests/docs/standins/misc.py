@@ -8,6 +8,7 @@ and docs/knowledge_edit.md.
   pip-installed, offline and without build isolation, into a session folder put first on the
   blocks' ``PYTHONPATH``, as tests/benchmarks/test_plugin.py does; ``toy/`` and ``outputs/``
   are that test's two-sample toybench folder and two models' outputs.
+- README's "Model editing" block: 8 synthetic edits instead of 24 (one sequence of 8).
 - docs/knowledge_edit.md: ``Slake1.0/`` and ``VQA-RAD/`` in the official layouts (the builders of
   tests/knowledge_edit/test_tasks.py) and a tiny LLaVA-1.5 (medibench.knowledge_edit.tiny_llava,
   taught the task set's locality probes) at ``$DOCS_WEIGHTS/llava-1.5-7b-hf``. The block runs as
@@ -17,13 +18,14 @@ and docs/knowledge_edit.md.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.docs.standins import weights
+from tests.docs.standins import ALL, weights
 
 _DEMO_FILES = "demo_run/run.sqlite demo_run/results.csv demo_run/report/index.html"
 
@@ -36,35 +38,58 @@ SUBSTITUTIONS = {
         "time); then the files the README says it writes",
     ),
     ("README.md", "make test   #"): ("", "the test suite this test is part of"),
+    ("README.md", "edit tasks --synthetic 24 --out edit_tasks"): (
+        "edit tasks --synthetic 8 --out edit_tasks",
+        "8 synthetic edits instead of 24: the `--sequential 8` run is one sequence of all 8 "
+        "(same code, less time: the tiny LLaVA's teaching and both edit runs)",
+    ),
 }
 
 #: The tiny LLaVA's name under $DOCS_WEIGHTS (docs/knowledge_edit.md's /models/llava-1.5-7b-hf).
 LLAVA = "llava-1.5-7b-hf"
+#: The modules the tiny LLaVA is built with (its cache key, besides this module).
+_LLAVA_SOURCES = (
+    "medibench.knowledge_edit.tiny_llava",
+    "medibench.knowledge_edit._build",
+    "medibench.knowledge_edit._readers",
+    "medibench.knowledge_edit._tasks",
+    "tests.knowledge_edit.test_tasks",
+)
 
 
 @contextmanager
-def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
+def standins(
+    file: str, work: Path, env: dict[str, str], cache: Path, blocks: frozenset[int] = ALL
+) -> Iterator[None]:
     if file == "docs/benchmarks.md":
         site = _toy_site(cache)
         env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
         _toy_folders(work)
     elif file == "docs/knowledge_edit.md":
         _vqa_layouts(work)
-        weights.tiny(env, LLAVA, _tiny_llava)
+        weights.tiny(env, LLAVA, _tiny_llava, sources=_LLAVA_SOURCES)
     yield
 
 
 def _toy_site(cache: Path) -> Path:
-    """A folder with ``toy-pkg`` installed (once per session: built aside, then renamed)."""
+    """A folder with ``toy-pkg`` (the page's example files) installed, once per version of the
+    files and of the installing code (tests/_cache.py)."""
+    from tests._cache import cached
+    from tests.benchmarks.test_plugin import example_files
+
+    files = json.dumps(example_files(), sort_keys=True)
+    return cached("docs-toybench-site", _install_toy, sources=_TOY_SOURCES, salt=files)
+
+
+_TOY_SOURCES = ("tests.benchmarks.test_plugin",)
+
+
+def _install_toy(site: Path) -> None:
     from tests.benchmarks.test_plugin import _pip_install, _write_package, example_files
 
-    site = cache / "toybench-site"
-    if not site.exists():
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            package = _write_package(Path(tmp) / "toy-pkg", example_files())
-            _pip_install(package, Path(tmp) / "site")
-            (Path(tmp) / "site").rename(site)
-    return site
+    with tempfile.TemporaryDirectory() as tmp:
+        package = _write_package(Path(tmp) / "toy-pkg", example_files())
+        _pip_install(package, site)
 
 
 def _toy_folders(work: Path) -> None:

@@ -7,8 +7,8 @@ SUBSTITUTIONS = {
         "the 66-sample frozen suite instead of the 396-sample one (same code, less time)",
     ),
     ("README.md", "--preset medium --n-per-task 12 --seed 7"): (
-        "--preset medium --n-per-task 2 --seed 7",
-        "2 items per task instead of 12 (same code, less time)",
+        "--preset medium --n-per-task 1 --seed 7",
+        "1 item per task instead of 12 (same code, less time)",
     ),
     ("docs/suite.md", "--preset medium --n-per-task 4"): (
         "--preset medium --n-per-task 1",

@@ -1,6 +1,8 @@
 """Training and prompt tuning: the tiny InstructPix2Pix and Stable Diffusion inpainting
 pipelines of the tests at the names the blocks give (``/weights/instruct-pix2pix``,
-``/weights/sd-inpainting``), and the README's training cut to two steps. The prompt-tuning
+``/weights/sd-inpainting``), and the README's training cut to two steps; :func:`check` holds
+docs/train.md's runs to what the page says they make (training logs, evaluations at the
+checkpoints, reports, checkpoints). The prompt-tuning
 blocks need nothing: their example builds its own tiny CLIP, offline, and runs as written."""
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.docs.standins import weights
+from tests.docs._blocks import ROOT
+from tests.docs.standins import ALL, weights
 
 _SIZE = "a training of 2 steps and one evaluation of 1 sample at 2 denoising steps"
 
@@ -32,16 +35,47 @@ _NEEDS = {
 
 
 @contextmanager
-def standins(file: str, work: Path, env: dict[str, str], cache: Path) -> Iterator[None]:
+def standins(
+    file: str, work: Path, env: dict[str, str], cache: Path, blocks: frozenset[int] = ALL
+) -> Iterator[None]:
     needs = _NEEDS.get(file, ())
-    if not needs:
+    if not needs or (file == "README.md" and 10 not in blocks):  # the README's training block
         yield
         return
+    if file == "docs/train.md" and 2 in blocks and 1 not in blocks:
+        block_1_data(work)
     # the weights folder itself (idempotent; it may not be entered yet: modules go by name)
     with weights.standins(file, work, env, cache):
         for name in needs:
             weights.tiny(env, name, _builder(name))
         yield
+
+
+#: docs/train.md block 1's task list (``TASKS=...``), whose suites block 2 trains and runs on.
+TASKS = ("highlight-lesion", "remove-lesion", "add-lesion", "denoise-gaussian", "deblur")
+
+
+def block_1_data(work: Path) -> None:
+    """``data/train`` and ``data/heldout`` as docs/train.md block 1 generates them (its two
+    ``medibench suite generate`` lines, through the function they call), for a chain without
+    that block."""
+    from medibench.synth.suite import generate_suite
+
+    doc = (ROOT / "docs" / "train.md").read_text(encoding="utf-8")
+    assert f"TASKS={','.join(TASKS)}" in doc, "docs/train.md's task list changed: follow it here"
+    for name, n, seed in (("train", 2, 1), ("heldout", 1, 2)):
+        line = f"--out data/{name} --tasks $TASKS --n-per-task {n} --size 64 --seed {seed}"
+        assert line in doc, f"docs/train.md no longer generates data/{name} with {line!r}"
+    for name, n, seed in (("train", 2, 1), ("heldout", 1, 2)):
+        generate_suite(
+            work / "data" / name,
+            tasks=TASKS,
+            n_per_task=n,
+            size=64,
+            seed=seed,
+            progress=False,
+            workers=1,
+        )
 
 
 def _builder(name: str):
@@ -53,3 +87,30 @@ def _builder(name: str):
     from tests.build.test_diffusers_inpaint import build_tiny_sd_inpaint
 
     return build_tiny_sd_inpaint
+
+
+def check(file: str, blocks: frozenset[int], work: Path) -> None:
+    """docs/train.md: the MieDB ablation (block 1) trained 2 steps and evaluated its 3 held-out
+    samples at step 2 for each split; the MedEBench comparison (block 2) ran both models on
+    every sample; the inpainting expert (block 3) saved its LoRA at step 2."""
+    if file != "docs/train.md":
+        return
+    from medibench.runs import RunStore
+
+    runs = work / "runs"
+    if 1 in blocks:
+        for run in ("perception", "modification", "transformation"):
+            log = (runs / f"miedb-{run}-only" / "train.jsonl").read_text().splitlines()
+            assert len(log) == 2, run
+            with RunStore.open_existing(runs / f"miedb-{run}-only" / "eval" / "step-2") as store:
+                assert len(store.samples()) == 3 and store.scores(), run
+        assert (runs / "miedb-all" / "report" / "index.html").is_file()
+    if 2 in blocks:
+        for run in ("medebench-base", "medebench-finetuned"):
+            with RunStore.open_existing(runs / run) as store:
+                predictions = store.predictions()
+                assert predictions and all(p.status == "ok" for p in predictions), run
+    if 3 in blocks:
+        assert (
+            runs / "lesion-expert" / "checkpoint-2" / "pytorch_lora_weights.safetensors"
+        ).is_file()
