@@ -4,7 +4,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from medibench.judges._cli import agreement, judge
+from medibench.cli.judge import judge
+from medibench.judges._cli import agreement
 from tests.judges._server import FakeJudgeServer, Reply
 from tests.judges.conftest import build_run
 

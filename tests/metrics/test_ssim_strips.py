@@ -9,6 +9,7 @@ loops: each is checked against float64 scikit-image or the OpenCV path here.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -252,3 +253,35 @@ def _write_index(index: Path, version: str, source: bytes) -> None:
     import pickle
 
     index.write_bytes(pickle.dumps(version) + pickle.dumps((hashlib.sha256(source).digest(), {})))
+
+
+def test_a_process_that_waits_for_the_build_does_not_build_again(monkeypatch, tmp_path, capsys):
+    # Parallel workers (xdist, `score --workers`) meeting a cold cache: one builds under the
+    # lock, the others wait for it and find the cache filled, instead of each compiling.
+    import fcntl
+    import subprocess
+    import threading
+
+    import numba
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    folder = _ssim_fused._cache_folder()
+    assert folder is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    source = Path(_ssim_fused.__file__).with_name("_ssim_stencil.py")
+    builds = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: builds.append(a))
+    holder = os.open(folder / ".medibench-build.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another process is building
+    waiter = threading.Thread(target=_ssim_fused._fill_cache)
+    waiter.start()
+    waiter.join(timeout=0.5)
+    assert waiter.is_alive()  # it waits for the lock
+    _write_index(folder / "_ssim_stencil.ssim_rows-99.py311.nbi", numba.__version__,
+                 source.read_bytes())  # fmt: skip
+    os.close(holder)  # the build is done
+    waiter.join(timeout=30)
+    assert not waiter.is_alive() and builds == []
+    assert "another process is compiling the fast SSIM kernel: waiting for it" in (
+        capsys.readouterr().err
+    )

@@ -1,7 +1,7 @@
 """The ``medibench`` command line: thin Typer commands over the library, one module per
 command group (``run``: demo, run; ``score``: score, export; ``listing``: models, datasets,
 protocols; ``download``: download); the commands that drive one library part live beside it
-(``merge`` in :mod:`medibench.runs._cli`, ``judge`` and ``agreement`` in
+(``merge`` in :mod:`medibench.runs._cli`, ``agreement`` in
 :mod:`medibench.judges._cli`, ``report`` in :mod:`medibench.report._cli`, ``suite`` in
 :mod:`medibench.synth._cli`).
 
@@ -33,7 +33,8 @@ _COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "medibench.cli.download": ("download",),
     "medibench.cli.export_dataset": ("export-dataset",),
     "medibench.runs._cli": ("merge", "compare"),
-    "medibench.judges._cli": ("judge", "agreement"),
+    "medibench.cli.judge": ("judge",),
+    "medibench.judges._cli": ("agreement",),
     "medibench.report._cli": ("report",),
     "medibench.cli.train": ("train",),
 }

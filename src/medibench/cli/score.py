@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from medibench.cli import _options as opt  # the one option vocabulary (docs/cli.md)
 from medibench.cli._app import (
@@ -18,6 +17,8 @@ from medibench.cli._app import (
     print_summary,
     write_summary,
 )
+from medibench.cli._published import find_outputs, published_run
+from medibench.cli.judge import JudgeConfigOption, JudgedRunOption, JudgeModelOption
 
 
 def score(
@@ -60,41 +61,35 @@ def score(
             "clip:, hf:) fill medgen@code's lpips and embedding_similarity",
         ),
     ] = None,
+    judge_config: JudgeConfigOption = None,
+    judge_model: JudgeModelOption = None,
+    run: JudgedRunOption = None,
 ) -> None:
-    """Score existing model outputs; a missing output is a 'missing' record, never a 0."""
-    from medibench.io import atomic_write_text
+    """Score existing model outputs; a missing output is a 'missing' record, never a 0.
+
+    With --judge, the outputs are kept as a run folder (--run) and judged too: the records carry
+    the judged metrics (ea, vq, rubric, ...) and `medibench report RUN` shows them."""
     from medibench.protocols import load_protocol
     from medibench.runs import score_predictions
 
+    if judge_config is not None or judge_model is not None:
+        if features or workers > 1:
+            fail("--judge scores in a run folder (--run): --features and --workers go without it")
+        records, samples, protos = _judged(
+            dataset, predictions, out, run, judge_config, judge_model,
+            model=model, dataset_option=dataset_option, download=download, protocol=protocol,
+            k=k, limit=limit, progress=progress,
+        )  # fmt: skip
+        _write_records(records, out, protos, n_models=len({r.model for r in records}))
+        write_summary(_summaries(records, samples, protos, by), csv_out, json_out)
+        return
+    if run is not None:
+        fail("--run keeps the judged outputs: give it with --judge JUDGE.yaml")
     ds = open_dataset(dataset, download=download, options=dataset_option)
-    widen = getattr(ds, "for_predictions", None)  # MedGEN: the formats its answer files need
-    if widen is not None and predictions.is_dir():
-        ds, said = load(widen, predictions)
-        for line in said:
-            err.print(f"[yellow]predictions:[/] {escape(line)}")
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
     roles = load(_feature_roles, features or [])
     protos = [_with_features(p, features or []) for p in protos]
-    flat = predictions.is_dir() and any(p.suffix.lower() == ".png" for p in predictions.iterdir())
-    if flat and model and len(model) > 1:
-        fail(f"{predictions} holds one model's files: give at most one --model (its name)")
-    index = load(
-        ds.find_predictions,
-        predictions,
-        models=None if flat else model,
-        model=model[0] if flat and model else None,
-    )
-    if not index.models:
-        fail(f"no model outputs found in {predictions}")
-    for problem in index.problems:
-        err.print(f"[yellow]predictions:[/] {escape(problem)}")
-    if index.unknown:
-        names = ", ".join(p.name for _, p in index.unknown[:5])
-        more = f" and {len(index.unknown) - 5} more" if len(index.unknown) > 5 else ""
-        err.print(
-            f"[yellow]ignored {len(index.unknown)} output(s) for ids not in the benchmark:[/] "
-            f"{names}{more}"
-        )
+    ds, index = find_outputs(ds, predictions, model)
     from medibench.runs._folder import _tune_malloc
 
     _tune_malloc()  # this command's process too: image-sized arrays reused, not re-mapped
@@ -108,27 +103,64 @@ def score(
         progress=progress,
         console=err,
     )
-    atomic_write_text(out, "".join(r.to_json() + "\n" for r in records))
-    counts = {st: sum(r.status == st for r in records) for st in ("ok", "missing", "error")}
-    console.print(
-        f"{len(records)} score records ({counts['ok']} ok, {counts['missing']} missing, "
-        f"{counts['error']} error) for {len(index.models)} model(s) by "
-        f"{', '.join(f'{p.name}@{p.version}' for p in protos)} -> {out}"
-    )
+    _write_records(records, out, protos, n_models=len(index.models))
     chosen = list(ds)[:limit]
     samples = {s.sample_id: s for s in chosen}
-    rows = []
     set_rows: dict[str, list[dict]] = {}  # FID/KID rows by grouping (--features inception:...)
+
+    def sets_for(group: str) -> list[dict] | None:
+        if "fid" in roles and group not in set_rows:  # extract once per grouping, not per protocol
+            set_rows[group] = _set_rows(chosen, index, roles, group)
+        return set_rows.get(group)
+
+    write_summary(_summaries(records, samples, protos, by, sets_for), csv_out, json_out)
+
+
+def _summaries(records, samples, protos, by, sets_for=lambda group: None) -> list[dict]:
+    """Each protocol's summary table printed, and its rows (with FID/KID rows per group, from
+    ``sets_for(group)``, where those were asked for)."""
+    rows = []
     for proto in protos:
         mine = [
             r for r in records if (r.protocol, r.protocol_version) == (proto.name, proto.version)
         ]
         group = (by or list(proto.aggregation.group_by) or ["region"])[0]
-        if "fid" in roles and group not in set_rows:  # extract once per grouping, not per protocol
-            set_rows[group] = _set_rows(chosen, index, roles, group)
-        sets = set_rows.get(group)
-        rows += print_summary(mine, samples, proto, by=by, set_rows=sets, set_by=group)
-    write_summary(rows, csv_out, json_out)
+        rows += print_summary(mine, samples, proto, by=by, set_rows=sets_for(group), set_by=group)
+    return rows
+
+
+def _write_records(records, out: Path, protos, *, n_models: int) -> None:
+    from medibench.io import atomic_write_text
+
+    atomic_write_text(out, "".join(r.to_json() + "\n" for r in records))
+    counts = {st: sum(r.status == st for r in records) for st in ("ok", "missing", "error")}
+    console.print(
+        f"{len(records)} score records ({counts['ok']} ok, {counts['missing']} missing, "
+        f"{counts['error']} error) for {n_models} model(s) by "
+        f"{', '.join(f'{p.name}@{p.version}' for p in protos)} -> {out}"
+    )
+
+
+def _judged(dataset, predictions, out, run, judge_config, judge_model, **options):
+    """``score --judge``: the outputs kept as the run folder ``run`` (default: OUT's name with
+    ``.run``), scored, judged; returns its score records (judged values filled), samples and
+    protocols."""
+    from medibench.judges._cli import judge_run_folder
+    from medibench.protocols import load_protocol
+    from medibench.runs import RunStore
+    from medibench.runs._cli import run_folder_session
+
+    run_dir = run if run is not None else out.with_suffix(".run")
+    with run_folder_session(run_dir, create=True):
+        published_run(run_dir, dataset=dataset, predictions=predictions, **options)
+        judge_run_folder(run_dir, judge_config, judge_model)
+    with RunStore.open_existing(run_dir) as store:
+        config = store.get_meta("config") or {}
+        protos = [load(load_protocol, f"{n}@{v}") for n, v in config["protocols"].items()]
+        wanted = {(p.name, p.version) for p in protos}
+        records = [r for r in store.scores() if (r.protocol, r.protocol_version) in wanted]
+        samples = {s.sample_id: s for s in store.samples()}
+    return records, samples, protos
 
 
 def _feature_roles(specs: list[str]) -> dict[str, str]:

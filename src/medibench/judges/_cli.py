@@ -1,7 +1,7 @@
-"""``medibench judge`` and ``medibench agreement``: plain functions with Typer annotations.
-
-The main app registers them (``app.command()(judge)``, ``app.command()(agreement)``); they hold
-no logic beyond reading options and printing tables.
+"""``medibench agreement`` (a plain function with Typer annotations, registered by the main app)
+and the body of ``medibench judge`` (:func:`judge_run_folder`; the command, with its options for
+published outputs, is :mod:`medibench.cli.judge`): they hold no logic beyond reading options and
+printing tables.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ import typer
 from rich.table import Table
 
 from medibench._console import labelled, stderr_console, stdout_console
-from medibench.runs._cli import holds_run_folder  # one process per run folder (exit 3)
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
 
-__all__ = ["agreement", "judge"]
+__all__ = ["agreement", "judge_run_folder"]
 
 console = stdout_console()
 err = stderr_console()
@@ -33,54 +32,21 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
-@holds_run_folder("run")
-def judge(
-    run: Annotated[Path, typer.Argument(metavar="RUN", help="run folder (with run.sqlite)")],
-    judge_config: Annotated[
-        Path | None,
-        typer.Option(
-            "--judge",
-            metavar="JUDGE.yaml",
-            help="judge config (.yaml, .json or .toml): model, base_url, prices, limits",
-        ),
-    ] = None,
-    judge_model: Annotated[
-        str | None, typer.Option(help="judge model id (instead of, or over, the config's)")
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            help="OpenAI-compatible endpoint, e.g. http://host:8000/v1 (default: the config's "
-            "base_url, else $OPENAI_BASE_URL, else the OpenAI API)"
-        ),
-    ] = None,
-    protocol: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="judge protocol (medebench-judge@paper-structure, miedb-rubric@1, "
-            "medgen-checklist@1, ...) or a scoring protocol for its default judge; repeatable; "
-            "default: the judges of the protocols the run was scored with",
-        ),
-    ] = None,
-    only_failed: Annotated[
-        bool, typer.Option(help="re-judge only stored failures (refused, unparsable, error)")
-    ] = False,
-    passes: Annotated[
-        int,
-        typer.Option(min=1, help="judge each prediction N times (seed + pass); mean and spread"),
-    ] = 1,
-    max_cost: Annotated[
-        float | None,
-        typer.Option(metavar="USD", help="stop starting calls at this cost (resumable)"),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option(help="show the calls and estimated cost, spend nothing")
-    ] = False,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, help="calls in flight (default: the config's)")
-    ] = None,
+def judge_run_folder(
+    run: Path,
+    judge_config: Path | None,
+    judge_model: str | None,
+    base_url: str | None = None,
+    protocol: list[str] | None = None,
+    only_failed: bool = False,
+    passes: int = 1,
+    max_cost: float | None = None,
+    dry_run: bool = False,
+    concurrency: int | None = None,
 ) -> None:
-    """Judge a run's outputs with a VLM and fill the judged metrics (ea, vq, rubric, ...).
+    """Judge the outputs of run folder ``run`` with a VLM and fill the judged metrics (ea, vq,
+    rubric, ...): ``medibench judge``'s work once the folder is locked (and, for published
+    outputs, made). A bad option or config is a one-line error (exit 2).
 
     The API key comes from OPENAI_API_KEY (or the variable the config names), never a file.
     """

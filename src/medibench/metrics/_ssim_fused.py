@@ -18,11 +18,13 @@ values within float32 rounding; ``MEDIBENCH_SSIM_BACKEND`` chooses, see :func:`f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -236,21 +238,54 @@ def _fill_cache() -> None:
             "cache folder for numba here, so every process compiles it: set NUMBA_CACHE_DIR)"
         )
         return
-    if not _cold_cache(folder, Path(__file__).with_name("_ssim_stencil.py")):
+    source = Path(__file__).with_name("_ssim_stencil.py")
+    if not _cold_cache(folder, source):
         return
-    import subprocess
+    # One build for every process that finds the cache cold at once (scoring workers, parallel
+    # test workers): the first holds the lock while its child compiles, the others wait for it
+    # and then find the cache filled.
+    with _build_lock(folder) as waited:
+        if waited and not _cold_cache(folder, source):
+            return
+        import subprocess
 
-    _say(
-        f"compiling the fast SSIM kernel once with numba (about {_BUILD_SECONDS} s on an idle "
-        f"core; cached afterwards in {folder})"
-    )
-    start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-c", "from medibench.metrics._ssim_fused import warm; warm()"],
-        check=False,
-        stdout=subprocess.DEVNULL, env={**os.environ, _WARMING: "1"},
-    )  # fmt: skip
-    _say(f"the SSIM kernel took {time.perf_counter() - start:.0f} s to compile")
+        _say(
+            f"compiling the fast SSIM kernel once with numba (about {_BUILD_SECONDS} s on an "
+            f"idle core; cached afterwards in {folder})"
+        )
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-c", "from medibench.metrics._ssim_fused import warm; warm()"],
+            check=False,
+            stdout=subprocess.DEVNULL, env={**os.environ, _WARMING: "1"},
+        )  # fmt: skip
+        _say(f"the SSIM kernel took {time.perf_counter() - start:.0f} s to compile")
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[bool]:
+    """Hold an exclusive lock on ``folder/.medibench-build.lock`` (made when missing); yields
+    whether another process held it first (then the cache may be warm by now). Where the folder
+    or ``fcntl`` is unavailable, no lock: each process builds, as numba alone would."""
+    try:
+        import fcntl
+
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / ".medibench-build.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except (ImportError, OSError):
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            waited = False
+        except BlockingIOError:
+            _say("another process is compiling the fast SSIM kernel: waiting for it")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            waited = True
+        yield waited
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _say(message: str) -> None:

@@ -152,3 +152,18 @@ def _scores(fields, digest: bytes, text: str, response_format: dict | None) -> s
         v = values[key]
         lines.append(f"{f.label}: {v}" if f.kind == "yes_no" else f"{f.label}: [{v}]/{int(hi)}")
     return "\n".join(lines)
+
+
+def check(file: str, blocks: frozenset[int], work: Path) -> None:
+    """README block 5: the clone's published outputs were judged in their own run folder (every
+    output read where it lies, editing accuracy filled for each scored one)."""
+    if file != "README.md" or 5 not in blocks:
+        return
+    from medibench.runs import RunStore
+
+    with RunStore.open_existing(work / "runs" / "medebench-published") as store:
+        predictions = store.predictions(status="ok")
+        scores = [s for s in store.scores("medebench") if s.status == "ok"]
+    clone = (work / "MedEBench" / "generated_images").resolve()
+    assert predictions and all(p.path.startswith(str(clone)) for p in predictions)
+    assert scores and all(s.metrics.get("ea") is not None for s in scores)
