@@ -29,7 +29,7 @@ demo: $(VENV)/.demo-installed
 	$(VENV)/bin/medibench demo --out demo_run
 
 test: $(VENV)/.dev-installed
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --dist worksteal
 
 bench: $(VENV)/.dev-installed
 	$(PY) bench/metrics.py
