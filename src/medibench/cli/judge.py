@@ -4,7 +4,6 @@ run's). The judging itself is :func:`medibench.judges._cli.judge_run_folder`."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -122,26 +121,23 @@ def judge(
         fail("published outputs need both --dataset D and --predictions DIR")
     if predictions is None and (model or dataset_option or limit):
         fail("--model, --dataset-option and --limit go with --dataset and --predictions")
-    scored = None
-    if predictions is not None:
-        from medibench.cli._published import published_run
+    published = dataset is not None and predictions is not None
+    if published and judge_config is None and judge_model is None:  # before making RUN
+        fail("give a judge config (--judge JUDGE.yaml) or a judge model (--judge-model)")
+    with run_folder_session(run, create=published):
+        if dataset is not None and predictions is not None:
+            from medibench.cli._published import published_run
 
-        scored = functools.partial(
-            published_run,
-            run,
-            dataset=dataset,
-            predictions=predictions,
-            model=model,
-            dataset_option=dataset_option,
-            download=download,
-            limit=limit,
-            progress=progress,
-        )
-    with run_folder_session(run, create=scored is not None):
-        if scored is not None:
-            if judge_config is None and judge_model is None:  # before scoring anything
-                fail("give a judge config (--judge JUDGE.yaml) or a judge model (--judge-model)")
-            scored()
+            published_run(
+                run,
+                dataset=dataset,
+                predictions=predictions,
+                model=model,
+                dataset_option=dataset_option,
+                download=download,
+                limit=limit,
+                progress=progress,
+            )
         judge_run_folder(
             run,
             judge_config,
