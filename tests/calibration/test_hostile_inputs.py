@@ -6,6 +6,7 @@ own reliability diagrams."""
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -13,6 +14,12 @@ from typer.testing import CliRunner
 
 from medibench.calibration import as_predictions, load_predictions, save_predictions
 from medibench.calibration._report import diagram_folder
+from medibench.calibration.calibrators import (
+    METHODS,
+    fit_calibrator,
+    load_calibrator,
+    save_calibrator,
+)
 from medibench.cli import app
 from tests.calibration.conftest import make_logits
 
@@ -139,3 +146,65 @@ def test_two_prediction_files_of_one_name_keep_their_own_diagrams(tmp_path):
     by_source = {str(p): [f["svg"] for f in panel["figures"] if f["title"].startswith(f"{p}:")]
                  for p in made}  # fmt: skip
     assert all(by_source.values()) and by_source[str(made[0])] != by_source[str(made[1])]
+
+
+@pytest.mark.parametrize(("resamples", "by", "words"), [
+    ("10000000", [], "10,000,000 bootstrap resamples of 1,000 predictions draw "
+                     "10,000,000,000 indices, more than the 5,000,000,000"),
+    ("3000000", ["--by", "domain"], "draw 6,000,000,000 indices (and as many again for the "
+                                    "groups of --by)"),
+])  # fmt: skip
+def test_a_bootstrap_of_hours_is_refused_before_it_starts(tmp_path, resamples, by, words):
+    """docs/calibration.md: more than 5 billion indices in all is refused (it would run hours)."""
+    logits, labels = make_logits(1000, 3, 0)
+    pred = as_predictions(labels, logits=logits, groups={"domain": ["a", "b"] * 500})
+    path = tmp_path / "pred.npz"
+    save_predictions(pred, path)
+    res = runner.invoke(app, ["calibration", "score", str(path), "--resamples", resamples, *by])
+    assert res.exit_code == 2, res.output
+    assert words in " ".join(res.output.split())
+    assert "use fewer resamples (--resamples), or 0 for no intervals" in " ".join(
+        res.output.split())
+
+
+TAMPERED = {
+    "null temperature": (lambda d: d["params"].update(temperature=None),
+                         "params.temperature is None, not a number"),
+    "null n_classes": (lambda d: d.update(n_classes=None), "n_classes is None"),
+    "null params": (lambda d: d.update(params=None), "params is None, not an object"),
+    "zero temperature": (lambda d: d["params"].update(temperature=0),
+                         "params.temperature is 0, not positive"),
+    "unknown method": (lambda d: d.update(method="platt"), "method 'platt' is not one of"),
+    "nan temperature": (lambda d: d["params"].update(temperature=float("nan")),
+                        "params.temperature holds a value that is not a finite number"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(TAMPERED))
+def test_apply_with_tampered_parameters_names_the_parameters_file(tmp_path, case):
+    """A hand-edited params.json is blamed, not the predictions ("fitted on None (None)")."""
+    pred = tmp_path / "p.csv"
+    pred.write_text(_csv_text())
+    params = tmp_path / "params.json"
+    assert runner.invoke(app, ["calibration", "fit", "--val", str(pred), "--out",
+                               str(params)]).exit_code == 0  # fmt: skip
+    data = json.loads(params.read_text())
+    change, words = TAMPERED[case]
+    change(data)
+    params.write_text(json.dumps(data))
+    res = runner.invoke(app, ["calibration", "apply", str(params), str(pred), "--out",
+                              str(tmp_path / "out.npz")])  # fmt: skip
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert f"{params.name}: not calibrator parameters as 'calibration fit' writes them" in said
+    assert words in said and "fitted on None" not in said
+
+
+def test_saved_parameters_of_every_method_load_back(tmp_path):
+    z, y = make_logits(120, 3, seed=4)
+    val = as_predictions(y, logits=z)
+    for method in METHODS:
+        path = save_calibrator(fit_calibrator(val, method), tmp_path / f"{method}.json")
+        back = load_calibrator(path).to_dict()  # NaN (a histogram's empty bin) != NaN: as text
+        assert json.dumps(back, sort_keys=True) == json.dumps(json.loads(path.read_text()),
+                                                              sort_keys=True)  # fmt: skip

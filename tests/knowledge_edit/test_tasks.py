@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from medibench._strings import text_of
 from medibench.io import encode_image, read_image
 from medibench.knowledge_edit import (
     TaskError,
@@ -20,6 +21,8 @@ from medibench.knowledge_edit import (
     write_taskset,
 )
 from medibench.knowledge_edit._build import VQARow
+from medibench.metrics._text_forms import normalize_free_text
+from medibench.metrics.text import closed_form_answer
 
 
 def _jpg(path: Path, value: int) -> None:
@@ -117,6 +120,26 @@ def test_empty_gold_answer_names_the_row(tmp_path):
     path.write_text(json.dumps(records))
     with pytest.raises(TaskError, match=r"test\.json row 2: question 3 .* empty gold answer"):
         read_slake(root, tmp_path / "ts" / "images")
+
+
+def test_a_numeric_gold_answer_zero_is_an_answer(tmp_path):
+    """SLAKE's counting questions answer with JSON numbers; 0 is an answer, not an empty one."""
+    root = _slake(tmp_path / "slake")
+    path = root / "Slake1.0" / "test.json"
+    records = json.loads(path.read_text())
+    records[2]["question"], records[2]["answer"] = "How many lesions?", 0
+    records[3]["answer"] = False
+    path.write_text(json.dumps(records))
+    rows = read_slake(root, tmp_path / "ts" / "images")
+    assert [(r.qid, r.answer) for r in rows] == [("1", "Lung"), ("3", "0"), ("4", "False"),
+                                                 ("5", "Yes")]  # fmt: skip
+
+
+def test_text_of_keeps_falsy_values():
+    assert [text_of(v) for v in (None, 0, 0.0, False, "", "a")] == [
+        "", "0", "0.0", "False", "", "a"]  # fmt: skip
+    assert normalize_free_text(0) == "0"
+    assert closed_form_answer(0) == "0"
 
 
 def _vqarad(root: Path) -> Path:

@@ -210,11 +210,73 @@ def load_calibrator(path: str | Path) -> Calibrator:
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Calibrator(**data)
+        cal = Calibrator(**data)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such calibrator parameters file") from None
-    except (json.JSONDecodeError, TypeError) as exc:
+    except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not calibrator parameters ({exc})") from exc
+    problem = _parameter_problem(cal)
+    if problem:
+        raise ValueError(f"{path}: not calibrator parameters as 'calibration fit' writes them: "
+                         f"{problem}")  # fmt: skip
+    return cal
+
+
+def _parameter_problem(cal: Calibrator) -> str | None:
+    """What makes a loaded calibrator unusable (a hand-edited or damaged file), or ``None``."""
+    if cal.method not in METHODS:
+        return f"method {cal.method!r} is not one of {', '.join(METHODS)}"
+    if isinstance(cal.n_classes, bool) or not isinstance(cal.n_classes, int) or cal.n_classes < 2:
+        return f"n_classes is {cal.n_classes!r}, not a number of classes (2 or more)"
+    if not isinstance(cal.fitted_on, str) or not isinstance(cal.n_val, int):
+        return f"fitted_on {cal.fitted_on!r} / n_val {cal.n_val!r}: a source name and a count"
+    if not isinstance(cal.params, dict):
+        return f"params is {cal.params!r}, not an object"
+    c = cal.n_classes
+    shapes: dict[str, dict[str, tuple[int, ...]]] = {
+        "temperature": {"temperature": ()},
+        "vector": {"weights": (c,), "bias": (c,)},
+        "matrix": {"weights": (c, c), "bias": (c,)},
+        "histogram": {"n_bins": (), "values": (c, -1)},
+        "isotonic": {"x": (c, -1), "y": (c, -1)},
+    }
+    for key, shape in shapes[cal.method].items():
+        value = cal.params.get(key)
+        rows = value if shape[-1:] == (-1,) and isinstance(value, list) else [value]
+        if shape[-1:] == (-1,) and len(rows) != shape[0]:
+            return f"params.{key} is {value!r}, not {_shape_words(shape)}"
+        for row in rows:  # a per-class list may be ragged (isotonic thresholds)
+            want = shape[1:] if shape[-1:] == (-1,) else shape
+            try:
+                arr = np.asarray(row, dtype=np.float64)
+            except (TypeError, ValueError):
+                return f"params.{key} is {value!r}, not {_shape_words(shape)}"
+            if (
+                row is None
+                or arr.ndim != len(want)
+                or any(w not in (-1, g) for w, g in zip(want, arr.shape, strict=True))
+            ):
+                return f"params.{key} is {value!r}, not {_shape_words(shape)}"
+            ok = np.isfinite(arr) | (np.isnan(arr) if key == "values" else False)
+            if not ok.all():  # a histogram's empty bin is NaN (it keeps the score)
+                return f"params.{key} holds a value that is not a finite number"
+    if cal.method == "temperature" and not float(cal.params["temperature"]) > 0:
+        return f"params.temperature is {cal.params['temperature']!r}, not positive"
+    if cal.method == "histogram" and not float(cal.params["n_bins"]).is_integer():
+        return f"params.n_bins is {cal.params['n_bins']!r}, not a whole number"
+    if cal.method == "isotonic" and any(
+        len(x) != len(y) for x, y in zip(cal.params["x"], cal.params["y"], strict=True)
+    ):
+        return "params.x and params.y differ in length for a class"
+    return None
+
+
+def _shape_words(shape: tuple[int, ...]) -> str:
+    if not shape:
+        return "a number"
+    if shape[-1] == -1:
+        return f"a list of {shape[0]} lists of numbers (one per class)"
+    return "a " + " x ".join(str(n) for n in shape) + " array of numbers"
 
 
 # --- fitting ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from medibench._strings import text_of
 from medibench.datasets._base import resolve_inside
 from medibench.knowledge_edit._build import VQARow
 from medibench.knowledge_edit._tasks import TaskError, store_image
@@ -79,7 +80,7 @@ def read_vqarad(path: str | os.PathLike, images: Path, *, split: str = "test") -
             continue
         where = f"{official} row {i}"
         qid = str(rec.get("qid", i))
-        own = [str(rec.get("question_rephrase") or "").strip()]
+        own = [text_of(rec.get("question_rephrase")).strip()]
         linked = rephrased.get(str(rec.get("qid_linked_id", "")), []) if not phrase.endswith(
             "para") else []  # fmt: skip
         rows.append(
@@ -158,7 +159,7 @@ def _slake_rows(file: Path, records: Iterable[dict], folder: Path, images: Path,
 def _row(source: str, rec: dict, qid: str, where: str, image: Path, images: Path, *,
          modality: str, organ: str, language: str, rephrases: tuple[str, ...] = (),
          extra: dict | None = None) -> VQARow:  # fmt: skip
-    question, answer = str(rec.get("question") or "").strip(), str(rec.get("answer") or "").strip()
+    question, answer = text_of(rec.get("question")).strip(), text_of(rec.get("answer")).strip()
     if not answer:
         raise TaskError(f"{where}: question {qid} ({question!r}) has an empty gold answer")
     stored = store_image(image, images, where=f"{where}: question {qid} ({question!r})")
@@ -187,7 +188,7 @@ def _parquet_rows(source: str, root: Path, split: str, images: Path,
             continue
         qid = str(v.get("qid") if v.get("qid") is not None else f"{prow.file.stem}-{prow.index}")
         where = prow.where()
-        question, answer = str(v.get("question") or "").strip(), str(v.get("answer") or "").strip()
+        question, answer = text_of(v.get("question")).strip(), text_of(v.get("answer")).strip()
         if not answer:
             raise TaskError(f"{where}: question {qid} ({question!r}) has an empty gold answer")
         if v.get("image") is not None:
@@ -207,8 +208,8 @@ def _parquet_rows(source: str, root: Path, split: str, images: Path,
             source, qid, rel, question, answer, where,
             modality=str(v.get("modality") or v.get("image_organ") or ""),
             organ=str(v.get("location") or v.get("image_organ") or ""), language=lang,
-            answer_type=str(v.get("answer_type") or ""),
-            content_type=str(v.get("content_type") or ""),
+            answer_type=text_of(v.get("answer_type")),
+            content_type=text_of(v.get("content_type")),
         ))  # fmt: skip
     return rows
 

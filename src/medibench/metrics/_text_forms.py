@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from medibench._strings import text_of
+
 __all__ = ["REPORT_SECTIONS", "normalize_free_text", "report_text", "text_tokens"]
 
 _SPACES = re.compile(r"\s+")
@@ -31,7 +33,7 @@ REPORT_SECTIONS = (
 
 def normalize_free_text(text: object) -> str:
     """Lower case with runs of whitespace as one space, trimmed (the code's free-text form)."""
-    return _SPACES.sub(" ", str(text or "").strip()).lower()
+    return _SPACES.sub(" ", text_of(text).strip()).lower()
 
 
 def text_tokens(text: object) -> list[str]:

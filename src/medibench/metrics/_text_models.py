@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench._strings import text_of
 from medibench.metrics._text_forms import report_text, text_tokens
 
 __all__ = ["BERTScore", "RadGraphF1", "RADGRAPH_MIN_TOKENS"]
@@ -157,7 +158,7 @@ class RadGraphF1:
     def __call__(self, response: str, reference: object) -> tuple[float | None, str | None]:
         """``(RG_ER F1, None)``, or ``(None, why)`` when the code skips the pair."""
         ref_text = report_text(reference)  # type: ignore[arg-type]
-        hyp_text = " ".join(str(response or "").split())
+        hyp_text = " ".join(text_of(response).split())
         if min(len(text_tokens(ref_text)), len(text_tokens(hyp_text))) < RADGRAPH_MIN_TOKENS:
             return None, f"RadGraph F1 skipped: a text has fewer than {RADGRAPH_MIN_TOKENS} tokens"
         mean, rewards, hyp_ann, ref_ann = self._scorer(hyps=[hyp_text], refs=[ref_text])

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from medibench._strings import text_of
 from medibench.metrics._text_forms import (
     REPORT_SECTIONS,
     normalize_free_text,
@@ -175,14 +176,14 @@ def closed_form_answer(text: object, choices: Iterable[str] | None = None) -> st
     ``"b. body"`` for a lettered option, the free-text form otherwise; mapped to the matching
     choice's canonical form (by letter, ``"b."``, body or the whole option) when ``choices``
     hold one."""
-    value = _choice_value(str(text or ""))
+    value = _choice_value(text_of(text))
     return _choice_map(choices).get(value, value)
 
 
 def choice_of(text: object, choices: Sequence[str]) -> str | None:
     """The canonical form of the choice ``text`` names, or ``None`` when it names none."""
     mapping = _choice_map(choices)
-    return mapping.get(_choice_value(str(text or "")))
+    return mapping.get(_choice_value(text_of(text)))
 
 
 def task_accuracy(
@@ -266,7 +267,7 @@ def _ngrams(tokens: Sequence[str], n: int) -> Counter:
 
 
 def _squad(text: object) -> str:
-    lowered = str(text or "").lower()
+    lowered = text_of(text).lower()
     no_punct = "".join(ch for ch in lowered if ch not in _PUNCTUATION)
     return " ".join(_ARTICLES.sub(" ", no_punct).split())
 

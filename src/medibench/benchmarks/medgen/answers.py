@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from medibench._strings import text_of
 from medibench.metrics.text import (
     BERTScore,
     RadGraphF1,
@@ -130,7 +131,7 @@ def read_answer(path: str | os.PathLike, read_image: Callable[[Path], np.ndarray
 
 def response_text(sample: Sample, response: str) -> str:
     """The response as the code compares it (module docstring)."""
-    response = str(response or "")
+    response = text_of(response)
     if sample.task in _CLOSED:
         return closed_form_answer(response, sample.metadata.get("choices") or [])
     return " ".join(response.split())
@@ -148,7 +149,7 @@ def reference_text(sample: Sample, edges: Literal["code", "medibench"] = "medibe
         if sample.task in _CLOSED:
             return closed_form_answer(raw, sample.metadata.get("choices") or [])
         return " ".join(str(raw or "").split())
-    text = str(expected.get("text") or "")
+    text = text_of(expected.get("text"))
     if sample.task in _CLOSED and not expected.get("sections"):
         return closed_form_answer(text, sample.metadata.get("choices") or [])
     return text if expected.get("sections") else " ".join(text.split())
@@ -163,7 +164,7 @@ def score_text(
     """Fill the text tier's metrics of ``sample``'s answer ``response`` into ``res``, the edges
     as ``edges`` says (module docstring)."""
     expected = sample.metadata.get("expected") or {}
-    response = str(response or "")
+    response = text_of(response)
     code = edges == "code"
     if not code and not response.strip():
         res.fail(EMPTY_ANSWER)
