@@ -113,7 +113,12 @@ def test_qwen_image_edit_loads_without_torchvision_through_an_image_only_process
     "spec,family,found,runs",
     [
         ("ip2p", "sdxl-ip2p", "StableDiffusionXLInstructPix2PixPipeline", "diffusers:"),
-        ("flux-kontext", "flux-fill", "FluxFillPipeline", "medibench build --inpainter"),
+        (
+            "flux-kontext",
+            "flux-fill",
+            "FluxFillPipeline",
+            "medibench build modification --inpainter",
+        ),
         ("qwen-image-edit", "ip2p", "StableDiffusionInstructPix2PixPipeline", "ip2p:"),
         ("diffusers", "sd-inpaint", "StableDiffusionInpaintPipeline", "diffusers-inpaint:"),
     ],

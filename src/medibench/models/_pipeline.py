@@ -23,7 +23,7 @@ from medibench.models._weights import hub_offline, resolve_weights
 
 __all__ = ["KNOWN_PIPELINES", "DiffusersEditModel", "PipelineOptions", "check_pipeline_class"]
 
-_BUILD = "medibench build --inpainter diffusers-inpaint:PATH"
+_BUILD = "medibench build modification --inpainter diffusers-inpaint:PATH"
 #: The diffusers pipelines medibench knows, and what runs each (PATH: the weights folder).
 KNOWN_PIPELINES = {
     "StableDiffusionInstructPix2PixPipeline": "ip2p:PATH",
