@@ -71,6 +71,7 @@ def test_macro_micro_undefined_and_ci():
     assert s["micro"] == {"reliability": 0.75, "generality": pytest.approx(2 / 3), "locality": 0.5}
     lo, hi = bootstrap_ci([0.5, 1.0, 1.0], n_resamples=200, seed=3)
     assert s["ci95"]["reliability"] == [lo, hi]
+    assert s["ci95"]["generality"] is None  # one edit defines it: no interval, never [v, v]
     assert s["undefined_reasons"]["generality"] == {
         "no generality probe was wrong before the edit": 1,
         "no generality probe": 1,

@@ -99,7 +99,7 @@ def summarize_group(
         n = sum(v.n for v in per)
         micro[m] = sum(v.hits for v in per) / n if n else None
         n_missing[m] = sum(v.n_missing for v in per)
-        if defined:
+        if len(defined) > 1:  # one value: no spread to resample (None, never [v, v])
             lo, hi = bootstrap_ci(defined, n_resamples=n_resamples, seed=seed)
             ci[m] = [float(lo), float(hi)]
         else:

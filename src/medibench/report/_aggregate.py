@@ -33,10 +33,13 @@ from medibench.samples import Sample, Score, sample_field
 __all__ = ["per_model_values", "per_sample_values", "sample_field", "summarize"]
 
 
-
 def summarize(
-    scores: Iterable[Score], samples: Mapping[str, Sample], aggregation: Aggregation, *,
-    metrics: Sequence[str], applicable: Applicable | None = None,
+    scores: Iterable[Score],
+    samples: Mapping[str, Sample],
+    aggregation: Aggregation,
+    *,
+    metrics: Sequence[str],
+    applicable: Applicable | None = None,
     values: Mapping[tuple[str, str], dict[str, tuple[bool, Values]]] | None = None,
 ) -> list[dict[str, Any]]:
     """Summary rows, one per (model, k mode, grouping, group).
@@ -108,8 +111,11 @@ def summarize(
 
 
 def per_model_values(
-    scores: Iterable[Score], samples: Mapping[str, Sample], aggregation: Aggregation,
-    metrics: Sequence[str], applicable: Applicable | None = None,
+    scores: Iterable[Score],
+    samples: Mapping[str, Sample],
+    aggregation: Aggregation,
+    metrics: Sequence[str],
+    applicable: Applicable | None = None,
 ) -> dict[tuple[str, str], dict[str, tuple[bool, Values]]]:
     """``{(model, k label): per-sample values}`` after the protocol's k reduction and
     missing policy (:func:`per_sample_values`), pass rates included; models in name order,
@@ -144,7 +150,8 @@ def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
 
 
 def _add_cis(row, sids, hierarchy, values, samples, aggregation, names) -> None:
-    """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (or ``None``),
+    """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (``None``
+    from fewer than two values, or with an infinite one),
     from the per-sample ``values`` of its ``sids`` (in ``ci_order``); hierarchical over the
     ``hierarchy`` fields when there are any."""
     from medibench.stats._bootstrap import bootstrap_ci, hierarchical_bootstrap_ci
@@ -157,7 +164,7 @@ def _add_cis(row, sids, hierarchy, values, samples, aggregation, names) -> None:
     for m in names:
         present = [(s, v) for s in sids if (v := values[s][1].get(m)) is not None]
         vals = [v for _, v in present]
-        if not vals or any(math.isinf(v) for v in vals):
+        if len(vals) < 2 or any(math.isinf(v) for v in vals):  # n=1: no spread to resample
             row[f"{m}_ci_low"] = row[f"{m}_ci_high"] = None
             continue
         if hierarchy:

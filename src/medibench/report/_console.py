@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from medibench.protocols import Aggregation
+from medibench.stats import interval_text
 
 __all__ = ["summary_tables", "format_value"]
 
@@ -94,7 +95,13 @@ def summary_tables(
             if r.get(m) is None and m not in judged:
                 continue
             low, high = r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")
-            interval = "-" if low is None else f"[{format_value(low)}, {format_value(high)}]"
+            n = r.get(f"{m}_n")
+            if r.get(m) is not None and isinstance(n, int) and n < 2:
+                interval = interval_text(low, high, n)  # "n=1": never a zero-width interval
+            elif low is None:
+                interval = "-"
+            else:
+                interval = f"[{format_value(low)}, {format_value(high)}]"
             table.add_row(
                 r["model"],
                 *([r["k_mode"]] if several_k else []),

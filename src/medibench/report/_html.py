@@ -156,7 +156,7 @@ def _cell(row: dict[str, Any], col: str, ci: tuple[str, str] | None) -> dict[str
     cell = {"text": text, "sort": sort, "ci": None}
     if ci and v is not None:
         low, high = row.get(ci[0]), row.get(ci[1])
-        n = row.get(f"{col}_n")
+        n = row.get(f"{col}_n", row.get("n"))  # a pairing row's n: its pairs
         if isinstance(n, int) and n < 2:
             # One value has no spread to resample: a zero-width interval would claim certainty.
             cell["ci"] = f"n={n}"

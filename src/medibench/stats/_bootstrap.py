@@ -32,6 +32,7 @@ __all__ = [
     "PassRate",
     "bootstrap_ci",
     "bootstrap_indices",
+    "interval_text",
     "percentile_interval",
     "hierarchical_bootstrap_ci",
     "macro_mean",
@@ -45,6 +46,19 @@ Missing = Literal["error", "skip"]
 #: chunks of whole rows from one generator, so the intervals do not depend on it; a row longer
 #: than it is drawn alone. Every bootstrap here takes ``max_entries=`` to change it.
 BOOTSTRAP_MAX_ENTRIES = 20_000_000
+
+
+def interval_text(low: float | None, high: float | None, n: int | None = None,
+                  fmt: str = ".3f") -> str:  # fmt: skip
+    """How every table shows an interval: ``"[low, high]"``; ``"n=N"`` when it would rest on
+    fewer than two values (one value has no spread to resample: a zero-width interval would
+    claim a certainty there is none; the intervals here are ``None`` then); ``"-"`` without
+    one."""
+    if n is not None and n < 2:
+        return f"n={n}"
+    if low is None or high is None:
+        return "-"
+    return f"[{low:{fmt}}, {high:{fmt}}]"
 
 
 class PassRate(NamedTuple):

@@ -157,8 +157,10 @@ def compare_models(
         row.update(dict.fromkeys(keys))
         if ids:
             diffs = np.subtract(xa, xb)
-            low, high = bootstrap_ci(
-                diffs.tolist(), n_resamples=n_resamples, seed=seed, level=level
+            low, high = (  # one pair: no spread to resample (None, never [d, d])
+                bootstrap_ci(diffs.tolist(), n_resamples=n_resamples, seed=seed, level=level)
+                if len(ids) > 1
+                else (None, None)
             )
             w = paired_wilcoxon(dict(zip(ids, xa, strict=True)), dict(zip(ids, xb, strict=True)))
             perm = paired_permutation_test(xa, xb, n_resamples=n_resamples, seed=seed)

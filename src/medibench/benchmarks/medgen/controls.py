@@ -39,8 +39,14 @@ from medibench.io import atomic_write_text, read_image, write_image
 from medibench.samples import Sample
 
 __all__ = [
-    "CONTROLS", "TABLE", "DeltaRow", "derive_controls", "pairing_panel", "pairing_sensitivity",
-    "sensitivity_table", "store_rows",
+    "CONTROLS",
+    "TABLE",
+    "DeltaRow",
+    "derive_controls",
+    "pairing_panel",
+    "pairing_sensitivity",
+    "sensitivity_table",
+    "store_rows",
 ]
 
 Control = Literal["blank", "unrelated", "same-modality"]
@@ -112,8 +118,8 @@ class DeltaRow:
     original: float
     controlled: float
     delta: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None  # None from one pair (no spread to resample)
+    ci_high: float | None
     control_run: str = ""
 
 
@@ -142,7 +148,11 @@ def pairing_sensitivity(
             if not ids:
                 continue
             diffs = np.asarray(a) - np.asarray(b)
-            low, high = bootstrap_ci(diffs, n_resamples=n_resamples, seed=seed)
+            low, high = (
+                bootstrap_ci(diffs, n_resamples=n_resamples, seed=seed)
+                if len(diffs) > 1
+                else (None, None)
+            )
             rows.append(
                 DeltaRow(
                     kind,
@@ -162,6 +172,8 @@ def pairing_sensitivity(
 
 def sensitivity_table(rows: Sequence[DeltaRow]) -> str:
     """The report section: a Markdown table of :class:`DeltaRow` s."""
+    from medibench.stats import interval_text
+
     out = [
         "## Pairing sensitivity",
         "",
@@ -173,7 +185,7 @@ def sensitivity_table(rows: Sequence[DeltaRow]) -> str:
     for r in rows:
         out.append(
             f"| {r.control} | {r.model} | {r.metric} | {r.n} | {r.original:.3f} | "
-            f"{r.controlled:.3f} | {r.delta:.3f} | [{r.ci_low:.3f}, {r.ci_high:.3f}] |"
+            f"{r.controlled:.3f} | {r.delta:.3f} | {interval_text(r.ci_low, r.ci_high, r.n)} |"
         )
     return "\n".join(out) + "\n"
 
@@ -196,13 +208,15 @@ def store_rows(store: Any, rows: Sequence[DeltaRow]) -> None:
 
 def pairing_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     """The report panel (:mod:`medibench.report._panels`) of the stored Delta rows, or ``None``."""
+    from medibench.stats import interval_text
+
     rows = store.records(TABLE)
     if not rows:
         return None
     lines = [
         [r["control"], r["model"], r["metric"], str(r["n"]), f"{r['original']:.3f}",
-         f"{r['controlled']:.3f}", f"{r['delta']:.3f}", f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
-         r["control_run"]]
+         f"{r['controlled']:.3f}", f"{r['delta']:.3f}",
+         interval_text(r["ci_low"], r["ci_high"], r["n"]), r["control_run"]]
         for r in rows
     ]  # fmt: skip
     table = {
