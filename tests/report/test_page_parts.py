@@ -153,3 +153,28 @@ def test_the_reliability_diagram_labels_both_gap_sides(tmp_path):
     text = svg.read_text()
     assert "gap, over-confident (confidence &gt; accuracy)" in text
     assert "gap, under-confident (accuracy &gt; confidence)" in text
+
+
+def test_heat_maps_cover_only_tasks_with_values_on_one_scale_per_metric(tmp_path):
+    """Issue 40: the demo drew a heat map with no value in it and parts on their own scales."""
+    from medibench.protocols import Aggregation
+    from medibench.report._build import ProtocolSection
+    from medibench.report._plot_set import plan
+
+    rows = [{"model": m, "k_mode": "@1", "by": "task", "group": f"task-{g:02d}",
+             "ssim": 0.1 + 0.02 * g, "dice": 0.5 + 0.1 * g if g < 3 else None}
+            for m in ("identity", "classical") for g in range(30)]  # fmt: skip
+    sec = ProtocolSection("p", "1", "", Aggregation(k_modes=(("@1", "first"),)),
+                          ["ssim", "dice"], [], [], rows=rows,
+                          shown_metrics=["ssim", "dice"])  # fmt: skip
+    heat = [t for t in plan(sec, tmp_path) if t[0] == "heatmap"]
+    by_metric = {}
+    for _, title, _, (part, metric, _, _stem, scale) in heat:
+        by_metric.setdefault(metric, []).append((title, {r["group"] for r in part}, scale))
+    ssim, dice = by_metric["ssim"], by_metric["dice"]
+    assert [len(groups) for _, groups, _ in ssim] == [25, 5]
+    assert {scale for _, _, scale in ssim} == {(0.1, 0.1 + 0.02 * 29)}  # one scale, both parts
+    assert len(dice) == 1 and dice[0][1] == {"task-00", "task-01", "task-02"}
+    assert dice[0][2] == (0.5, 0.5 + 0.1 * 2)
+    assert "no value for task task-03, task-04" in dice[0][0] and "task-29" in dice[0][0]
+    assert "no value" not in ssim[0][0]

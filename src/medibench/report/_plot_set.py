@@ -99,19 +99,26 @@ def plan(sec, out: Path) -> list[tuple]:
         }
         stem = folder / f"dist_{m}"
         add("distribution", f"distribution of {m} ({label})", "distributions", per_model, m, stem)
-    heat_groups = sorted({r["group"] for r in slim if r["by"] == heat_by})
-    pages = [
-        heat_groups[i : i + _plots.HEAT_MAX_COLUMNS]
-        for i in range(0, len(heat_groups), _plots.HEAT_MAX_COLUMNS)
-    ]
+    heat_rows = [r for r in slim if r["by"] == heat_by]
+    heat_groups = sorted({r["group"] for r in heat_rows})
     for m in (members[0] for members in families.values()) if heat_by else []:
+        # only the groups where the metric has a value; every part on the metric's one scale
+        valued = [r for r in heat_rows if _plots._finite(r.get(m))]
+        groups = sorted({r["group"] for r in valued})
+        if not groups:
+            continue
+        scale = (min(r[m] for r in valued), max(r[m] for r in valued))
+        without = [g for g in heat_groups if g not in set(groups)]
+        note = f"; no value for {heat_by} {', '.join(without)}" if without else ""
+        size = _plots.HEAT_MAX_COLUMNS
+        pages = [groups[i : i + size] for i in range(0, len(groups), size)]
         for p, page in enumerate(pages):
-            part = [r for r in slim if r["by"] == heat_by and r["group"] in set(page)]
+            part = [r for r in heat_rows if r["group"] in set(page)]
             suffix = f"_{p + 1}" if len(pages) > 1 else ""
             of = f", part {p + 1} of {len(pages)}" if len(pages) > 1 else ""
             stem = folder / f"heat_{heat_by}_{m}{suffix}"
-            title = f"{m} by model and {heat_by} ({label}{of})"
-            add("heatmap", title, "heatmap", part, m, heat_by, stem)
+            title = f"{m} by model and {heat_by} ({label}{of}{note})"
+            add("heatmap", title, "heatmap", part, m, heat_by, stem, scale)
     pair = scatter_pair(plotted, sec.judged)
     if pair:
         x, y = pair

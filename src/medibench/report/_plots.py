@@ -100,9 +100,16 @@ def distributions(values: Mapping[str, Sequence[float]], metric: str, stem: Path
     return _save(fig, stem)
 
 
-def heatmap(rows: Sequence[Mapping[str, Any]], metric: str, by: str, stem: Path) -> list[Path]:
+def heatmap(
+    rows: Sequence[Mapping[str, Any]],
+    metric: str,
+    by: str,
+    stem: Path,
+    scale: tuple[float, float] | None = None,
+) -> list[Path]:
     """Model x ``by`` matrix of ``metric`` means, each value printed in its cell (cells without a
-    value left blank). Pass at most :data:`HEAT_MAX_COLUMNS` groups (``_plot_set`` pages them).
+    value left blank). Pass at most :data:`HEAT_MAX_COLUMNS` groups (``_plot_set`` pages them,
+    each part with the metric's one colour ``scale``, (low, high); default: this part's range).
 
     Cells are at least :data:`HEAT_CELL_PX` wide and tall at the figure's size; the axes'
     place in the image goes into ``<stem>.json`` (``rows``, ``cols``, ``axes``: left, bottom,
@@ -121,8 +128,15 @@ def heatmap(rows: Sequence[Mapping[str, Any]], metric: str, by: str, stem: Path)
     fig, ax = plt.subplots(
         figsize=(max(4.0, 1.9 + label_w + cell_w * len(groups)), 2.2 + cell_h * len(models))
     )
-    im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", aspect="auto")
-    middle = np.nanmean(grid) if np.isfinite(grid).any() else 0.0
+    low, high = scale if scale is not None else (None, None)
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", aspect="auto", vmin=low, vmax=high)
+    middle = (
+        (low + high) / 2
+        if low is not None and high is not None
+        else np.nanmean(grid)
+        if np.isfinite(grid).any()
+        else 0.0
+    )
     for (i, j), v in np.ndenumerate(grid):
         if not math.isnan(v):
             color = "white" if v < middle else "black"
