@@ -133,7 +133,9 @@ def test_heat_map_cells_are_at_least_12_px(driver, editing_report):
     page = open_page(driver, editing_report)
     figures = page.find_elements("css selector", "figure.plot[data-kind=heatmap]")
     assert figures, "no heat maps drawn"
-    assert {int(f.get_attribute("data-cols")) for f in figures} == {25, N_TASKS - 25}
+    cols = {int(f.get_attribute("data-cols")) for f in figures}
+    # a metric with values on every task is paged 25 + 5; others cover only their tasks
+    assert {25, N_TASKS - 25} <= cols and max(cols) == 25
     for fig in figures:
         img = fig.find_element("tag name", "img")
         page.execute_script("arguments[0].scrollIntoView()", img)

@@ -16,6 +16,11 @@ Three steps, each set by the protocol's :class:`~medibench.protocols.Aggregation
    PaintBench visual condition: the mean of its task means). Samples named by ``outside`` appear
    only in their own group rows (and in those of the ``outside_also`` fields); a ``skip_empty``
    field gets no row for its empty value.
+4. **common ground**: when the models of a k mode have outputs for different samples, two more
+   overall rows per model: ``common``, over the samples every model has an output for (the
+   headline: one n for all, so no mean mixes in samples another model lacks), and
+   ``unpaired``, over the model's other samples. The ``micro`` row stays each model's mean
+   over its own samples (what the papers' scripts report).
 """
 
 from __future__ import annotations
@@ -103,11 +108,56 @@ def summarize(
                 macro[m] = _macro(overall, per_sample, samples, aggregation.macro_over, m)
             rows.append(macro)
             planned.append((macro, overall, aggregation.macro_over))
+    for row, sids in _common_rows(values, samples, outside, names):
+        rows.append(row)
+        planned.append((row, sids, ()))
     if aggregation.ci_resamples > 0:
         for row, sids, hierarchy in planned:
             per_sample = values[(row["model"], row["k_mode"])]
             _add_cis(row, sids, hierarchy, per_sample, samples, aggregation, names)
     return rows
+
+
+#: The overall rows' groups, in the order the tables show them: the models on the samples they
+#: all have first (the headline), then each model on its own samples, then what it has alone.
+OVERALL_ORDER = ("common", "micro", "macro", "unpaired")
+
+
+def overall_rank(group: str) -> int:
+    """A row's place among the overall rows (:data:`OVERALL_ORDER`; ``macro over ...`` as
+    ``macro``)."""
+    first = group.split(" ")[0]
+    return OVERALL_ORDER.index(first) if first in OVERALL_ORDER else len(OVERALL_ORDER)
+
+
+def _common_rows(
+    values: Mapping[tuple[str, str], dict[str, tuple[bool, Values]]],
+    samples: Mapping[str, Sample],
+    outside: Sequence[tuple[str, str]],
+    names: Sequence[str],
+) -> list[tuple[dict[str, Any], list[str]]]:
+    """When models of one k mode have outputs for different samples: per model, a ``common``
+    row over the samples every model has an output for (one n for all) and an ``unpaired`` row
+    over its other samples, so no headline mean mixes in samples another model lacks."""
+    out: list[tuple[dict[str, Any], list[str]]] = []
+    for label in dict.fromkeys(lab for _, lab in values):
+        mine = {m: v for (m, lab), v in values.items() if lab == label}
+        if len(mine) < 2:
+            continue
+        had = {
+            m: {s for s, (has, _) in v.items() if has and _in_grouping(samples[s], "all", outside)}
+            for m, v in mine.items()
+        }
+        common = set.intersection(*had.values())
+        if all(h == common for h in had.values()):
+            continue
+        for model, per_sample in mine.items():
+            shared = sorted(common)
+            out.append((_row(model, label, "all", "common", shared, per_sample, names), shared))
+            extra = sorted(had[model] - common)
+            if extra:
+                out.append((_row(model, label, "all", "unpaired", extra, per_sample, names), extra))
+    return out
 
 
 def per_model_values(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from medibench.protocols import Aggregation
+from medibench.report._aggregate import overall_rank
 from medibench.stats import interval_text
 
 __all__ = ["summary_tables", "format_value"]
@@ -72,6 +73,11 @@ def summary_tables(
                 )
             tables.append(table)
     overall = [r for r in rows if r["by"] == "all"]
+    if any(r["group"] == "common" for r in overall):
+        overall_caption += (
+            "; common = the samples every model has an output for (compare these), micro = each "
+            "model's own samples, unpaired = those only some models have"
+        )
     ci = f"{agg.ci_level:.0%} CI" if agg.ci_resamples else "CI"
     table = Table(title=f"{label} overall", caption=overall_caption)
     for col in [
@@ -90,7 +96,8 @@ def summary_tables(
             justify="right" if col in ("n", "missing", "no value", "mean") else "left",
             no_wrap=True,
         )
-    for r in sorted(overall, key=lambda r: (r["model"], r["k_mode"], r["group"])):
+    for r in sorted(overall, key=lambda r: (overall_rank(r["group"]), r["group"], r["model"],
+                                            r["k_mode"])):  # fmt: skip
         for m in names:
             if r.get(m) is None and m not in judged:
                 continue

@@ -38,6 +38,11 @@ COMPARE_COLUMNS = (
     "permutation_p",
 )
 
+#: The page's comparison table: one test, the sign-flip permutation test of the mean difference
+#: (the statistic the table shows); Wilcoxon's p is behind a toggle (:data:`WILCOXON_COLUMNS`).
+PAGE_COMPARE_COLUMNS = tuple(c for c in COMPARE_COLUMNS if c != "wilcoxon_p")
+WILCOXON_COLUMNS = ("k_mode", "metric", "model_a", "model_b", "n", "wilcoxon_p")
+
 __all__ = ["ASSETS", "COMPARE_COLUMNS", "write_html"]
 
 #: Files of ``report/templates`` copied into the report's ``assets/`` folder.
@@ -105,11 +110,13 @@ def _section(sec, out: Path) -> dict[str, Any]:
             for c in cols
         ]
         rows.append({"by": r["by"], "k": r["k_mode"], "cells": cells})
-    ccols = COMPARE_COLUMNS
+    ccols = PAGE_COMPARE_COLUMNS
     compare = [
         [_cell(r, c, ("diff_ci_low", "diff_ci_high") if c == "mean_diff" else None) for c in ccols]
         for r in sec.compare
     ]
+    wilcoxon = [[_cell(r, c, None) for c in WILCOXON_COLUMNS] for r in sec.compare]
+    common = next((r["n"] for r in sec.rows if r["by"] == "all" and r["group"] == "common"), None)
     return {
         "label": sec.label,
         "slug": re.sub(r"[^A-Za-z0-9]+", "-", sec.label).strip("-"),
@@ -135,6 +142,12 @@ def _section(sec, out: Path) -> dict[str, Any]:
             for c in ccols
         ],
         "compare": compare,
+        "wilcoxon": wilcoxon,
+        "wilcoxon_columns": [
+            {"key": c, "header": HEADERS.get(c, c), "type": "text" if c in _TEXT_COLS else "num"}
+            for c in WILCOXON_COLUMNS
+        ],  # fmt: skip
+        "common_n": common,
         "empty_metrics": sec.empty_metrics,
         "judged": sec.judged,
         "plots": sec.plots,

@@ -21,6 +21,7 @@ from typing import Any
 from medibench.protocols import Aggregation
 from medibench.report._aggregate import (
     Applicable,
+    overall_rank,
     per_model_values,
     sample_field,
     summarize,
@@ -87,7 +88,19 @@ def leaderboard(
         r["n_unscored"] = total - r["n"] - r["n_missing"]
         key = (r["model"], r["k_mode"], field, "" if field == "all" else group)
         r["n_unjudged"] = unjudged.get(key, 0)
-    return rows
+    return ordered(rows)
+
+
+def ordered(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows by grouping (in first-seen order), then group (the overall rows in
+    :data:`~medibench.report._aggregate.OVERALL_ORDER`), then model and k mode: one group's
+    models sit together, so they read as a comparison."""
+    fields = list(dict.fromkeys(r["by"] for r in rows))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    k_modes = list(dict.fromkeys(r["k_mode"] for r in rows))
+    return sorted(rows, key=lambda r: (
+        fields.index(r["by"]), overall_rank(r["group"]) if r["by"] == "all" else 0,
+        str(r["group"]), models.index(r["model"]), k_modes.index(r["k_mode"])))  # fmt: skip
 
 
 def comparisons(
