@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
+from medibench import stats as stats_lib
 from medibench.cli.analyze import analyze_app
 from medibench.judges.correlate import correlate, human_source, load_source, parse_source
 from medibench.runs import RunStore
@@ -171,3 +172,46 @@ def test_cli_table_json_and_csv(files, tmp_path, monkeypatch):
     assert row["fit_r_squared"] is not None and out_csv.read_text().startswith("a,b,method")
     bad = CliRunner().invoke(analyze_app, ["correlate", str(bench)])
     assert bad.exit_code == 2 and "at least two sources" in bad.output
+
+
+def test_out_draws_each_pair_with_the_fit_and_its_band(files, tmp_path, monkeypatch):
+    run, _, bench, _ = files
+    monkeypatch.setenv("COLUMNS", "80")
+    out = tmp_path / "fig"
+    args = ["correlate", f"ours={run}:ssim", f"paint={bench}"]
+    res = CliRunner().invoke(
+        analyze_app, [*args, "--method", "spearman", "--resamples", "20", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "correlate.md",
+        *(f"ours-vs-paint.{ext}" for ext in ("json", "png", "svg")),
+    ]
+    drawn = json.loads((out / "ours-vs-paint.json").read_text())
+    models = sorted(MODELS)
+    x = np.array([np.mean(PER_SAMPLE[m]) for m in models])
+    y = np.array([BENCH[m] for m in models])
+    assert list(drawn["points"]) == models
+    assert np.array(list(drawn["points"].values())) == pytest.approx(np.c_[x, y], abs=TOL)
+    # the line and band drawn are LinearFit's, which are scipy's least squares
+    fit = stats.linregress(x, y)
+    grid = np.array(drawn["line"]["x"])
+    assert grid[0] == pytest.approx(x.min()) and grid[-1] == pytest.approx(x.max())
+    assert drawn["line"]["y"] == pytest.approx(fit.intercept + fit.slope * grid, abs=TOL)
+    band = stats_lib.linear_fit(x, y).band(grid, 0.95)
+    assert drawn["line"]["low"] == pytest.approx(band[:, 0], abs=TOL)
+    assert drawn["line"]["high"] == pytest.approx(band[:, 1], abs=TOL)
+    # the band by hand at the mean of x: yhat -+ t s / sqrt(n)
+    resid = y - (fit.intercept + fit.slope * x)
+    half = stats.t.ppf(0.975, 3) * np.sqrt((resid**2).sum() / 3) / np.sqrt(5)
+    centre = stats_lib.linear_fit(x, y).band([x.mean()])[0]
+    assert centre[1] - centre[0] == pytest.approx(2 * half, abs=TOL)
+    rho = stats.spearmanr(x, y)
+    assert f"R^2 = {fit.rvalue**2:.3f}, p (slope) = {fit.pvalue:.3g}" in drawn["legend"]
+    assert f"Spearman rho = {rho.statistic:.3f}, p = {rho.pvalue:.3g}" in drawn["legend"]
+    assert drawn["title"] == "paint vs ours across 5 models"
+    assert (out / "ours-vs-paint.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "correlate.md").read_text()
+    assert "![paint vs ours across 5 models](ours-vs-paint.png)" in md
+    assert f"| ours vs paint | {fit.slope:.4g} | {fit.intercept:.4g} | {fit.rvalue**2:.3f} |" in md
+    assert res.output.count("figure -> ") == 1 and "tables -> " in res.output
