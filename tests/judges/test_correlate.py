@@ -215,3 +215,40 @@ def test_out_draws_each_pair_with_the_fit_and_its_band(files, tmp_path, monkeypa
     assert "![paint vs ours across 5 models](ours-vs-paint.png)" in md
     assert f"| ours vs paint | {fit.slope:.4g} | {fit.intercept:.4g} | {fit.rvalue**2:.3f} |" in md
     assert res.output.count("figure -> ") == 1 and "tables -> " in res.output
+
+
+def test_a_score_summary_gives_each_models_benchmark_number(tmp_path):
+    """``medibench score --csv``'s summary: per model the overall row of the first k mode, the
+    macro one where the protocol has one (PaintBench's mIoU), else the micro one."""
+    head = "protocol,protocol_version,model,k_mode,by,group,n,n_missing,iou,iou_n,iou_ci_low\n"
+    rows = [
+        "paintbench,1,{m},@1,metadata.category,color_change,2,0,0.9,2,0.1",
+        "paintbench,1,{m},@1,all,micro,6,1,{micro},6,0.1",
+        "paintbench,1,{m},@1,all,macro over metadata.category > task,6,1,{macro},6,0.1",
+        "paintbench,1,{m},@3,all,macro over metadata.category > task,6,1,0.99,6,0.1",
+    ]
+    values = {"a": (0.5, 0.6), "b": (0.2, 0.1), "c": (0.3, 0.35), "d": (0.1, 0.05)}
+    text = head + "".join(
+        line.format(m=m, micro=mi, macro=ma) + "\n"
+        for m, (mi, ma) in values.items()
+        for line in rows
+    )
+    summary = tmp_path / "pb.csv"
+    summary.write_text(text)
+    src = load_source(f"pb={summary}")
+    assert (src.label, src.metric, src.samples) == ("pb", "iou", None)
+    assert src.values == {m: ma for m, (_, ma) in values.items()}
+    micro_only = tmp_path / "micro.csv"
+    micro_only.write_text("".join(ln for ln in text.splitlines(True) if "macro" not in ln))
+    assert load_source(str(micro_only)).values == {m: mi for m, (mi, _) in values.items()}
+    two = tmp_path / "two.csv"
+    two.write_text(text + text.splitlines(True)[2].replace("paintbench,1,", "other,2,"))
+    with pytest.raises(ValueError, match=r"two.csv: a summary of other@2, paintbench@1: choose"):
+        load_source(str(two))
+    assert load_source(str(two), protocol="paintbench@1").values == src.values
+    with pytest.raises(ValueError, match="no rows of protocol 'nope'"):
+        load_source(str(two), protocol="nope")
+    groups = tmp_path / "groups.csv"
+    groups.write_text(head + rows[0].format(m="a") + "\n")
+    with pytest.raises(ValueError, match=r"groups.csv: no overall row \(by = all\)"):
+        load_source(str(groups))

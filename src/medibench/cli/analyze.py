@@ -306,8 +306,8 @@ def correlate(
         typer.Argument(
             metavar="SOURCE...",
             help="[LABEL=]PATH[:METRIC]: a run folder, RUN#JUDGE_MODEL, a score JSONL file, a "
-            "ratings CSV (sample_id, model, ...) or a model-level CSV (model, metric, value or "
-            "model, score)",
+            "ratings CSV (sample_id, model, ...), a model-level CSV (model, metric, value or "
+            "model, score) or a score summary CSV (score --csv: each model's overall row)",
         ),
     ],
     metric: Annotated[
@@ -318,7 +318,10 @@ def correlate(
         typer.Option(help="a CSV of model, rank (1 = best) or model, score: the human column"),
     ] = None,
     protocol: Annotated[
-        str | None, typer.Option(help="take a run's values from this protocol (name[@version])")
+        str | None,
+        typer.Option(
+            help="take a run's or a summary CSV's values from this protocol (name[@version])"
+        ),
     ] = None,
     method: Annotated[
         list[str] | None,
