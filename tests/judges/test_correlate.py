@@ -220,12 +220,14 @@ def test_out_draws_each_pair_with_the_fit_and_its_band(files, tmp_path, monkeypa
 def test_a_score_summary_gives_each_models_benchmark_number(tmp_path):
     """``medibench score --csv``'s summary: per model the overall row of the first k mode, the
     macro one where the protocol has one (PaintBench's mIoU), else the micro one."""
-    head = "protocol,protocol_version,model,k_mode,by,group,n,n_missing,iou,iou_n,iou_ci_low\n"
-    rows = [
-        "paintbench,1,{m},@1,metadata.category,color_change,2,0,0.9,2,0.1",
-        "paintbench,1,{m},@1,all,micro,6,1,{micro},6,0.1",
-        "paintbench,1,{m},@1,all,macro over metadata.category > task,6,1,{macro},6,0.1",
-        "paintbench,1,{m},@3,all,macro over metadata.category > task,6,1,0.99,6,0.1",
+    head = (
+        "protocol,protocol_version,model,k_mode,by,group,n,n_missing,iou,iou_n,iou_ci_low,notes\n"
+    )
+    rows = [  # a text column (notes) and an empty cell are no metric values
+        "paintbench,1,{m},@1,metadata.category,color_change,2,0,0.9,2,0.1,",
+        "paintbench,1,{m},@1,all,micro,6,1,{micro},6,0.1,resized 1",
+        "paintbench,1,{m},@1,all,macro over metadata.category > task,6,1,{macro},6,0.1,",
+        "paintbench,1,{m},@3,all,macro over metadata.category > task,6,1,0.99,6,0.1,",
     ]
     values = {"a": (0.5, 0.6), "b": (0.2, 0.1), "c": (0.3, 0.35), "d": (0.1, 0.05)}
     text = head + "".join(

@@ -337,13 +337,13 @@ def _model_level_csv(path: Path) -> dict[str, dict[str, float]]:
     return dict(out)
 
 
-_SUMMARY_KEYS = ("protocol", "protocol_version", "model", "k_mode", "by", "group", "n",
-                 "n_missing")  # fmt: skip
+_SUMMARY_KEYS = {"protocol", "protocol_version", "model", "k_mode", "by", "group", "n", "n_missing"}
 
 
 def _summary_csv(path: Path, protocol: str | None) -> dict[str, dict[str, float]]:
     """``{metric: {model: value}}`` of a score summary CSV: per model, the overall row
-    (``by == "all"``) of the first k mode, the macro one when there is one (module docstring).
+    (``by == "all"``) of the first k mode, the macro one when there is one (module docstring);
+    an empty, text or non-finite cell is no value.
 
     Raises:
         ValueError: no overall row, several protocols and no ``protocol`` to choose (named).
@@ -379,17 +379,19 @@ def _summary_csv(path: Path, protocol: str | None) -> dict[str, dict[str, float]
     out: dict[str, dict[str, float]] = defaultdict(dict)
     for model, row in chosen.items():
         for col, cell in row.items():
-            if col in _SUMMARY_KEYS or col.endswith(("_n", "_ci_low", "_ci_high")) or not cell:
+            if col in _SUMMARY_KEYS or col.endswith(("_n", "_ci_low", "_ci_high")):
                 continue
-            try:
-                value = float(cell)
-            except ValueError:
-                raise ValueError(
-                    f"{path}: model {model}: {col} = {cell!r} is not a number"
-                ) from None
-            if math.isfinite(value):
+            value = _number(cell)  # text columns (notes, extractors) are no metric
+            if value is not None and math.isfinite(value):
                 out[col][model] = value
     return dict(out)
+
+
+def _number(cell: str) -> float | None:
+    try:
+        return float(cell)
+    except ValueError:
+        return None
 
 
 def _default_label(path: str) -> str:
