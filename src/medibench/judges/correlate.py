@@ -184,7 +184,7 @@ def human_source(path: str | Path) -> Source:
     """``--human FILE``: a model-level CSV with a ``rank`` or a ``score`` column (or one value
     column), labelled ``human``."""
     table = _model_level_csv(Path(path))
-    names = [n for n in ("rank", "score") if n in table] or sorted(table)
+    names: list[str] = [n for n in ("rank", "score") if n in table] or sorted(table)
     if len(names) != 1:
         have = sorted(table)
         raise ValueError(f"{path}: a human file needs one rank or score column, has {have}")
