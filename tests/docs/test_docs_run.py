@@ -49,7 +49,13 @@ CHAINS: dict[str, dict[str, tuple[int, ...]]] = {
         "medgen": (13,),  # MedGEN-Bench of block 3: a stand-in (hub.py)
         "edit": (14,),
     },
-    "docs/analysis.md": {"attention": (1,), "features": (2,)},
+    # 3, 4: MieDB and PaintBench data and outputs the user has: stand-ins (correlate.py)
+    "docs/analysis.md": {
+        "attention": (1,),
+        "features": (2,),
+        "miedb-human": (3,),
+        "paintbench-fit": (4,),
+    },
     "docs/calibration.md": {"mni152": (1,), "prompt-tuning": (2,)},
     "docs/models.md": {"run": (1, 2), "icl": (3,)},  # 1: mydata, which 2 runs on
     # data/train, data/heldout of block 1, which 2 trains and runs on: a stand-in (train.py)
@@ -116,7 +122,7 @@ def test_every_block_has_a_current_row():
         assert row.first == blocks[key].first, f"{key}: the block now starts {blocks[key].first!r}"
         assert row.status in {"runs", "partly"}, f"{key} is not run: {row.why}"
         assert row.status == "runs" or row.why, f"{key}: say what is left out"
-    assert len(blocks) == 36  # the count README and blocks.md state
+    assert len(blocks) == 38  # the count README and blocks.md state
 
 
 def test_every_substitution_applies_to_a_block():

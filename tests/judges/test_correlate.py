@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
+from medibench import stats as stats_lib
 from medibench.cli.analyze import analyze_app
 from medibench.judges.correlate import correlate, human_source, load_source, parse_source
 from medibench.runs import RunStore
@@ -171,3 +172,85 @@ def test_cli_table_json_and_csv(files, tmp_path, monkeypatch):
     assert row["fit_r_squared"] is not None and out_csv.read_text().startswith("a,b,method")
     bad = CliRunner().invoke(analyze_app, ["correlate", str(bench)])
     assert bad.exit_code == 2 and "at least two sources" in bad.output
+
+
+def test_out_draws_each_pair_with_the_fit_and_its_band(files, tmp_path, monkeypatch):
+    run, _, bench, _ = files
+    monkeypatch.setenv("COLUMNS", "80")
+    out = tmp_path / "fig"
+    args = ["correlate", f"ours={run}:ssim", f"paint={bench}"]
+    res = CliRunner().invoke(
+        analyze_app, [*args, "--method", "spearman", "--resamples", "20", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "correlate.md",
+        *(f"ours-vs-paint.{ext}" for ext in ("json", "png", "svg")),
+    ]
+    drawn = json.loads((out / "ours-vs-paint.json").read_text())
+    models = sorted(MODELS)
+    x = np.array([np.mean(PER_SAMPLE[m]) for m in models])
+    y = np.array([BENCH[m] for m in models])
+    assert list(drawn["points"]) == models
+    assert np.array(list(drawn["points"].values())) == pytest.approx(np.c_[x, y], abs=TOL)
+    # the line and band drawn are LinearFit's, which are scipy's least squares
+    fit = stats.linregress(x, y)
+    grid = np.array(drawn["line"]["x"])
+    assert grid[0] == pytest.approx(x.min()) and grid[-1] == pytest.approx(x.max())
+    assert drawn["line"]["y"] == pytest.approx(fit.intercept + fit.slope * grid, abs=TOL)
+    band = stats_lib.linear_fit(x, y).band(grid, 0.95)
+    assert drawn["line"]["low"] == pytest.approx(band[:, 0], abs=TOL)
+    assert drawn["line"]["high"] == pytest.approx(band[:, 1], abs=TOL)
+    # the band by hand at the mean of x: yhat -+ t s / sqrt(n)
+    resid = y - (fit.intercept + fit.slope * x)
+    half = stats.t.ppf(0.975, 3) * np.sqrt((resid**2).sum() / 3) / np.sqrt(5)
+    centre = stats_lib.linear_fit(x, y).band([x.mean()])[0]
+    assert centre[1] - centre[0] == pytest.approx(2 * half, abs=TOL)
+    rho = stats.spearmanr(x, y)
+    assert f"R^2 = {fit.rvalue**2:.3f}, p (slope) = {fit.pvalue:.3g}" in drawn["legend"]
+    assert f"Spearman rho = {rho.statistic:.3f}, p = {rho.pvalue:.3g}" in drawn["legend"]
+    assert drawn["title"] == "paint vs ours across 5 models"
+    assert (out / "ours-vs-paint.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "correlate.md").read_text()
+    assert "![paint vs ours across 5 models](ours-vs-paint.png)" in md
+    assert f"| ours vs paint | {fit.slope:.4g} | {fit.intercept:.4g} | {fit.rvalue**2:.3f} |" in md
+    assert res.output.count("figure -> ") == 1 and "tables -> " in res.output
+
+
+def test_a_score_summary_gives_each_models_benchmark_number(tmp_path):
+    """``medibench score --csv``'s summary: per model the overall row of the first k mode, the
+    macro one where the protocol has one (PaintBench's mIoU), else the micro one."""
+    head = (
+        "protocol,protocol_version,model,k_mode,by,group,n,n_missing,iou,iou_n,iou_ci_low,notes\n"
+    )
+    rows = [  # a text column (notes) and an empty cell are no metric values
+        "paintbench,1,{m},@1,metadata.category,color_change,2,0,0.9,2,0.1,",
+        "paintbench,1,{m},@1,all,micro,6,1,{micro},6,0.1,resized 1",
+        "paintbench,1,{m},@1,all,macro over metadata.category > task,6,1,{macro},6,0.1,",
+        "paintbench,1,{m},@3,all,macro over metadata.category > task,6,1,0.99,6,0.1,",
+    ]
+    values = {"a": (0.5, 0.6), "b": (0.2, 0.1), "c": (0.3, 0.35), "d": (0.1, 0.05)}
+    text = head + "".join(
+        line.format(m=m, micro=mi, macro=ma) + "\n"
+        for m, (mi, ma) in values.items()
+        for line in rows
+    )
+    summary = tmp_path / "pb.csv"
+    summary.write_text(text)
+    src = load_source(f"pb={summary}")
+    assert (src.label, src.metric, src.samples) == ("pb", "iou", None)
+    assert src.values == {m: ma for m, (_, ma) in values.items()}
+    micro_only = tmp_path / "micro.csv"
+    micro_only.write_text("".join(ln for ln in text.splitlines(True) if "macro" not in ln))
+    assert load_source(str(micro_only)).values == {m: mi for m, (mi, _) in values.items()}
+    two = tmp_path / "two.csv"
+    two.write_text(text + text.splitlines(True)[2].replace("paintbench,1,", "other,2,"))
+    with pytest.raises(ValueError, match=r"two.csv: a summary of other@2, paintbench@1: choose"):
+        load_source(str(two))
+    assert load_source(str(two), protocol="paintbench@1").values == src.values
+    with pytest.raises(ValueError, match="no rows of protocol 'nope'"):
+        load_source(str(two), protocol="nope")
+    groups = tmp_path / "groups.csv"
+    groups.write_text(head + rows[0].format(m="a") + "\n")
+    with pytest.raises(ValueError, match=r"groups.csv: no overall row \(by = all\)"):
+        load_source(str(groups))

@@ -120,8 +120,11 @@ def test_legends_sit_outside_the_axes(tmp_path, monkeypatch):
     rows = [{**r, "by": "region"} for r in _rows(3)]
     _plots.group_bars(rows, "ssim", "region", tmp_path / "bars")
     _plots.distributions({"a": [0.1, 0.2], "b": [0.3]}, "ssim", tmp_path / "dist")
+    line = {"x": [0, 1], "y": [0, 1], "low": [-1, 0], "high": [1, 2]}
+    legend = ["the line", "its band", "R^2 = 1"]
+    _plots.fit_scatter({"m": (0, 0), "n": (1, 1)}, line, "a", "b", "b vs a", legend, tmp_path / "f")
     plt.close("all")
-    assert seen == [True, True]
+    assert seen == [True, True, True]
 
 
 def test_small_multiples_draw_one_panel_per_metric(tmp_path):

@@ -206,3 +206,44 @@ def test_a_k_sweep_pairs_each_run_with_the_first_runs_only_model(tmp_path):
         ("k1/ip2p@icl-1", 2, 1.5), ("k1/ip2p@icl-1", 2, 4.5)
     ]  # fmt: skip
     assert res.renames == []  # three names: merged as they are
+
+
+def test_a_training_folder_stands_for_its_last_evaluation(tmp_path):
+    """Training folders (``medibench train --out DIR``: ``train.jsonl``, ``eval/step-N/``)
+    compared as their last evaluated checkpoint, labelled by the folder, merged with --out."""
+    samples = list(load_dataset(f"native:{make_native(tmp_path / 'data', n=3)}"))
+    trainings = {}
+    for name, values in (("p-only", (1.0, 2.0, 3.0)), ("all", (2.0, 4.0, 6.0))):
+        folder = tmp_path / "runs" / name
+        _run(folder / "eval" / "step-2", samples, {"s000": 0.0}, checkpoint=f"{name}/ckpt-2")
+        last = dict(zip(("s000", "s001", "s002"), values, strict=True))
+        _run(folder / "eval" / "step-10", samples, last, checkpoint=f"{name}/ckpt-10")
+        (folder / "eval" / "step-10.tmp").mkdir()  # not an evaluation
+        (folder / "train.jsonl").write_text('{"step": 1, "loss": 0.5}\n')
+        trainings[name] = folder
+    p_only, everything = trainings["p-only"], trainings["all"]
+    res = compare_runs([p_only, everything])
+    assert res.labels == ["p-only", "all"] and res.runs == [
+        p_only / "eval" / "step-10",
+        everything / "eval" / "step-10",
+    ]
+    assert [(r["label"], r["n"], r["acc"], r["checkpoint"]) for r in res.rows] == [
+        ("p-only", 3, 2.0, "p-only/ckpt-10"),
+        ("all", 3, 4.0, "all/ckpt-10"),
+    ]
+    assert "step" not in res.settings  # the same step: not a column
+    assert res.paired[0]["mean_diff"] == pytest.approx(2.0)
+    out = tmp_path / "both"
+    cli = runner.invoke(app, ["compare", str(p_only), str(everything), "--out", str(out)])
+    assert cli.exit_code == 0, cli.output
+    with RunStore.open_existing(out) as st:
+        assert sorted(st.get_meta("config")["models"]) == ["ip2p-all", "ip2p-p-only"]
+    # a plain run beside a training folder: the step is a setting that differs
+    mixed = compare_runs(
+        [p_only / "eval" / "step-2", everything], labels=[f"{p_only}/eval/step-2=early"]
+    )
+    assert "step" in mixed.settings and [r["step"] for r in mixed.rows] == [None, 10]
+    untrained = tmp_path / "runs" / "untrained"
+    (untrained / "eval").mkdir(parents=True)
+    with pytest.raises(RunStoreError, match=r"untrained: a training folder with no evaluated"):
+        compare_runs([p_only, untrained])

@@ -306,8 +306,8 @@ def correlate(
         typer.Argument(
             metavar="SOURCE...",
             help="[LABEL=]PATH[:METRIC]: a run folder, RUN#JUDGE_MODEL, a score JSONL file, a "
-            "ratings CSV (sample_id, model, ...) or a model-level CSV (model, metric, value or "
-            "model, score)",
+            "ratings CSV (sample_id, model, ...), a model-level CSV (model, metric, value or "
+            "model, score) or a score summary CSV (score --csv: each model's overall row)",
         ),
     ],
     metric: Annotated[
@@ -318,7 +318,10 @@ def correlate(
         typer.Option(help="a CSV of model, rank (1 = best) or model, score: the human column"),
     ] = None,
     protocol: Annotated[
-        str | None, typer.Option(help="take a run's values from this protocol (name[@version])")
+        str | None,
+        typer.Option(
+            help="take a run's or a summary CSV's values from this protocol (name[@version])"
+        ),
     ] = None,
     method: Annotated[
         list[str] | None,
@@ -342,6 +345,15 @@ def correlate(
     level: Annotated[float, typer.Option(help="confidence level")] = 0.95,
     csv_out: CsvOption = None,
     json_out: JsonOption = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="a folder for the figure of each pair (PNG, SVG: the per-model values, the "
+            "least-squares line and its confidence band, R^2, p and the correlations) and "
+            "correlate.md (the tables and figures)",
+        ),
+    ] = None,
 ) -> None:
     """Statistics across models: per-model means of two or more sources side by side, Spearman,
     Kendall and Pearson with p-values and bootstrap CIs (resampling models, and samples within
@@ -380,63 +392,37 @@ def correlate(
 
         atomic_write_text(json_out, json.dumps(_correlate_json(result), indent=1) + "\n")
         console.print(f"statistics -> {json_out}", markup=False)
+    if out is not None:
+        from medibench.judges._correlate_out import write_correlate_folder
+
+        for path in write_correlate_folder(result, out):
+            label = "figure" if path.suffix == ".png" else "tables"
+            console.print(f"{label} -> {path}", markup=False)
 
 
 def _print_correlate(result, level: float) -> None:
-    import math
+    from medibench.judges._correlate_out import correlation_cells, fit_cells, value_cells
 
-    values = Table(title="values per model (n: samples behind each mean)")
-    values.add_column("model", justify="left")
-    for s in result.sources:
-        values.add_column(f"{s.label} ({s.metric})", justify="right")
-    for row in result.model_rows():
-        cells = []
-        for s in result.sources:
-            n = row[f"{s.label}_n"]
-            cells.append(f"{row[s.label]:.4g}" + ("" if s.samples is None else f" ({n})"))
-        values.add_row(row["model"], *cells)
-    console.print(values)
-
-    def interval(low, high) -> str:
-        return "-" if low is None or math.isnan(low) else f"[{low:.3f}, {high:.3f}]"
-
-    table = Table(
-        title=f"correlations across {len(result.models)} models",
-        caption=f"{level:.0%} percentile bootstrap CIs over {result.settings['n_resamples']} "
-        f"resamples (seed {result.settings['seed']}): models resampled, and samples resampled "
-        "within each model; p: two-sided",
-    )
-    for col in ("pair", "statistic", "value", "p", "p by", "CI models", "CI samples"):
-        table.add_column(col, justify="left" if col in ("pair", "p by") else "right")
-    names = {"spearman": "Spearman rho", "kendall": "Kendall tau-b", "pearson": "Pearson r"}
-    for p in result.pairs:
-        for i, (method, c) in enumerate(p.correlations.items()):
-            low, high, _ = p.samples_ci.get(method, (None, None, 0))
-            table.add_row(
-                f"{p.a} vs {p.b}" if i == 0 else "",
-                names[method],
-                f"{c.statistic:.3f}",
-                f"{c.pvalue:.3g}",
-                c.pvalue_method,
-                interval(c.ci_low, c.ci_high),
-                interval(low, high),
-            )
-    console.print(table)
-    fits = Table(title="linear fit: second source = intercept + slope x first")
-    for col in ("pair", "slope", "intercept", "R^2", "p (slope)", "stderr"):
-        fits.add_column(col, justify="left" if col == "pair" else "right")
-    for p in result.pairs:
-        f = p.fit
-        if f is not None:
-            fits.add_row(
-                f"{p.a} vs {p.b}",
-                f"{f.slope:.4g}",
-                f"{f.intercept:.4g}",
-                f"{f.r_squared:.3f}",
-                f"{f.pvalue:.3g}",
-                f"{f.stderr:.3g}",
-            )
-    console.print(fits)
+    s = result.settings
+    tables = [
+        (Table(title="values per model (n: samples behind each mean)"), value_cells(result)),
+        (
+            Table(
+                title=f"correlations across {len(result.models)} models",
+                caption=f"{level:.0%} percentile bootstrap CIs over {s['n_resamples']} "
+                f"resamples (seed {s['seed']}): models resampled, and samples resampled "
+                "within each model; p: two-sided",
+            ),
+            correlation_cells(result),
+        ),
+        (Table(title="linear fit: second source = intercept + slope x first"), fit_cells(result)),
+    ]
+    for table, (columns, rows) in tables:
+        for col in columns:
+            table.add_column(col, justify="left" if col in ("model", "pair", "p by") else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
 
 
 def _correlate_json(result) -> dict:

@@ -9,7 +9,10 @@ A source is written ``[LABEL=]PATH[:METRIC]``. ``PATH`` is
   per-sample values (:func:`medibench.judges.agreement.load_ratings`: the first draw of each
   sample), whose mean per model is the model's value;
 * a CSV without ``sample_id``: model-level values, ``model, metric, value`` (long) or ``model``
-  and one column per metric (``model, score``; ``model, rank`` for a human ranking).
+  and one column per metric (``model, score``; ``model, rank`` for a human ranking);
+* a summary CSV of ``medibench score --csv`` (columns ``model, by, group``, ...): each model's
+  benchmark number, its overall row (``by = all``) of the first k mode, macro-averaged where the
+  protocol averages over groups (PaintBench's mIoU over categories), else over samples.
 
 ``METRIC`` picks the metric (else ``--metric`` when the source has it, else its only one). A
 ranking (1 = best) against scores correlates negatively: MieDB-100k's rho = -0.905 is such a
@@ -151,7 +154,12 @@ def load_source(
     own_label, path, own_metric = parse_source(text)
     label = own_label or label or _default_label(path)
     p = Path(path)
-    if p.suffix.lower() == ".csv" and p.is_file() and "sample_id" not in _header(p):
+    header = _header(p) if p.suffix.lower() == ".csv" and p.is_file() else ["sample_id"]
+    if {"model", "by", "group"} <= set(header):
+        table = _summary_csv(p, protocol)
+        name = _choose_metric(own_metric, metric, set(table), text)
+        return Source(label, path, name, table[name])
+    if "sample_id" not in header:
         table = _model_level_csv(p)
         name = _choose_metric(own_metric, metric, set(table), text)
         return Source(label, path, name, table[name])
@@ -176,7 +184,7 @@ def human_source(path: str | Path) -> Source:
     """``--human FILE``: a model-level CSV with a ``rank`` or a ``score`` column (or one value
     column), labelled ``human``."""
     table = _model_level_csv(Path(path))
-    names = [n for n in ("rank", "score") if n in table] or sorted(table)
+    names: list[str] = [n for n in ("rank", "score") if n in table] or sorted(table)
     if len(names) != 1:
         have = sorted(table)
         raise ValueError(f"{path}: a human file needs one rank or score column, has {have}")
@@ -327,6 +335,63 @@ def _model_level_csv(path: Path) -> dict[str, dict[str, float]]:
     if not out:
         raise ValueError(f"{path}: no values")
     return dict(out)
+
+
+_SUMMARY_KEYS = {"protocol", "protocol_version", "model", "k_mode", "by", "group", "n", "n_missing"}
+
+
+def _summary_csv(path: Path, protocol: str | None) -> dict[str, dict[str, float]]:
+    """``{metric: {model: value}}`` of a score summary CSV: per model, the overall row
+    (``by == "all"``) of the first k mode, the macro one when there is one (module docstring);
+    an empty, text or non-finite cell is no value.
+
+    Raises:
+        ValueError: no overall row, several protocols and no ``protocol`` to choose (named).
+    """
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = [
+            {(k or "").strip(): (v or "").strip() for k, v in r.items()} for r in csv.DictReader(fh)
+        ]
+    named = sorted({f"{r.get('protocol', '')}@{r.get('protocol_version', '')}" for r in rows})
+    if protocol is not None:
+        rows = [
+            r
+            for r in rows
+            if protocol in (r.get("protocol"), f"{r.get('protocol')}@{r.get('protocol_version')}")
+        ]
+        if not rows:
+            raise ValueError(
+                f"{path}: no rows of protocol {protocol!r} (it has {', '.join(named)})"
+            )
+    elif len(named) > 1:
+        raise ValueError(f"{path}: a summary of {', '.join(named)}: choose one with --protocol")
+    chosen: dict[str, dict[str, str]] = {}
+    first_k: dict[str, str] = {}
+    for row in rows:
+        if row["by"] != "all" or row.get("k_mode", "") != first_k.setdefault(
+            row["model"], row.get("k_mode", "")
+        ):
+            continue
+        if row["model"] not in chosen or row["group"].startswith("macro"):
+            chosen[row["model"]] = row
+    if not chosen:
+        raise ValueError(f"{path}: no overall row (by = all) in this summary")
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for model, row in chosen.items():
+        for col, cell in row.items():
+            if col in _SUMMARY_KEYS or col.endswith(("_n", "_ci_low", "_ci_high")):
+                continue
+            value = _number(cell)  # text columns (notes, extractors) are no metric
+            if value is not None and math.isfinite(value):
+                out[col][model] = value
+    return dict(out)
+
+
+def _number(cell: str) -> float | None:
+    try:
+        return float(cell)
+    except ValueError:
+        return None
 
 
 def _default_label(path: str) -> str:

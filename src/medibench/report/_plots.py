@@ -4,6 +4,8 @@
 * :func:`distributions`: per-model histograms of one metric's per-sample values.
 * :func:`heatmap`: model x group (task) means of one metric, annotated.
 * :func:`scatter`: one metric against another, per sample, coloured by model.
+* :func:`fit_scatter`: one value per model of two sources, labelled, with a fitted line and its
+  confidence band (``medibench analyze correlate --out``).
 * :func:`small_multiples`: a family of metrics, one bar panel per metric, in one figure.
 
 Legends sit outside the axes, so they never cover a bar.
@@ -30,6 +32,7 @@ __all__ = [
     "HEAT_CELL_PX",
     "HEAT_MAX_COLUMNS",
     "distributions",
+    "fit_scatter",
     "group_bars",
     "heatmap",
     "scatter",
@@ -227,6 +230,51 @@ def scatter(
     ax.set_title(f"{y_metric} vs {x_metric}")
     _legend_outside(ax)
     return _save(fig, stem)
+
+
+def fit_scatter(
+    points: Mapping[str, tuple[float, float]],
+    line: Mapping[str, Sequence[float]],
+    x_label: str,
+    y_label: str,
+    title: str,
+    legend: Sequence[str],
+    stem: Path,
+) -> list[Path]:
+    """One point per model (``points[model] = (x, y)``, the model's name beside it), the line
+    ``line["y"]`` at ``line["x"]`` and the band from ``line["low"]`` to ``line["high"]``
+    (:meth:`medibench.stats.LinearFit.band`), ``legend`` lines in a box beside the axes.
+
+    What is drawn also goes into ``<stem>.json`` (``points``, ``line``, ``x_label``,
+    ``y_label``, ``title``, ``legend``), so a test or a page reads the plotted values."""
+    names = list(points)
+    xs = [points[m][0] for m in names]
+    ys = [points[m][1] for m in names]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.fill_between(line["x"], line["low"], line["high"], color="C0", alpha=0.18, linewidth=0,
+                    label=legend[1] if len(legend) > 1 else None)  # fmt: skip
+    ax.plot(line["x"], line["y"], color="C0", linewidth=1.5, label=legend[0] if legend else None)
+    ax.scatter(xs, ys, s=22, color="C1", zorder=3)
+    for name, x, y in zip(names, xs, ys, strict=True):
+        ax.annotate(name, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(title)
+    handles, labels = ax.get_legend_handles_labels()
+    extra = [plt.Line2D([], [], linestyle="none") for _ in legend[2:]]
+    ax.legend([*handles, *extra], [*labels, *legend[2:]], fontsize=7, frameon=False,
+              loc="upper left", bbox_to_anchor=(1.01, 1.0))  # fmt: skip
+    paths = _save(fig, stem, tight_box=True)
+    drawn = {
+        "points": {m: [points[m][0], points[m][1]] for m in names},
+        "line": {k: [float(v) for v in line[k]] for k in ("x", "y", "low", "high")},
+        "x_label": x_label,
+        "y_label": y_label,
+        "title": title,
+        "legend": list(legend),
+    }
+    stem.with_suffix(".json").write_text(json.dumps(drawn, indent=1), encoding="utf-8")
+    return paths
 
 
 def _legend_outside(ax) -> None:

@@ -117,7 +117,12 @@ def merge(
 
 def compare(
     runs: Annotated[
-        list[Path], typer.Argument(metavar="RUN...", help="run folders; the first is the reference")
+        list[Path],
+        typer.Argument(
+            metavar="RUN...",
+            help="run folders, or training folders (their last evaluation, eval/step-N); the "
+            "first is the reference",
+        ),
     ],
     label: Annotated[
         list[str] | None,
@@ -162,7 +167,7 @@ def compare(
 
         with run_folder_session(out):
             try:
-                rep = merge_runs(runs, out, result.renames)
+                rep = merge_runs(result.runs, out, result.renames)
             except (RunStoreError, OSError) as exc:
                 err.print(labelled("error", exc))
                 raise typer.Exit(code=2) from None

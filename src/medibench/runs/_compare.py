@@ -10,12 +10,17 @@ any difference at all) and the run's ``seed``, ``k``, ``limit`` and ``dataset``.
 later run is paired with the first run's row of the same model (or the first run's only model)
 on the samples both have a value for: ``n`` pairs, the mean difference (later - first) with its
 bootstrap CI, and the permutation and Wilcoxon p-values of :func:`~medibench.stats.compare_models`.
+
+A RUN may be a training folder (``medibench train --out DIR``, whose checkpoints were evaluated
+into ``DIR/eval/step-N/``): it stands for its last evaluation (the largest ``N``), labelled by
+the training folder, the step a setting (``step``) like the others.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +34,7 @@ __all__ = [
     "Comparison",
     "compare_runs",
     "compared_panel",
+    "evaluation_run",
     "parse_labels",
     "record_comparison",
     "shown_value",
@@ -36,7 +42,8 @@ __all__ = [
 ]
 
 _SPECS_KEY = "model_specs_by_name"  # written by medibench.runs._models
-_RUN_SETTINGS = ("dataset", "seed", "k", "limit")
+_RUN_SETTINGS = ("dataset", "seed", "k", "limit", "step")
+_EVAL_STEP = re.compile(r"^step-(\d+)$")  # a training folder's eval/step-N/ (medibench.train)
 
 
 @dataclass
@@ -44,7 +51,8 @@ class Comparison:
     """What :func:`compare_runs` found: ``rows`` (``label``, ``run``, ``model``, ``n``, the
     differing ``settings``, each of ``metrics``) and ``paired`` (``label``, ``model``,
     ``against``, ``metric``, ``n``, ``mean_diff``, ``ci_low``, ``ci_high``, ``permutation_p``,
-    ``wilcoxon_p``); ``renames``: the ``RUN:OLD=NEW`` texts that merge the runs apart."""
+    ``wilcoxon_p``); ``runs``: the run folders read (a training folder's evaluation);
+    ``renames``: the ``RUN:OLD=NEW`` texts that merge those runs apart."""
 
     labels: list[str]
     metrics: list[str]
@@ -52,6 +60,30 @@ class Comparison:
     rows: list[dict[str, Any]] = field(default_factory=list)
     paired: list[dict[str, Any]] = field(default_factory=list)
     renames: list[str] = field(default_factory=list)
+    runs: list[Path] = field(default_factory=list)
+
+
+def evaluation_run(path: Path) -> tuple[Path, int | None]:
+    """``(run folder, step)``: a run folder as it is (step ``None``); a training folder (no
+    ``run.sqlite``, an ``eval/`` folder) as its last evaluation ``eval/step-N/`` and ``N``.
+
+    Raises:
+        RunStoreError: a training folder with no evaluated checkpoint.
+    """
+    if (path / "run.sqlite").is_file() or not (path / "eval").is_dir():
+        return path, None
+    steps = [
+        (int(m.group(1)), p)
+        for p in (path / "eval").iterdir()
+        if (m := _EVAL_STEP.match(p.name)) and (p / "run.sqlite").is_file()
+    ]
+    if not steps:
+        raise RunStoreError(
+            f"{path}: a training folder with no evaluated checkpoint in eval/step-N/ (train "
+            "with --eval-dataset and --eval-every)"
+        )
+    step, run = max(steps)
+    return run, step
 
 
 def parse_labels(texts: Sequence[str], runs: Sequence[Path]) -> list[str]:
@@ -88,10 +120,12 @@ def compare_runs(
     from medibench.protocols._values import mean_value
     from medibench.stats import compare_models
 
-    paths = [Path(r) for r in runs]
-    if len(paths) < 1:
+    given = [Path(r) for r in runs]
+    if len(given) < 1:
         raise RunStoreError("compare needs at least one run")
-    names = parse_labels(labels, paths)
+    names = parse_labels(labels, given)
+    evaluations = [evaluation_run(p) for p in given]
+    paths = [run for run, _ in evaluations]
     values: dict[tuple[int, str], dict[str, dict[str, float | None]]] = {}
     rows: list[dict[str, Any]] = []
     settings: list[dict[str, Any]] = []
@@ -102,10 +136,13 @@ def compare_runs(
             specs = store.get_meta(_SPECS_KEY) or {}
             config = store.get_meta("config") or {}
         order += [m for m in found if m not in order]
+        step = evaluations[i][1]
         for model, (n, vals) in per_model.items():
             values[(i, model)] = vals
             rows.append({"label": names[i], "run": str(path), "model": model, "n": n})
-            settings.append(_settings(specs.get(model), config))
+            settings.append(
+                _settings(specs.get(model), config) | ({} if step is None else {"step": step})
+            )
     unknown = [m for m in metrics if m not in order]
     if unknown:
         raise RunStoreError(
@@ -146,6 +183,7 @@ def compare_runs(
                 }
             )
     result.renames = _renames(paths, names, list(values))
+    result.runs = paths
     return result
 
 

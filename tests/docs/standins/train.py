@@ -91,8 +91,9 @@ def _builder(name: str):
 
 def check(file: str, blocks: frozenset[int], work: Path) -> None:
     """docs/train.md: the MieDB ablation (block 1) trained 2 steps and evaluated its 3 held-out
-    samples at step 2 for each split; the MedEBench comparison (block 2) ran both models on
-    every sample; the inpainting expert (block 3) saved its LoRA at step 2."""
+    samples at step 2 for each split, and printed its table (:func:`ablation_table`); the
+    MedEBench comparison (block 2) ran both models on every sample; the inpainting expert
+    (block 3) saved its LoRA at step 2."""
     if file != "docs/train.md":
         return
     from medibench.runs import RunStore
@@ -105,6 +106,7 @@ def check(file: str, blocks: frozenset[int], work: Path) -> None:
             with RunStore.open_existing(runs / f"miedb-{run}-only" / "eval" / "step-2") as store:
                 assert len(store.samples()) == 3 and store.scores(), run
         assert (runs / "miedb-all" / "report" / "index.html").is_file()
+        ablation_table(runs)
     if 2 in blocks:
         for run in ("medebench-base", "medebench-finetuned"):
             with RunStore.open_existing(runs / run) as store:
@@ -114,3 +116,38 @@ def check(file: str, blocks: frozenset[int], work: Path) -> None:
         assert (
             runs / "lesion-expert" / "checkpoint-2" / "pytorch_lora_weights.safetensors"
         ).is_file()
+
+
+#: docs/train.md block 1's ablation variants: training folder -> its label in the table.
+ABLATION = {
+    "miedb-perception-only": "P-only",
+    "miedb-modification-only": "M-only",
+    "miedb-transformation-only": "T-only",
+    "miedb-all": "all",
+}
+
+
+def ablation_table(runs: Path) -> None:
+    """``runs/ablation.csv`` (``medibench compare`` of the four trainings): a row per variant,
+    read from its evaluation at step 2, each metric the mean of that evaluation's score records
+    that have it (one output per sample), its checkpoint the column that differs."""
+    import csv
+
+    import numpy as np
+
+    from medibench.runs import RunStore
+
+    with open(runs / "ablation.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["label"] for r in rows] == list(ABLATION.values())
+    for row, folder in zip(rows, ABLATION, strict=True):
+        evaluation = runs / folder / "eval" / "step-2"
+        assert Path(row["run"]) == Path("runs") / folder / "eval" / "step-2"
+        assert row["lora"] == f"runs/{folder}/checkpoint-2" and row["n"] == "3"
+        with RunStore.open_existing(evaluation) as store:
+            scores = store.scores()
+        metrics = [c for c in rows[0] if c not in {"label", "run", "model", "spec", "lora", "n"}]
+        assert {"dice", "psnr", "ssim"} <= set(metrics)
+        for metric in metrics:
+            values = [s.metrics[metric] for s in scores if s.metrics.get(metric) is not None]
+            assert abs(float(row[metric]) - np.mean(values)) < 1e-9, (folder, metric)
