@@ -8,10 +8,11 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from medibench.io import atomic_write_text
 
-__all__ = ["write_rows_csv", "write_rows_json"]
+__all__ = ["finite_or_null", "write_json", "write_rows_csv", "write_rows_json"]
 
 
 def write_rows_csv(rows: Sequence[dict], path: str | Path) -> Path:
@@ -31,8 +32,21 @@ def write_rows_csv(rows: Sequence[dict], path: str | Path) -> Path:
 
 def write_rows_json(rows: Sequence[dict], path: str | Path) -> Path:
     """Write dict rows as a JSON list (atomically); NaN and infinities become ``null``."""
-    clean = [
-        {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
-        for r in rows
-    ]
-    return atomic_write_text(path, json.dumps(clean, indent=1, default=str) + "\n")
+    return write_json(list(rows), path)
+
+
+def write_json(data: Any, path: str | Path) -> Path:
+    """Write ``data`` as JSON (atomically, indent 1); NaN and infinities at any depth become
+    ``null`` (:func:`finite_or_null`), other non-JSON values their ``str``."""
+    return atomic_write_text(path, json.dumps(finite_or_null(data), indent=1, default=str) + "\n")
+
+
+def finite_or_null(value: Any) -> Any:
+    """``value`` with each NaN or infinite float (in nested dicts, lists, tuples) as ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(v) for v in value]
+    return value
