@@ -5,14 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medibench.io import atomic_write_text
+from medibench.io import atomic_write_text, finite_or_null
 
-__all__ = ["finite_or_null", "write_json", "write_rows_csv", "write_rows_json"]
+__all__ = ["write_json", "write_rows_csv", "write_rows_json"]
 
 
 def write_rows_csv(rows: Sequence[dict], path: str | Path) -> Path:
@@ -37,16 +36,5 @@ def write_rows_json(rows: Sequence[dict], path: str | Path) -> Path:
 
 def write_json(data: Any, path: str | Path) -> Path:
     """Write ``data`` as JSON (atomically, indent 1); NaN and infinities at any depth become
-    ``null`` (:func:`finite_or_null`), other non-JSON values their ``str``."""
+    ``null`` (:func:`medibench.io.finite_or_null`), other non-JSON values their ``str``."""
     return atomic_write_text(path, json.dumps(finite_or_null(data), indent=1, default=str) + "\n")
-
-
-def finite_or_null(value: Any) -> Any:
-    """``value`` with each NaN or infinite float (in nested dicts, lists, tuples) as ``None``."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_or_null(v) for v in value]
-    return value
