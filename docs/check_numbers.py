@@ -376,6 +376,50 @@ def across_paths(name: str, value: float, fmt: str = "{:.4f}") -> str:
     return text
 
 
+def mni152_margin_table() -> list[Figure]:
+    """The MNI152 example's predictions before and after its temperature, analysed as
+    docs/calibration.md's `calibration analyze` block does (the files' names as its groups)."""
+    import dataclasses
+
+    from medibench.calibration.calibrators import apply_calibrator, fit_calibrator
+    from medibench.calibration.margins import margin_analysis
+    from medibench.calibration.mni152 import run_example
+
+    ex = run_example(seed=0)
+    calibrated = apply_calibrator(fit_calibrator(ex.val, "temperature"), ex.test)
+    files = [
+        dataclasses.replace(ex.test, source="mni/test.npz"),
+        dataclasses.replace(calibrated, source="mni/test_calibrated.npz"),
+    ]
+    return mni152_margin_figures(margin_analysis(files, by=["domain"]))
+
+
+def mni152_margin_figures(result: dict) -> list[Figure]:
+    """The margin table's figures from the ``calibration analyze --json`` of its block."""
+    doc = "docs/calibration.md"
+    groups = {g["group"]: g for g in result["groups"]}
+
+    def row(name: str) -> str:
+        g = groups[name]
+        values = (g["accuracy"], g["ece"], g["margin"]["mean"], g["margin_correct"],
+                  g["margin_incorrect"])  # fmt: skip
+        return f"| {name} | " + " | ".join(f"{v:.4f}" for v in values) + " |"
+
+    rel = result["relation"]["ece"]
+    wrong = {k: f"{groups[k]['margin_incorrect']:.2f}" for k in groups}
+    return [
+        *(Figure(doc, row(name), "margins: " + name.split(" / ")[1]) for name in groups),
+        Figure(doc, f"wrong predictions have small margins ({wrong['test.npz / in-domain']})",
+               "in-domain wrong margin"),
+        Figure(doc, f"wrong predictions already stand {wrong['test.npz / shifted']} above",
+               "shifted wrong margin"),
+        Figure(doc, f"scaled to {wrong['test_calibrated.npz / shifted']} they are",
+               "shifted wrong margin, calibrated"),
+        Figure(doc, f"over these four groups is {rel['rho']:.3f} (p = {rel['pvalue']:.2g})",
+               "Spearman rho, mean margin vs ECE"),
+    ]  # fmt: skip
+
+
 def prompt_tuning_table() -> list[Figure]:
     import os
     import subprocess
@@ -541,6 +585,20 @@ CHECKS: tuple[Check, ...] = (
         listed=(
             Figure("README.md", "| in-domain |", "the MNI152 table (4 rows), voxel counts"),
             Figure("docs/calibration.md", "| in-domain |", "the same table (4 rows)"),
+        ),
+    ),
+    Check(
+        "MNI152 margin analysis",
+        "docs/calibration.md's `calibration analyze` on `run_example(seed=0)`'s predictions (40 s)",
+        "none: 4 decimals as printed",
+        mni152_margin_table,
+        slow=True,
+        listed=(
+            Figure(
+                "docs/calibration.md",
+                "| test.npz / in-domain |",
+                "the margin table (4 rows), the margins and rho quoted below it",
+            ),
         ),
     ),
     Check(

@@ -56,7 +56,8 @@ CHAINS: dict[str, dict[str, tuple[int, ...]]] = {
         "miedb-human": (3,),
         "paintbench-fit": (4,),
     },
-    "docs/calibration.md": {"mni152": (1,), "prompt-tuning": (2,)},
+    # 3: the margin analysis of block 1's predictions
+    "docs/calibration.md": {"mni152": (1, 3), "prompt-tuning": (2,)},
     "docs/models.md": {"run": (1, 2), "icl": (3,)},  # 1: mydata, which 2 runs on
     # data/train, data/heldout of block 1, which 2 trains and runs on: a stand-in (train.py)
     "docs/train.md": {"ablation": (1,), "finetune": (2,), "inpainting": (3,)},

@@ -11,9 +11,11 @@
                        Rad-DINO, ...), with its image processor; the pooled output (or CLS token).
 ``dinov2:PATH``,       the same, named.
 ``rad-dino:PATH``
-``clip:PATH``          a transformers CLIP model's image embeddings. (``open_clip`` checkpoints
-                       need torchvision, which breaks diffusers here: convert them to the
-                       transformers format.)
+``clip:PATH``          a transformers CLIP model's image embeddings, and its text embeddings in
+                       the same space (:meth:`Extractor.texts`: the projected text features of
+                       its tokenizer's tokens, truncated at the tokenizer's
+                       ``model_max_length``). (``open_clip`` checkpoints need torchvision, which
+                       breaks diffusers here: convert them to the transformers format.)
 ``lpips-alex:DIR``,    LPIPS v0.1: a folder with torchvision's backbone weights
 ``lpips-vgg:DIR``      (``alexnet-owt-7be5be79.pth`` / ``vgg16-397923af.pth``) and LPIPS's linear
                        layers (``alex.pth`` / ``vgg.pth``); a distance per image pair.
@@ -61,9 +63,21 @@ class ExtractorWeightsError(FileNotFoundError, ValueError):
 
 
 class Extractor:
-    """Maps a list of ``(H, W, 3)`` uint8 RGB images to ``(N, D)`` float64 features."""
+    """Maps a list of ``(H, W, 3)`` uint8 RGB images to ``(N, D)`` float64 features; a
+    CLIP-family extractor also maps texts into the same space (:meth:`texts`)."""
 
     info: dict[str, Any]
+
+    def texts(self, texts: Sequence[str], *, batch_size: int = 16) -> np.ndarray:
+        """``(N, D)`` float64 text embeddings in the space of the image features.
+
+        Raises:
+            ValueError: the extractor has no text tower (only CLIP-family models have one).
+        """
+        raise ValueError(
+            f"feature extractor {self.info.get('name')!r} has no text tower: texts need a "
+            "CLIP-family model (clip:PATH) that embeds images and texts in one space"
+        )
 
     def __call__(self, images: Sequence[np.ndarray], *, batch_size: int = 16) -> np.ndarray:
         chunks = [
@@ -168,7 +182,7 @@ class TransformersExtractor(Extractor):
         self.model = transformers.AutoModel.from_pretrained(folder, local_files_only=True)
         self.model.eval().to(device)
         self.clip = hasattr(self.model, "get_image_features")
-        self.pool, self.device = pool, device
+        self.pool, self.device, self.folder, self._tokenizer = pool, device, folder, None
         size = getattr(self.processor, "crop_size", None) or getattr(self.processor, "size", None)
         resample = getattr(self.processor, "resample", None)
         self.info = _info(
@@ -201,6 +215,49 @@ class TransformersExtractor(Extractor):
         result = feats.float().cpu().numpy()
         self.info["dim"] = int(result.shape[1])
         return result
+
+    def texts(self, texts: Sequence[str], *, batch_size: int = 16) -> np.ndarray:
+        """The projected text features (``get_text_features``) of a CLIP-family model, from the
+        tokenizer saved beside it; texts longer than its ``model_max_length`` are truncated."""
+        import torch
+
+        if not hasattr(self.model, "get_text_features"):
+            raise ValueError(
+                f"{self.info['name']}: {type(self.model).__name__} at {self.folder} has no text "
+                "tower: texts need a CLIP-family model (clip:PATH) that embeds images and "
+                "texts in one space"
+            )
+        tokenizer = self._text_tokenizer()
+        chunks = []
+        for i in range(0, len(texts), batch_size):
+            enc = tokenizer(
+                list(texts[i : i + batch_size]), padding=True, truncation=True, return_tensors="pt"
+            ).to(self.device)
+            with torch.inference_mode():
+                out = self.model.get_text_features(**enc)
+            feats = out if isinstance(out, torch.Tensor) else out.pooler_output
+            chunks.append(feats.float().cpu().numpy())
+        if not chunks:
+            return np.zeros((0, int(self.info.get("dim") or 0)))
+        return np.concatenate(chunks).astype(np.float64)
+
+    def _text_tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from medibench.models._weights import import_transformers
+
+            _, transformers = import_transformers(f"the {self.info['name']} text tower")
+            try:
+                tokenizer = transformers.AutoTokenizer.from_pretrained(
+                    self.folder, local_files_only=True
+                )
+            except (OSError, ValueError) as exc:
+                raise ExtractorWeightsError(
+                    f"{self.info['name']}: no tokenizer in {self.folder} ({exc}); save the "
+                    "model's tokenizer beside it (tokenizer.save_pretrained)"
+                ) from None
+            self.info["text_max_length"] = int(tokenizer.model_max_length)
+            self._tokenizer = tokenizer
+        return self._tokenizer
 
 
 class LPIPS:

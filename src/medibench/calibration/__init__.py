@@ -13,7 +13,8 @@
 * Train-time losses (:mod:`medibench.calibration.losses`, needs torch): MCM, label smoothing
   (both conventions), focal, MbLS.
 * Diagrams (:mod:`medibench.calibration.diagrams`), analyses
-  (:mod:`medibench.calibration.analysis`: ranking stability, prompt and seed sensitivity),
+  (:mod:`medibench.calibration.analysis`: ranking stability, prompt and seed sensitivity;
+  :mod:`medibench.calibration.margins`: top-two logit margins against ECE per group),
   zero-shot CLIP classification (:mod:`medibench.calibration.zero_shot`) and the MNI152 tissue
   example (:mod:`medibench.calibration.mni152`).
 """

@@ -1,6 +1,8 @@
 """The report's calibration panel: the stored ``calibration_results`` of a run, one table per
 (predictions source, protocol), and the reliability diagrams ``calibration score --run`` drew
-beside them (:func:`diagram_folder`)."""
+beside them (:func:`diagram_folder`); then each margin analysis ``calibration analyze --out``
+kept (table ``calibration_margins``), as a table per group and its figure
+(:func:`margin_figure_path`)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from medibench.calibration.store import TABLE
+from medibench.calibration.store import TABLE, read_margin_analyses
 
-__all__ = ["calibration_panel", "diagram_folder"]
+__all__ = ["calibration_panel", "diagram_folder", "margin_figure_path"]
 
 _SHOWN = ("accuracy", "ece", "mce", "ace", "brier", "nll")
 
@@ -26,11 +28,73 @@ def diagram_folder(run_dir: str | Path, source: str) -> Path:
     return Path(run_dir) / "calibration" / f"{safe}-{identity}"
 
 
+def margin_figure_path(run_dir: str | Path, key: str) -> Path:
+    """Where the figure of the margin analysis ``key`` goes in a run folder."""
+    return Path(run_dir) / "calibration" / f"margins-{key}.svg"
+
+
 def calibration_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
-    """The panel for :mod:`medibench.report._panels`, or ``None`` without calibration results."""
+    """The panel for :mod:`medibench.report._panels`, or ``None`` without calibration results
+    or margin analyses."""
     rows = store.records(TABLE)
-    if not rows:
+    margins = read_margin_analyses(store)
+    if not rows and not margins:
         return None
+    tables, figures = _score_tables(rows, run_dir) if rows else ([], [])
+    for key, result in margins:
+        tables.append(_margin_table(key, result))
+        svg = margin_figure_path(run_dir, key)
+        if svg.is_file():
+            text = _inline(svg.read_text(encoding="utf-8"))
+            figures.append({"title": f"top-two margins {key}", "svg": text})
+    files = len({r["source"] for r in rows})
+    summary = f"{files} prediction file(s), {len(tables) - len(margins)} protocol table(s)"
+    if margins:
+        summary += f", {len(margins)} margin analysis(es)"
+    return {
+        "id": "calibration",
+        "title": "Calibration",
+        "summary": summary,
+        "tables": tables,
+        "figures": figures,
+    }
+
+
+def _margin_table(key: str, result: dict[str, Any]) -> dict[str, Any]:
+    settings = result["settings"]
+    lines = [
+        [g["group"] or "all", str(g["n"]), g["margin_source"],
+         *(_number(v) for v in (g["accuracy"], g["ece"], g["margin"]["mean"],
+                                g["margin"]["median"], g["margin_correct"],
+                                g["margin_incorrect"]))]
+        for g in result["groups"]
+    ]  # fmt: skip
+    notes = [
+        f"Spearman, mean margin vs {name}: "
+        + (f"rho {rel['rho']:.3f}, p {rel['pvalue']:.3g}, {rel['n']} groups"
+           if rel.get("rho") is not None else f"not defined ({rel.get('why')})")
+        for name, rel in result["relation"].items()
+    ]  # fmt: skip
+    by = settings["by"] or "file"
+    notes.append(f"settings: protocol={settings['protocol']}, ECE bins={settings['ece_bins']}, "
+                 f"margin bins={settings['margin_bins']}, by={by}")  # fmt: skip
+    return {
+        "title": f"top-two margins {key}: {', '.join(Path(s).name for s in settings['sources'])}",
+        "columns": ["group", "n", "margin of", "accuracy", "ECE", "mean margin", "median",
+                    "correct", "incorrect"],
+        "rows": lines,
+        "notes": notes,
+    }  # fmt: skip
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def _score_tables(
+    rows: list[dict[str, Any]], run_dir: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``calibration_results`` tables and reliability diagrams."""
     grouped: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
     settings: dict[tuple[str, str, str], str] = {}
     for r in rows:
@@ -60,15 +124,7 @@ def calibration_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
         for svg in sorted(diagram_folder(run_dir, source).glob("*.svg")):
             text = svg.read_text(encoding="utf-8")
             figures.append({"title": f"{label[source]}: {svg.stem}", "svg": _inline(text)})
-    files = len({s for s, _, _ in grouped})
-    summary = f"{files} prediction file(s), {len(tables)} protocol table(s)"
-    return {
-        "id": "calibration",
-        "title": "Calibration",
-        "summary": summary,
-        "tables": tables,
-        "figures": figures,
-    }
+    return tables, figures
 
 
 def _cell(value: tuple[float | None, float | None, float | None] | None) -> str:

@@ -8,6 +8,9 @@ calibration value move with the prompt template or the seed.
   a domain column: each method's metric in the reference domain against every other domain.
 * :func:`sensitivity`: a metric per value of a column (``template``, ``seed``), optionally
   within groups (per method), and its spread: mean, sample standard deviation, min, max, range.
+
+Why a model is miscalibrated (its top-two logit margins against ECE, per group) is
+:mod:`medibench.calibration.margins` (``medibench calibration analyze``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``medibench calibration score|fit|apply|diagram``: calibration of saved predictions.
+"""``medibench calibration score|analyze|fit|apply|diagram``: calibration of saved predictions.
 
 Thin commands over :mod:`medibench.calibration`; mounted on the main app as ``calibration``.
 """
@@ -112,6 +112,111 @@ def score(
             f"{n} rows -> {run / 'run.sqlite'} (table calibration_results); {len(drawn)} "
             f"reliability diagrams -> {folder} (shown by `medibench report {run}`)"
         )
+
+
+@calibration_app.command()
+def analyze(
+    pred: Annotated[
+        list[Path], typer.Argument(help="predictions (.npz, .csv or .parquet), one or more")
+    ],
+    by: Annotated[
+        list[str] | None,
+        typer.Option(help="group column (repeatable: method, backbone, domain, ...)"),
+    ] = None,
+    bins: Annotated[
+        int | None, typer.Option(help="ECE bins (default: the protocol's, as `score`)")
+    ] = None,
+    margin_bins: Annotated[
+        int, typer.Option(min=1, help="histogram bins and equal-mass margin bins")
+    ] = 10,
+    protocol: Annotated[str, typer.Option(help="calibration protocol of the ECE")] = (
+        "calibration@1"
+    ),
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="write the whole analysis as JSON")
+    ] = None,
+    csv_out: CsvOption = None,
+    run: Annotated[
+        Path | None,
+        typer.Option("--out", help="run folder to keep the analysis and its figure in"),
+    ] = None,
+    kind: Kind = "auto",
+) -> None:
+    """Why miscalibrated: each group's top-two logit margins (distribution, correct against
+    incorrect, confidence and accuracy per margin bin), its ECE, and Spearman's rho of mean
+    margin against ECE across groups (MVC-Bench style)."""
+    from medibench.calibration import load_predictions
+    from medibench.calibration.margins import margin_analysis
+
+    _writable_file(json_out, "--json")
+    _writable_file(csv_out, "--csv")
+    if run is not None and run.exists() and not run.is_dir():
+        fail(f"--out {run} is a file; give a run folder")
+    try:
+        files = [load_predictions(p, kind=kind) for p in pred]  # type: ignore[arg-type]
+        result = margin_analysis(
+            files, by=by or (), protocol=protocol, n_bins=bins, margin_bins=margin_bins
+        )
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        fail(str(exc))
+    rows = _margin_rows(result)
+    table = Table(title=f"top-two margins ({result['settings']['protocol']})")
+    for name in ("group", "n", "margin of", "accuracy", "ECE", "mean", "median", "correct",
+                 "incorrect"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("group", "margin of") else "right")
+    for r in rows:
+        table.add_row(r["group"], str(r["n"]), r["margin_source"], *(_num(r[k]) for k in _SHOWN))
+    console.print(table)
+    for key, rel in result["relation"].items():
+        text = (f"rho = {rel['rho']:.3f}, p = {rel['pvalue']:.3g}" if rel["rho"] is not None
+                else f"not defined ({rel['why']})")  # fmt: skip
+        console.print(f"Spearman, mean margin vs {key} over {rel['n']} groups: {text}")
+    if json_out is not None:
+        from medibench.report import write_json
+
+        write_json(result, json_out)
+        console.print(f"results -> {json_out}", markup=False)
+    if csv_out is not None:
+        from medibench.report import write_rows_csv
+
+        write_rows_csv(rows, csv_out)
+        console.print(f"summary -> {csv_out}", markup=False)
+    if run is not None:
+        from medibench.calibration._report import margin_figure_path
+        from medibench.calibration.margins import margin_figure
+        from medibench.calibration.store import store_margin_analysis
+        from medibench.runs._cli import run_folder_session
+
+        with run_folder_session(run, create=True):
+            key = store_margin_analysis(run, result)
+            figure = margin_figure(result, margin_figure_path(run, key))
+        console.print(
+            f"analysis {key} -> {run / 'run.sqlite'} (table calibration_margins); figure -> "
+            f"{figure} (shown by `medibench report {run}`)"
+        )
+
+
+_SHOWN = ("accuracy", "ece", "margin_mean", "margin_median", "margin_correct", "margin_incorrect")
+
+
+def _margin_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per group: its keys, ``n``, accuracy, confidence, ECE and its margin summary
+    (``margin_<stat>``, ``margin_q<quantile>``)."""
+    rows = []
+    for g in result["groups"]:
+        m = g["margin"]
+        row = {"group": g["group"], "source": g["source"], **g["by"], "n": g["n"]}
+        row.update(margin_source=g["margin_source"], accuracy=g["accuracy"],
+                   confidence=g["confidence"], ece=g["ece"])  # fmt: skip
+        row.update({f"margin_{k}": m[k] for k in ("mean", "std", "min", "median", "max")})
+        row.update({f"margin_q{q}": v for q, v in m["quantiles"].items()})
+        row.update(margin_correct=g["margin_correct"], margin_incorrect=g["margin_incorrect"])
+        rows.append(row)
+    return rows
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 @calibration_app.command()

@@ -8,6 +8,9 @@
   ``pairing_sensitivity``: ``medibench report`` shows it as a panel) and written to
   ``ORIGINAL_RUN/report/pairing_sensitivity.md`` (and ``.json``).
 * ``medibench medgen summary RUN``: ``medgen@code`` by format, task, subtask and modality.
+* ``medibench medgen similarity --dataset ... --features clip:PATH``: the paper's
+  image-instruction similarity of the benchmark's own pairs, matched against shuffled
+  (:mod:`medibench.benchmarks.medgen.similarity`), by format and task, with bootstrap CIs.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import typer
 from rich.table import Table
 
 from medibench.cli._app import check_not_empty, console, err, fail, load, write_summary
-from medibench.cli._options import CsvOption, JsonOption
+from medibench.cli._options import CsvOption, DatasetOptionsOption, JsonOption
 
 medgen_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -113,3 +116,84 @@ def summary(
         fail(str(exc))
     rows = print_summary(records, samples, load_protocol("medgen@code"), by=list(by or _BY))
     write_summary(rows, csv_out, json_out)
+
+
+@medgen_app.command("similarity")
+def similarity(
+    dataset: Annotated[str, typer.Option(help="MedGEN sample set, e.g. medgen:DIR/gen.jsonl")],
+    features: Annotated[
+        str, typer.Option(help="CLIP-family extractor clip:PATH (images and texts in one space)")
+    ],
+    by: Annotated[
+        list[str] | None, typer.Option(help="sample fields (default: metadata.format and task)")
+    ] = None,
+    within: Annotated[
+        str | None,
+        typer.Option(help="shuffle instructions only within groups of this sample field"),
+    ] = None,
+    shuffles: Annotated[
+        int, typer.Option(min=1, help="derangements whose similarities are averaged")
+    ] = 10,
+    seed: Annotated[int, typer.Option(help="seed of the derangements")] = 0,
+    resamples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: no CI)")] = 1000,
+    level: Annotated[float, typer.Option(min=0.5, max=0.999, help="CI level")] = 0.95,
+    dataset_option: DatasetOptionsOption = None,
+    csv_out: CsvOption = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", help="also write the rows, settings and per-sample values"),
+    ] = None,
+) -> None:
+    """Image-instruction similarity of matched against shuffled pairs (MedGEN-Bench's
+    contextual-entanglement statistic): means with bootstrap CIs, their paired difference and
+    its Wilcoxon p-value, overall and per group."""
+    from medibench.analysis.features import load_extractor
+    from medibench.benchmarks.medgen.similarity import image_instruction_similarity
+    from medibench.cli._options import dataset_options
+    from medibench.datasets import load_dataset
+
+    try:
+        options = dataset_options(dataset_option)
+    except ValueError as exc:
+        fail(str(exc))
+    ds = load(load_dataset, dataset, **options)
+    check_not_empty(ds, dataset)
+    extractor = load(load_extractor, features)
+    try:
+        result = image_instruction_similarity(
+            list(ds), extractor, by=list(by or _BY[:2]), within=within, shuffles=shuffles,
+            seed=seed, n_resamples=resamples, level=level,
+        )  # fmt: skip
+    except (ValueError, AttributeError) as exc:
+        fail(str(exc))
+    rows = [_flat(r) for r in result["rows"]]
+    title = f"image-instruction similarity ({shuffles} shuffles, seed {seed})"
+    table = Table("field", "group", "n", *_STATS, "p (Wilcoxon)", title=title)
+    for r in rows:
+        p = "n/a" if r["pvalue"] is None else f"{r['pvalue']:.3g}"
+        table.add_row(r["field"], r["group"], str(r["n"]), *(_with_ci(r, k) for k in _STATS), p)
+    console.print(table)
+    write_summary(rows, csv_out, None)
+    if json_out is not None:
+        from medibench.report import write_json
+
+        write_json({**result, "rows": rows}, json_out)
+        console.print(f"results -> {json_out}", markup=False)
+
+
+_STATS = ("matched", "shuffled", "difference")
+
+
+def _flat(row: dict) -> dict:
+    """A :class:`SimilarityRow` dict with each CI as ``<stat>_ci_low`` / ``<stat>_ci_high``."""
+    out = {k: row[k] for k in ("field", "group", "n")}
+    for k in _STATS:
+        out.update({k: row[k], f"{k}_ci_low": row[f"{k}_ci"][0], f"{k}_ci_high": row[f"{k}_ci"][1]})
+    out["pvalue"] = row["pvalue"]
+    return out
+
+
+def _with_ci(row: dict, key: str) -> str:
+    low, high = row[f"{key}_ci_low"], row[f"{key}_ci_high"]
+    ci = "" if low != low else f" [{low:.3f}, {high:.3f}]"  # NaN: no bootstrap
+    return f"{row[key]:.3f}{ci}"

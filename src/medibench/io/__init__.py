@@ -21,7 +21,7 @@ from medibench.io._arrays import (
 from medibench.io._dicom import read_dicom, read_dicom_seg
 from medibench.io._errors import ImageReadError
 from medibench.io._images import decode_image, may_have_alpha, read_image, read_mask
-from medibench.io._jsonl import json_lines
+from medibench.io._jsonl import finite_or_null, json_lines
 from medibench.io._nifti import read_nifti_slice
 from medibench.io._write import (
     atomic_write_bytes,
@@ -40,6 +40,7 @@ __all__ = [
     "composite_alpha",
     "decode_image",
     "encode_image",
+    "finite_or_null",
     "json_lines",
     "mask_with_note",
     "may_have_alpha",

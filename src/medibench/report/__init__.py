@@ -12,7 +12,7 @@ with effect sizes), :func:`markdown_table` and :func:`latex_table`, and the stat
 from medibench.report._aggregate import per_sample_values, sample_field, summarize
 from medibench.report._build import build_report
 from medibench.report._console import format_value, summary_tables
-from medibench.report._csv import write_rows_csv, write_rows_json
+from medibench.report._csv import write_json, write_rows_csv, write_rows_json
 from medibench.report._formats import latex_table, markdown_table, write_table
 from medibench.report._tables import comparisons, leaderboard, per_model_values
 from medibench.stats import (  # re-exported: the report's statistics live in medibench.stats
@@ -49,6 +49,7 @@ __all__ = [
     "summarize",
     "summary_tables",
     "write_rows_csv",
+    "write_json",
     "write_rows_json",
     "write_table",
 ]

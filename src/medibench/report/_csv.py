@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from medibench.io import atomic_write_text
+from medibench.io import atomic_write_text, finite_or_null
 
-__all__ = ["write_rows_csv", "write_rows_json"]
+__all__ = ["write_json", "write_rows_csv", "write_rows_json"]
 
 
 def write_rows_csv(rows: Sequence[dict], path: str | Path) -> Path:
@@ -31,8 +31,10 @@ def write_rows_csv(rows: Sequence[dict], path: str | Path) -> Path:
 
 def write_rows_json(rows: Sequence[dict], path: str | Path) -> Path:
     """Write dict rows as a JSON list (atomically); NaN and infinities become ``null``."""
-    clean = [
-        {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()}
-        for r in rows
-    ]
-    return atomic_write_text(path, json.dumps(clean, indent=1, default=str) + "\n")
+    return write_json(list(rows), path)
+
+
+def write_json(data: Any, path: str | Path) -> Path:
+    """Write ``data`` as JSON (atomically, indent 1); NaN and infinities at any depth become
+    ``null`` (:func:`medibench.io.finite_or_null`), other non-JSON values their ``str``."""
+    return atomic_write_text(path, json.dumps(finite_or_null(data), indent=1, default=str) + "\n")

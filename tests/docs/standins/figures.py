@@ -1,6 +1,7 @@
 """The figures of docs/check_numbers.py that come from examples the documented blocks run: the
-MNI152 calibration table (README block 11, docs/calibration.md block 1), the prompt-tuning
-table (docs/calibration.md block 2) and the demo build's Dice (README block 9). ``python
+MNI152 calibration table (README block 11, docs/calibration.md block 1), its margin analysis
+(docs/calibration.md block 3), the prompt-tuning table (docs/calibration.md block 2) and the
+demo build's Dice (README block 9). ``python
 docs/numbers.py --check --slow`` runs those examples itself; in the tests they run once, as the
 blocks, and :func:`check` holds the docs to the figures made from the blocks' outputs (the same
 functions of docs/check_numbers.py). tests/docs/test_numbers.py leaves these checks out."""
@@ -16,6 +17,10 @@ CHECKED = {
     "MNI152 calibration example": (
         {("README.md", 11): "mni/summary.json", ("docs/calibration.md", 1): "mni/summary.json"},
         "mni152_figures",
+    ),
+    "MNI152 margin analysis": (
+        {("docs/calibration.md", 3): "mni/margins.json"},
+        "mni152_margin_figures",
     ),
     "prompt-tuning example": (
         {("docs/calibration.md", 2): "pt/probe/scores.json"},

@@ -1,7 +1,9 @@
 """MedGEN-Bench (README "MedGEN-Bench: VQA and contextual multimodal generation",
 docs/medgen.md): the prepared inference folder ``MedGEN_data/`` (``vqa.jsonl``, ``gen.jsonl``
-and their images, from the benchmark tests' builders) and a tiny random-weight Qwen3-VL at
-``/weights/qwen3-vl-8b`` (the conformance family builder). README.md gets the Parquet release
+and their images, from the benchmark tests' builders), a tiny random-weight Qwen3-VL at
+``/weights/qwen3-vl-8b`` (the conformance family builder) and, for docs/medgen.md's
+image-instruction similarity, the prompt-tuning tests' tiny random-weight CLIP (with its
+tokenizer) at ``/weights/clip-vit-base-patch16``. README.md gets the Parquet release
 (``MedGEN-Bench/parquet/...``) from its download block (block 3), or in a chain without it from
 :func:`tests.docs.standins.hub.block_3_output`; the paid APIs and the judge
 endpoint are the fake OpenAI-compatible server of :mod:`tests.docs.standins.apis`."""
@@ -41,7 +43,35 @@ def standins(
             from tests.conformance._families import build_qwen3_vl
 
             weights.tiny(env, "qwen3-vl-8b", build_qwen3_vl)
+            if file == "docs/medgen.md":
+                weights.tiny(env, "clip-vit-base-patch16", build_tiny_clip,
+                             sources=("medibench.prompt_tuning._tiny",))  # fmt: skip
     yield
+
+
+def build_tiny_clip(path: Path) -> None:
+    from medibench.prompt_tuning._tiny import save_tiny_backbone
+
+    save_tiny_backbone(path, "clip")
+
+
+def check(file: str, blocks: frozenset[int], work: Path) -> None:
+    """docs/medgen.md's similarity block: every sample of the three formats (2 VQA, 2
+    generation) paired with 10 partners, none its own, and the rows of both runs."""
+    if file != "docs/medgen.md":
+        return
+    import csv
+
+    result = json.loads((work / "similarity.json").read_text())
+    overall = result["rows"][0]
+    assert (overall["field"], overall["group"], overall["n"]) == ("all", "all", 4)
+    assert overall["matched_ci_low"] <= overall["matched"] <= overall["matched_ci_high"]
+    for sample in result["samples"]:
+        assert len(sample["partners"]) == 10 and sample["sample_id"] not in sample["partners"]
+    assert result["settings"]["extractor"]["model"] == "CLIPModel"
+    rows = list(csv.DictReader((work / "within-format.csv").open()))
+    groups = [(r["field"], r["group"]) for r in rows]
+    assert ("metadata.format", "VQA") in groups and ("task", "disease-prediction") in groups
 
 
 def build_data(root: Path) -> Path:
