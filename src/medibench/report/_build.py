@@ -17,6 +17,7 @@ import dataclasses
 import os
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from rich.console import Console
 from medibench._progress import progress_bar
 from medibench.analysis._store import attach_attention, read_attention
 from medibench.protocols import Aggregation, load_protocol
+from medibench.report._bins import BinSpec, BinTable, bin_tables, bins_panel, check_specs
 from medibench.report._browser import (
     attach_demonstrations,
     image_jobs,
@@ -66,6 +68,7 @@ class ProtocolSection:
     plots: list[dict[str, str]] = field(default_factory=list)
     values: dict[tuple[str, str], Any] = field(default_factory=dict)
     applicable: Any = None  # the protocol's applicable_metrics(sample), when it has one
+    bins: list[BinTable] = field(default_factory=list)  # --by-bins breakdowns
 
     @property
     def label(self) -> str:
@@ -85,6 +88,7 @@ def build_report(
     workers: int | None = None,
     progress: bool = False,
     console: Console | None = None,
+    by_bins: Sequence[BinSpec] = (),
 ) -> Path:
     """Write the HTML report of the run in ``run_dir`` to ``out_dir`` (default
     ``run_dir/report``); return the path of its ``index.html``.
@@ -100,9 +104,14 @@ def build_report(
         workers: processes for the thumbnails (default: one per CPU).
         progress: show progress bars (rich, on ``console``, default stderr) for the long
             steps: tables, pictures, plots.
+        by_bins: breakdowns by bins of sample properties (:mod:`medibench.report._bins`):
+            per protocol a table ``tables/<protocol>@<version>/bins_<property>.*``, a figure
+            (mean vs bin, CI bars, per model) and the "Diagnostics by factor" section.
 
     Raises:
         RunStoreError: ``run_dir`` is not a medibench run.
+        PropertyError: a ``by_bins`` property that is unknown, given the wrong kind of edges
+            or that cannot be computed.
     """
     from medibench.report import _html, _plot_set
     from medibench.report._images import process_pool
@@ -120,6 +129,7 @@ def build_report(
         attention = read_attention(store.connection)  # medibench analyze attention
         demos = read_demonstrations(store)  # in-context demonstrations (--icl-k)
         panels = collect_panels(store, run_dir)  # calibration, model editing
+    check_specs(by_bins, samples)
     out.mkdir(parents=True, exist_ok=True)
     by_id = {s.sample_id: s for s in samples}
     models = sorted({p.model for p in predictions} | {s.model or "" for s in scores})
@@ -142,6 +152,8 @@ def build_report(
         with progress_bar(progress, console, "report tables", len(sections)) as advance:
             for sec in sections:
                 _tables_for(sec, by_id, out)
+                if by_bins:
+                    _bins_for(sec, by_id, out, by_bins)
                 advance()
         planned = [_plot_set.plan(sec, out) if plots else [] for sec in sections]
         drawing = [
@@ -187,7 +199,7 @@ def build_report(
             "scores": len(scores),
         },
         build_seconds=time.perf_counter() - t0,
-        panels=panels,
+        panels=[*([bins_panel(sections)] if by_bins else []), *panels],
     )
 
 
@@ -265,3 +277,29 @@ def _tables_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path) -> 
             "Wilcoxon signed-rank and sign-flip permutation p-values (two-sided, uncorrected)"
         ),
     )
+
+
+def _bins_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path, specs) -> None:
+    """``sec.bins`` (:func:`~medibench.report._bins.bin_tables` on the section's values) and
+    their tables: ``bins_<property>.*`` (bin rows, then trend rows)."""
+    agg = sec.aggregation
+    sec.bins = bin_tables(
+        sec.scores, samples, agg, metrics=sec.metrics, specs=specs, applicable=sec.applicable,
+        values=sec.values,
+    )  # fmt: skip
+    level = round(agg.ci_level * 100)
+    for table in sec.bins:
+        shown = [m for m in sec.shown_metrics if any(r.get(m) is not None for r in table.rows)]
+        caption = (
+            f"{sec.label} by {table.spec.prop}: mean over each bin's samples [{level}% bootstrap "
+            f"CI, {agg.ci_resamples} resamples, seed {agg.ci_seed}; none for a bin of one "
+            "value]; bins [a, b), the last [a, b]; the trend rows: Spearman's rho of the "
+            "per-sample value with the property and its two-sided p-value"
+        )
+        sec.tables[f"bins_{table.spec.prop}"] = write_table(
+            [*table.rows, *table.trend],
+            out / "tables" / sec.label / f"bins_{table.spec.prop}",
+            columns=["model", "k_mode", "group", "n", "n_missing", *shown, "metric", "rho", "p"],
+            ci=leaderboard_ci(shown),
+            caption=caption,
+        )

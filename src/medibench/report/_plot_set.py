@@ -46,7 +46,7 @@ def describe(tasks: list[tuple], paths: list[list[Path]], out: Path) -> list[dic
             "title": t[1],
             "png": p[0].relative_to(out).as_posix(),
             "svg": p[1].relative_to(out).as_posix(),
-            "wide": t[2] in ("heatmap", "small_multiples"),
+            "wide": t[2] in ("heatmap", "small_multiples", "bin_lines"),
         }
         geometry = p[0].with_suffix(".json")
         if t[0] == "heatmap" and geometry.is_file():
@@ -112,6 +112,17 @@ def plan(sec, out: Path) -> list[tuple]:
             stem = folder / f"heat_{heat_by}_{m}{suffix}"
             title = f"{m} by model and {heat_by} ({label}{of})"
             add("heatmap", title, "heatmap", part, m, heat_by, stem)
+    for table in getattr(sec, "bins", []):  # --by-bins: mean vs bin, per model
+        mine = [r for r in table.rows if r["k_mode"] == label]
+        shown = [m for m in plotted if any(_plots._finite(r.get(m)) for r in mine)]
+        if shown:
+            keep = ("model", "bin", *_ci_keys(shown))
+            slim_bins = [{k: r.get(k) for k in keep} for r in mine]
+            ci = f"{sec.aggregation.ci_level:.0%} CI"
+            title = f"{label}: mean by {table.spec.prop} bin ({ci})"
+            stem = folder / f"bins_{_slug(table.spec.prop)}"
+            add("bins", f"by {table.spec.prop} ({label})", "bin_lines", slim_bins, shown,
+                table.labels, title, stem)  # fmt: skip
     pair = scatter_pair(plotted, sec.judged)
     if pair:
         x, y = pair
