@@ -9,6 +9,10 @@ preservation against ROI fidelity).
 A protocol with more than :data:`MAX_SINGLE_METRICS` metrics (MedGEN-Bench's thirty) gets one
 figure per metric *family* instead (:func:`metric_families`): bars as small multiples, and heat
 maps only for the family's first metric, so eight samples no longer make a hundred plots.
+
+With ``--by-bins``, a figure per property: mean vs bin per model with CI bars, a panel per
+metric (above :data:`MAX_SINGLE_METRICS`, the metrics of no family and each family's first:
+PaintBench's iou, edit and preservation accuracy, cie76_0; every value is in the table).
 """
 
 from __future__ import annotations
@@ -115,11 +119,15 @@ def plan(sec, out: Path) -> list[tuple]:
     for table in getattr(sec, "bins", []):  # --by-bins: mean vs bin, per model
         mine = [r for r in table.rows if r["k_mode"] == label]
         shown = [m for m in plotted if any(_plots._finite(r.get(m)) for r in mine)]
+        if len(shown) > MAX_SINGLE_METRICS:  # the lone metrics, and each family's first
+            fams = metric_families(shown, sec.judged, [n for n, _, _ in sec.aggregation.pass_rates])
+            keep = {m for f, ms in fams.items() for m in (ms if f == "metrics" else ms[:1])}
+            shown = [m for m in shown if m in keep]
         if shown:
             keep = ("model", "bin", *_ci_keys(shown))
             slim_bins = [{k: r.get(k) for k in keep} for r in mine]
             ci = f"{sec.aggregation.ci_level:.0%} CI"
-            title = f"{label}: mean by {table.spec.prop} bin ({ci})"
+            title = f"{sec.label} ({label}): mean by {table.spec.prop} bin, {ci}"
             stem = folder / f"bins_{_slug(table.spec.prop)}"
             add("bins", f"by {table.spec.prop} ({label})", "bin_lines", slim_bins, shown,
                 table.labels, title, stem)  # fmt: skip
