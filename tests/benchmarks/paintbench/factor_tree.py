@@ -24,14 +24,19 @@ import numpy as np
 from PIL import Image
 
 SIZE = 32
-TASKS = {"recolor": "color_change", "removal": "structural_manipulation",
-         "translation": "geometric_transformation"}  # fmt: skip
+TASKS = {
+    "recolor": "color_change",
+    "removal": "structural_manipulation",
+    "translation": "geometric_transformation",
+}
 CONDITIONS = ("baseline", "n_med", "striped", "nonstandard")
 #: Pixels of the edit region each model paints (the rest stays as the input).
 BUDGETS = {"careful": 48, "hasty": 12}
 SIDES = (2, 4, 8, 16)
-_PALETTES = {"standard": [(255, 0, 0), (0, 160, 0), (0, 0, 255), (255, 200, 0)],
-             "nonstandard": [(120, 60, 140), (30, 130, 120), (200, 120, 90), (90, 90, 40)]}  # fmt: skip
+_PALETTES = {
+    "standard": [(255, 0, 0), (0, 160, 0), (0, 0, 255), (255, 200, 0)],
+    "nonstandard": [(120, 60, 140), (30, 130, 120), (200, 120, 90), (90, 90, 40)],
+}
 
 
 def build_factor_tree(root: Path) -> dict[str, Path]:
@@ -48,10 +53,17 @@ def build_factor_tree(root: Path) -> dict[str, Path]:
                 _save(folder / f"{pid:03d}_input.png", inp)
                 _save(folder / f"{pid:03d}_answer.png", ans)
                 meta = {
-                    "instruction": f"Do the {task} edit.", "category": category, "task": task,
-                    "mode": "default", "visual_condition": condition, "problem_id": pid,
-                    "seed": 1000 + k, "n": n, "W": SIZE, "H": SIZE,
-                }  # fmt: skip
+                    "instruction": f"Do the {task} edit.",
+                    "category": category,
+                    "task": task,
+                    "mode": "default",
+                    "visual_condition": condition,
+                    "problem_id": pid,
+                    "seed": 1000 + k,
+                    "n": n,
+                    "W": SIZE,
+                    "H": SIZE,
+                }
                 (folder / f"{pid:03d}.json").write_text(json.dumps(meta), encoding="utf-8")
                 rng = np.random.default_rng(10_000 + k)
                 for model, budget in BUDGETS.items():
