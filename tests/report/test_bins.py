@@ -258,9 +258,10 @@ def test_score_refuses_bad_bins_before_scoring(tmp_path):
         ("lesion_size=0,1", "unknown sample property 'lesion_size'"),
         ("mask_fraction", "mask_fraction is numeric: give its bin edges"),
     ):
-        res = runner.invoke(app, [*base, "--by-bins", bins])
-        assert res.exit_code == 2 and message in res.output, res.output
-        assert not (tmp_path / "s.jsonl").exists()
+        for kept in ([], ["--run", str(tmp_path / "s.run")]):  # scored in a run folder, too
+            res = runner.invoke(app, [*base, *kept, "--by-bins", bins])
+            assert res.exit_code == 2 and message in res.output, res.output
+            assert not (tmp_path / "s.jsonl").exists() and not (tmp_path / "s.run").exists()
 
 
 def test_report_writes_the_breakdown_table(tiny_run, tmp_path):

@@ -80,6 +80,8 @@ def score(
     if judged or run is not None:
         if features or workers > 1:
             fail("--run and --judge score in a run folder: --features and --workers go without")
+        if specs:  # a bad --by-bins property is an error before anything is scored
+            _check_bins(specs, _samples_of(dataset, dataset_option, download, limit))
         records, samples, protos = _in_run_folder(
             dataset, predictions, out, run, judge_config, judge_model, judged=judged,
             model=model, dataset_option=dataset_option, download=download, protocol=protocol,
@@ -137,6 +139,16 @@ def _summaries(
         if specs:
             rows += print_bins(mine, samples, proto, list(specs))
     return rows
+
+
+def _samples_of(dataset: str, options, download: bool, limit: int | None) -> list:
+    """The dataset's (first ``limit``) samples, its notes left for the command that opens it."""
+    from medibench.datasets import load_dataset
+
+    kwargs = load(opt.dataset_options, options)
+    if download:
+        kwargs["download"] = True
+    return list(load(load_dataset, dataset, **kwargs))[:limit]
 
 
 def _check_bins(specs, samples) -> None:
