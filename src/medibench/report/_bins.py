@@ -48,6 +48,7 @@ __all__ = [
     "BinTable",
     "bin_matrix",
     "bin_tables",
+    "bins_caption",
     "bins_panel",
     "bins_table",
     "check_specs",
@@ -149,7 +150,8 @@ def bins_table(table: BinTable, *, label: str, aggregation: Aggregation) -> Tabl
     columns, rows = bin_matrix(table, several_k=len(aggregation.k_modes) > 1)
     # Text, not markup: "[a, b]" in a caption or a bin's name is not a rich style tag.
     out = Table(
-        title=Text(f"{label} by {table.spec.prop}"), caption=Text(_caption(aggregation, table.spec))
+        title=Text(f"{label} by {table.spec.prop}"),
+        caption=Text(bins_caption(aggregation, table.spec)),
     )
     for c in columns:
         left = c in ("model", "k", "metric")
@@ -173,7 +175,7 @@ def bins_panel(sections: Sequence[Any]) -> dict[str, Any]:
                     "columns": columns,
                     "rows": rows,
                     "notes": [
-                        _caption(agg, t.spec), *t.notes,
+                        bins_caption(agg, t.spec), *t.notes,
                         f"every value: tables/{sec.label}/bins_{t.spec.prop}.csv (and .json)",
                     ],
                 }
@@ -306,7 +308,8 @@ def _mean_cell(row: dict[str, Any], metric: str) -> str:
     return f"{v:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def _caption(aggregation: Aggregation, spec: BinSpec) -> str:
+def bins_caption(aggregation: Aggregation, spec: BinSpec) -> str:
+    """What a breakdown's numbers are (its tables' caption)."""
     if spec.edges is None:
         edges = "one column per level, in order (the trend test counts level i as i)"
     else:

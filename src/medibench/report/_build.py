@@ -26,8 +26,17 @@ from rich.console import Console
 
 from medibench._progress import progress_bar
 from medibench.analysis._store import attach_attention, read_attention
+from medibench.io import atomic_write_text
 from medibench.protocols import Aggregation, load_protocol
-from medibench.report._bins import BinSpec, BinTable, bin_tables, bins_panel, check_specs
+from medibench.report._bins import (
+    BinSpec,
+    BinTable,
+    bin_matrix,
+    bin_tables,
+    bins_caption,
+    bins_panel,
+    check_specs,
+)
 from medibench.report._browser import (
     attach_demonstrations,
     image_jobs,
@@ -35,7 +44,7 @@ from medibench.report._browser import (
     sample_browser_data,
     shown_predictions,
 )
-from medibench.report._formats import leaderboard_ci, write_table
+from medibench.report._formats import latex_table, leaderboard_ci, markdown_table, write_table
 from medibench.report._html import COMPARE_COLUMNS
 from medibench.report._images import ImageMode, render_all
 from medibench.report._tables import comparisons, leaderboard, per_model_values
@@ -281,25 +290,21 @@ def _tables_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path) -> 
 
 def _bins_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path, specs) -> None:
     """``sec.bins`` (:func:`~medibench.report._bins.bin_tables` on the section's values) and
-    their tables: ``bins_<property>.*`` (bin rows, then trend rows)."""
+    their tables ``bins_<property>.*``."""
     agg = sec.aggregation
     sec.bins = bin_tables(
         sec.scores, samples, agg, metrics=sec.metrics, specs=specs, applicable=sec.applicable,
         values=sec.values,
     )  # fmt: skip
-    level = round(agg.ci_level * 100)
+    several_k = len(agg.k_modes) > 1
     for table in sec.bins:
-        shown = [m for m in sec.shown_metrics if any(r.get(m) is not None for r in table.rows)]
-        caption = (
-            f"{sec.label} by {table.spec.prop}: mean over each bin's samples [{level}% bootstrap "
-            f"CI, {agg.ci_resamples} resamples, seed {agg.ci_seed}; none for a bin of one "
-            "value]; bins [a, b), the last [a, b]; the trend rows: Spearman's rho of the "
-            "per-sample value with the property and its two-sided p-value"
-        )
-        sec.tables[f"bins_{table.spec.prop}"] = write_table(
-            [*table.rows, *table.trend],
-            out / "tables" / sec.label / f"bins_{table.spec.prop}",
-            columns=["model", "k_mode", "group", "n", "n_missing", *shown, "metric", "rho", "p"],
-            ci=leaderboard_ci(shown),
-            caption=caption,
-        )
+        caption = f"{sec.label} by {table.spec.prop}: {bins_caption(agg, table.spec)}"
+        stem = out / "tables" / sec.label / f"bins_{table.spec.prop}"
+        paths = write_table([*table.rows, *table.trend], stem, columns=[], caption=caption)
+        # Markdown and LaTeX: the table the page and `score` show (a row per model and metric,
+        # a column per bin); CSV and JSON: every value of the bin and trend rows.
+        columns, cells = bin_matrix(table, several_k=several_k)
+        shown = [dict(zip(columns, row, strict=True)) for row in cells]
+        atomic_write_text(paths["md"], f"{caption}\n\n{markdown_table(shown, columns)}\n")
+        atomic_write_text(paths["tex"], latex_table(shown, columns, caption=caption) + "\n")
+        sec.tables[f"bins_{table.spec.prop}"] = paths

@@ -121,11 +121,10 @@ def plan(sec, out: Path) -> list[tuple]:
         shown = [m for m in plotted if any(_plots._finite(r.get(m)) for r in mine)]
         if len(shown) > MAX_SINGLE_METRICS:  # the lone metrics, and each family's first
             fams = metric_families(shown, sec.judged, [n for n, _, _ in sec.aggregation.pass_rates])
-            keep = {m for f, ms in fams.items() for m in (ms if f == "metrics" else ms[:1])}
-            shown = [m for m in shown if m in keep]
+            chosen = {m for f, ms in fams.items() for m in (ms if f == "metrics" else ms[:1])}
+            shown = [m for m in shown if m in chosen]
         if shown:
-            keep = ("model", "bin", *_ci_keys(shown))
-            slim_bins = [{k: r.get(k) for k in keep} for r in mine]
+            slim_bins = [{k: r.get(k) for k in ("model", "bin", *_ci_keys(shown))} for r in mine]
             ci = f"{sec.aggregation.ci_level:.0%} CI"
             title = f"{sec.label} ({label}): mean by {table.spec.prop} bin, {ci}"
             stem = folder / f"bins_{_slug(table.spec.prop)}"
