@@ -116,7 +116,8 @@ ByBinsOption = Annotated[
         "--by-bins",
         metavar="PROP=EDGES",
         help="break the scores down by bins of a sample property (repeatable): "
-        "mask_fraction=0,0.01,0.05,0.2,1 (edges increasing; bins [a, b), the last [a, b]), "
+        "mask_fraction=0,0.01,0.05,0.2,1 (edges increasing; a bin holds its lower edge, the "
+        "last bin its upper edge too), "
         "metadata.KEY=EDGES for a numeric metadata field, or a categorical property by name "
         "(PaintBench: background_complexity, color_scheme); per bin the mean with its bootstrap "
         "CI, and Spearman's rho of the metric with the property and its p-value",
