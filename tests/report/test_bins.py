@@ -264,6 +264,13 @@ def test_score_refuses_bad_bins_before_scoring(tmp_path):
             assert not (tmp_path / "s.jsonl").exists() and not (tmp_path / "s.run").exists()
 
 
+def test_a_property_binned_twice_is_refused(tmp_path):
+    res = runner.invoke(app, ["report", str(tmp_path), "--by-bins", "mask_fraction=0,1",
+                              "--by-bins", "mask_fraction=0,0.5,1"])  # fmt: skip
+    assert res.exit_code == 2
+    assert "--by-bins: mask_fraction given more than once" in res.output
+
+
 def test_report_writes_the_breakdown_table(tiny_run, tmp_path):
     out = tmp_path / "report"
     res = runner.invoke(

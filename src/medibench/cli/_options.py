@@ -126,8 +126,13 @@ ByBinsOption = Annotated[
 
 
 def bin_specs(texts: list[str] | None) -> list:
-    """``--by-bins`` values as :class:`medibench.report._bins.BinSpec`; a malformed one is a
-    ``ValueError`` naming it."""
+    """``--by-bins`` values as :class:`medibench.report._bins.BinSpec`; a malformed one, or a
+    property given twice (its tables would have one name), is a ``ValueError`` naming it."""
     from medibench.report._bins import parse_bins
 
-    return [parse_bins(t) for t in texts or ()]
+    specs = [parse_bins(t) for t in texts or ()]
+    names = [s.prop for s in specs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"--by-bins: {', '.join(twice)} given more than once; give each once")
+    return specs
