@@ -89,6 +89,10 @@ class Benchmark:
             licence), for ``medibench download``; ``None``: not on the Hub.
         write: ``(folder, samples, result) -> None`` (or its ``"module:attr"``): writes samples
             in this benchmark's layout for ``export-dataset --format NAME``; ``None``: none.
+        properties: its own sample properties for ``--by-bins`` (docs/cli.md): a mapping of
+            name to :class:`medibench.datasets.SampleProperty` (or its ``"module:attr"``); one
+            named as a generic property (``mask_fraction``) replaces it for this benchmark's
+            samples. ``None``: the generic ones only.
     """
 
     name: str
@@ -103,6 +107,7 @@ class Benchmark:
     help: str = ""
     hub: HubSource | None = None
     write: Callable[..., Any] | str | None = None
+    properties: Any = None
 
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "_-" for c in self.name):
@@ -119,6 +124,10 @@ class Benchmark:
     def writer(self) -> Callable[..., Any] | None:
         """The ``write`` callable, or ``None``."""
         return None if self.write is None else _resolve(self.write)
+
+    def sample_properties(self) -> dict[str, Any]:
+        """``properties`` as a dict (imported now if it was a string); ``{}`` without any."""
+        return {} if self.properties is None else dict(_resolve(self.properties))
 
     def detector(self) -> Callable[[Path], bool] | None:
         """The ``detect`` callable, or ``None``."""

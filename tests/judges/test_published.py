@@ -125,4 +125,11 @@ def test_published_outputs_are_refused_where_they_do_not_belong(published, tmp_p
                   str(published / "generated_images"), "--out", str(tmp_path / "s.jsonl"),
                   "--run", str(tmp_path / "r")],
         )  # fmt: skip
-        assert res.exit_code == 2 and "give it with --judge" in res.output
+        # without --judge, --run keeps the outputs as a run folder, scored and not judged
+        assert res.exit_code == 0, res.output
+        from medibench.report._browser import read_judgements
+        from medibench.runs import RunStore
+
+        with RunStore.open_existing(tmp_path / "r") as store:
+            assert store.scores() and store.predictions(status="ok")
+            assert read_judgements(store.connection) == {}

@@ -1,8 +1,8 @@
 """The ``medibench`` command line: thin Typer commands over the library, one module per
 command group (``run``: demo, run; ``score``: score, export; ``listing``: models, datasets,
-protocols; ``download``: download); the commands that drive one library part live beside it
-(``merge`` in :mod:`medibench.runs._cli`, ``agreement`` in
-:mod:`medibench.judges._cli`, ``report`` in :mod:`medibench.report._cli`, ``suite`` in
+protocols; ``download``: download; ``report``: report, which shares ``--by-bins`` with
+``score``); the commands that drive one library part live beside it (``merge`` in
+:mod:`medibench.runs._cli`, ``agreement`` in :mod:`medibench.judges._cli`, ``suite`` in
 :mod:`medibench.synth._cli`).
 
 A command's module is imported when the command is mounted. ``python -m medibench CMD`` (and the
@@ -35,7 +35,7 @@ _COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "medibench.runs._cli": ("merge", "compare"),
     "medibench.cli.judge": ("judge",),
     "medibench.judges._cli": ("agreement",),
-    "medibench.report._cli": ("report",),
+    "medibench.cli.report": ("report",),
     "medibench.cli.train": ("train",),
 }
 #: group name -> (module, help); a group is the module's Typer app ``NAME_app``.

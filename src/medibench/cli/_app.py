@@ -23,6 +23,7 @@ __all__ = [
     "load",
     "open_dataset",
     "print_dataset_notes",
+    "print_bins",
     "print_leaderboards",
     "print_summary",
     "write_summary",
@@ -178,6 +179,33 @@ def print_summary(
         judged=getattr(proto, "judged_metrics", ()),
     ):
         console.print(table)
+    return [{"protocol": proto.name, "protocol_version": proto.version, **r} for r in rows]
+
+
+def print_bins(scores, samples, proto, specs: list) -> list[dict]:
+    """Print the protocol's ``--by-bins`` tables (their notes on stderr); return their rows (each
+    property's bin rows, then its trend rows), with the protocol named. A property that cannot
+    be computed is a one-line error (exit 2)."""
+    from medibench.report._bins import bin_tables, bins_table
+
+    agg = proto.aggregation
+    try:
+        tables = bin_tables(
+            scores,
+            samples,
+            agg,
+            metrics=list(proto.metric_names),
+            specs=specs,
+            applicable=getattr(proto, "applicable_metrics", None),
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    rows: list[dict] = []
+    for table in tables:
+        for note in table.notes:
+            err.print(labelled("note", note, "yellow"))
+        console.print(bins_table(table, label=f"{proto.name}@{proto.version}", aggregation=agg))
+        rows += table.rows + table.trend
     return [{"protocol": proto.name, "protocol_version": proto.version, **r} for r in rows]
 
 

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 __all__ = [
+    "ByBinsOption",
     "CsvOption",
     "DatasetOption",
     "DatasetOptionsOption",
@@ -23,6 +24,7 @@ __all__ = [
     "ProgressOption",
     "ProtocolsOption",
     "RayAddressOption",
+    "bin_specs",
 ]
 
 #: ``--dataset``: the dataset a command reads (:func:`medibench.datasets.load_dataset`'s spec).
@@ -77,9 +79,7 @@ def dataset_options(texts: list[str] | None) -> dict:
 
 
 #: ``--csv FILE``: a summary command's printed rows, also as CSV (one row per table row).
-CsvOption = Annotated[
-    Path | None, typer.Option("--csv", help="also write the summary rows as CSV")
-]
+CsvOption = Annotated[Path | None, typer.Option("--csv", help="also write the summary rows as CSV")]
 
 #: ``--json FILE``: a summary command's printed rows, also as a JSON list of objects.
 JsonOption = Annotated[
@@ -106,3 +106,33 @@ RayAddressOption = Annotated[
     str | None,
     typer.Option(help="Ray cluster to join (ray start --head prints it); default: local"),
 ]
+
+
+#: ``--by-bins PROP=EDGES``: the scores broken down by bins of a sample property (``score``,
+#: ``report``; :mod:`medibench.report._bins`).
+ByBinsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--by-bins",
+        metavar="PROP=EDGES",
+        help="break the scores down by bins of a sample property (repeatable): "
+        "mask_fraction=0,0.01,0.05,0.2,1 (edges increasing; a bin holds its lower edge, the "
+        "last bin its upper edge too), "
+        "metadata.KEY=EDGES for a numeric metadata field, or a categorical property by name "
+        "(PaintBench: background_complexity, color_scheme); per bin the mean with its bootstrap "
+        "CI, and Spearman's rho of the metric with the property and its p-value",
+    ),
+]
+
+
+def bin_specs(texts: list[str] | None) -> list:
+    """``--by-bins`` values as :class:`medibench.report._bins.BinSpec`; a malformed one, or a
+    property given twice (its tables would have one name), is a ``ValueError`` naming it."""
+    from medibench.report._bins import parse_bins
+
+    specs = [parse_bins(t) for t in texts or ()]
+    names = [s.prop for s in specs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"--by-bins: {', '.join(twice)} given more than once; give each once")
+    return specs

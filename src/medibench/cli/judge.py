@@ -31,8 +31,9 @@ JudgedRunOption = Annotated[
     Path | None,
     typer.Option(
         "--run",
-        help="with --judge: the run folder the outputs are kept and judged in (made, or added "
-        "to; default: OUT with the suffix .run)",
+        help="the run folder the outputs are kept and scored in (made, or added to), and judged "
+        "with --judge (default with --judge: OUT with the suffix .run); `medibench report RUN` "
+        "shows them",
     ),
 ]
 

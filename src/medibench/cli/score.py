@@ -14,6 +14,7 @@ from medibench.cli._app import (
     fail,
     load,
     open_dataset,
+    print_bins,
     print_summary,
     write_summary,
 )
@@ -48,6 +49,7 @@ def score(
             "modality, metadata.KEY; repeatable; default: the protocol's)"
         ),
     ] = None,
+    by_bins: opt.ByBinsOption = None,
     workers: Annotated[
         int, typer.Option(min=1, help="score in this many processes (same records)")
     ] = 1,
@@ -67,25 +69,30 @@ def score(
 ) -> None:
     """Score existing model outputs; a missing output is a 'missing' record, never a 0.
 
-    With --judge, the outputs are kept as a run folder (--run) and judged too: the records carry
-    the judged metrics (ea, vq, rubric, ...) and `medibench report RUN` shows them."""
+    With --run, the outputs are kept as a run folder too (`medibench report RUN` shows them);
+    with --judge they are judged there as well: the records carry the judged metrics (ea, vq,
+    rubric, ...)."""
     from medibench.protocols import load_protocol
     from medibench.runs import score_predictions
 
-    if judge_config is not None or judge_model is not None:
+    specs = load(opt.bin_specs, by_bins)
+    judged = judge_config is not None or judge_model is not None
+    if judged or run is not None:
         if features or workers > 1:
-            fail("--judge scores in a run folder (--run): --features and --workers go without it")
-        records, samples, protos = _judged(
-            dataset, predictions, out, run, judge_config, judge_model,
+            fail("--run and --judge score in a run folder: --features and --workers go without")
+        if specs:  # a bad --by-bins property is an error before anything is scored
+            _check_bins(specs, _samples_of(dataset, dataset_option, download, limit))
+        records, samples, protos = _in_run_folder(
+            dataset, predictions, out, run, judge_config, judge_model, judged=judged,
             model=model, dataset_option=dataset_option, download=download, protocol=protocol,
             k=k, limit=limit, progress=progress,
         )  # fmt: skip
         _write_records(records, out, protos, n_models=len({r.model for r in records}))
-        write_summary(_summaries(records, samples, protos, by), csv_out, json_out)
+        rows = _summaries(records, samples, protos, by, specs=specs)
+        write_summary(rows, csv_out, json_out)
         return
-    if run is not None:
-        fail("--run keeps the judged outputs: give it with --judge JUDGE.yaml")
     ds = open_dataset(dataset, download=download, options=dataset_option)
+    _check_bins(specs, list(ds)[:limit])
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
     roles = load(_feature_roles, features or [])
     protos = [_with_features(p, features or []) for p in protos]
@@ -113,12 +120,15 @@ def score(
             set_rows[group] = _set_rows(chosen, index, roles, group)
         return set_rows.get(group)
 
-    write_summary(_summaries(records, samples, protos, by, sets_for), csv_out, json_out)
+    rows = _summaries(records, samples, protos, by, sets_for, specs=specs)
+    write_summary(rows, csv_out, json_out)
 
 
-def _summaries(records, samples, protos, by, sets_for=lambda group: None) -> list[dict]:
+def _summaries(
+    records, samples, protos, by, sets_for=lambda group: None, *, specs=()
+) -> list[dict]:
     """Each protocol's summary table printed, and its rows (with FID/KID rows per group, from
-    ``sets_for(group)``, where those were asked for)."""
+    ``sets_for(group)``, where those were asked for), then its ``--by-bins`` tables and rows."""
     rows = []
     for proto in protos:
         mine = [
@@ -126,7 +136,28 @@ def _summaries(records, samples, protos, by, sets_for=lambda group: None) -> lis
         ]
         group = (by or list(proto.aggregation.group_by) or ["region"])[0]
         rows += print_summary(mine, samples, proto, by=by, set_rows=sets_for(group), set_by=group)
+        if specs:
+            rows += print_bins(mine, samples, proto, list(specs))
     return rows
+
+
+def _samples_of(dataset: str, options, download: bool, limit: int | None) -> list:
+    """The dataset's (first ``limit``) samples, its notes left for the command that opens it."""
+    from medibench.datasets import load_dataset
+
+    kwargs = load(opt.dataset_options, options)
+    if download:
+        kwargs["download"] = True
+    return list(load(load_dataset, dataset, **kwargs))[:limit]
+
+
+def _check_bins(specs, samples) -> None:
+    """``--by-bins`` naming an unknown property or with the wrong kind of edges: a one-line
+    error before anything is scored."""
+    from medibench.report._bins import check_specs
+
+    if specs:
+        load(check_specs, specs, samples=samples)
 
 
 def _write_records(records, out: Path, protos, *, n_models: int) -> None:
@@ -141,10 +172,12 @@ def _write_records(records, out: Path, protos, *, n_models: int) -> None:
     )
 
 
-def _judged(dataset, predictions, out, run, judge_config, judge_model, **options):
-    """``score --judge``: the outputs kept as the run folder ``run`` (default: OUT's name with
-    ``.run``), scored, judged; returns its score records (judged values filled), samples and
-    protocols."""
+def _in_run_folder(
+    dataset, predictions, out, run, judge_config, judge_model, *, judged: bool, **options
+):
+    """``score --run`` / ``--judge``: the outputs kept as the run folder ``run`` (default: OUT's
+    name with ``.run``), scored and, when ``judged``, judged; returns its score records (judged
+    values filled), samples and protocols."""
     from medibench.judges._cli import judge_run_folder
     from medibench.protocols import load_protocol
     from medibench.runs import RunStore
@@ -153,7 +186,8 @@ def _judged(dataset, predictions, out, run, judge_config, judge_model, **options
     run_dir = run if run is not None else out.with_suffix(".run")
     with run_folder_session(run_dir, create=True):
         published_run(run_dir, dataset=dataset, predictions=predictions, **options)
-        judge_run_folder(run_dir, judge_config, judge_model)
+        if judged:
+            judge_run_folder(run_dir, judge_config, judge_model)
     with RunStore.open_existing(run_dir) as store:
         config = store.get_meta("config") or {}
         protos = [load(load_protocol, f"{n}@{v}") for n, v in config["protocols"].items()]

@@ -32,7 +32,7 @@ import numpy as np
 from medibench.metrics._checks import check_same_shape
 from medibench.metrics.color import LabPrecision, _as_srgb_uint8, delta_e76
 
-__all__ = ["PaintScores", "paint_iou", "paint_scores", "resize_cover"]
+__all__ = ["PaintScores", "edit_region", "paint_iou", "paint_scores", "resize_cover"]
 
 
 class PaintScores(NamedTuple):
@@ -95,7 +95,7 @@ def paint_scores(
     if ts.size == 0 or not np.isfinite(ts).all():
         raise ValueError("thresholds must be a non-empty list of finite numbers")
     de = delta_e76(output, answer, dtype=dtype)
-    edit = _edit_mask(input, answer)
+    edit = edit_region(input, answer)
     correct_edit, correct_kept, n_edit, n_kept = _correct_counts(de, edit, ts)
     denom = n_edit + n_kept - correct_kept
     ious = np.where(denom == 0, 1.0, correct_edit / np.maximum(denom, 1))
@@ -104,8 +104,9 @@ def paint_scores(
     return PaintScores(ts, ious, edit_acc.astype(np.float64), kept_acc.astype(np.float64))
 
 
-def _edit_mask(input: np.ndarray, answer: np.ndarray) -> np.ndarray:  # noqa: A002
-    """``any(input != answer)`` over the channels, as a boolean ``(H, W)`` map."""
+def edit_region(input: np.ndarray, answer: np.ndarray) -> np.ndarray:  # noqa: A002
+    """PaintBench's edit region: ``any(input != answer)`` over the channels, as a boolean
+    ``(H, W)`` map (uint8 ``(H, W, 3)`` images of one shape)."""
     diff = cv2.absdiff(input, answer)
     # The channel sum saturates at 255 in uint8 and is 0 only when every channel is equal
     # (a numpy reduce over a length-3 axis is 10x slower).

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,17 @@ from rich.console import Console
 
 from medibench._progress import progress_bar
 from medibench.analysis._store import attach_attention, read_attention
+from medibench.io import atomic_write_text
 from medibench.protocols import Aggregation, load_protocol
+from medibench.report._bins import (
+    BinSpec,
+    BinTable,
+    bin_matrix,
+    bin_tables,
+    bins_caption,
+    bins_panel,
+    check_specs,
+)
 from medibench.report._browser import (
     attach_demonstrations,
     image_jobs,
@@ -33,7 +44,7 @@ from medibench.report._browser import (
     sample_browser_data,
     shown_predictions,
 )
-from medibench.report._formats import leaderboard_ci, write_table
+from medibench.report._formats import latex_table, leaderboard_ci, markdown_table, write_table
 from medibench.report._html import COMPARE_COLUMNS
 from medibench.report._images import ImageMode, render_all
 from medibench.report._tables import comparisons, leaderboard, per_model_values
@@ -66,6 +77,7 @@ class ProtocolSection:
     plots: list[dict[str, str]] = field(default_factory=list)
     values: dict[tuple[str, str], Any] = field(default_factory=dict)
     applicable: Any = None  # the protocol's applicable_metrics(sample), when it has one
+    bins: list[BinTable] = field(default_factory=list)  # --by-bins breakdowns
 
     @property
     def label(self) -> str:
@@ -85,6 +97,7 @@ def build_report(
     workers: int | None = None,
     progress: bool = False,
     console: Console | None = None,
+    by_bins: Sequence[BinSpec] = (),
 ) -> Path:
     """Write the HTML report of the run in ``run_dir`` to ``out_dir`` (default
     ``run_dir/report``); return the path of its ``index.html``.
@@ -100,9 +113,14 @@ def build_report(
         workers: processes for the thumbnails (default: one per CPU).
         progress: show progress bars (rich, on ``console``, default stderr) for the long
             steps: tables, pictures, plots.
+        by_bins: breakdowns by bins of sample properties (:mod:`medibench.report._bins`):
+            per protocol a table ``tables/<protocol>@<version>/bins_<property>.*``, a figure
+            (mean vs bin, CI bars, per model) and the "Diagnostics by factor" section.
 
     Raises:
         RunStoreError: ``run_dir`` is not a medibench run.
+        PropertyError: a ``by_bins`` property that is unknown, given the wrong kind of edges
+            or that cannot be computed.
     """
     from medibench.report import _html, _plot_set
     from medibench.report._images import process_pool
@@ -120,6 +138,7 @@ def build_report(
         attention = read_attention(store.connection)  # medibench analyze attention
         demos = read_demonstrations(store)  # in-context demonstrations (--icl-k)
         panels = collect_panels(store, run_dir)  # calibration, model editing
+    check_specs(by_bins, samples)
     out.mkdir(parents=True, exist_ok=True)
     by_id = {s.sample_id: s for s in samples}
     models = sorted({p.model for p in predictions} | {s.model or "" for s in scores})
@@ -142,6 +161,8 @@ def build_report(
         with progress_bar(progress, console, "report tables", len(sections)) as advance:
             for sec in sections:
                 _tables_for(sec, by_id, out)
+                if by_bins:
+                    _bins_for(sec, by_id, out, by_bins)
                 advance()
         planned = [_plot_set.plan(sec, out) if plots else [] for sec in sections]
         drawing = [
@@ -187,7 +208,7 @@ def build_report(
             "scores": len(scores),
         },
         build_seconds=time.perf_counter() - t0,
-        panels=panels,
+        panels=[*([bins_panel(sections)] if by_bins else []), *panels],
     )
 
 
@@ -265,3 +286,25 @@ def _tables_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path) -> 
             "Wilcoxon signed-rank and sign-flip permutation p-values (two-sided, uncorrected)"
         ),
     )
+
+
+def _bins_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path, specs) -> None:
+    """``sec.bins`` (:func:`~medibench.report._bins.bin_tables` on the section's values) and
+    their tables ``bins_<property>.*``."""
+    agg = sec.aggregation
+    sec.bins = bin_tables(
+        sec.scores, samples, agg, metrics=sec.metrics, specs=specs, applicable=sec.applicable,
+        values=sec.values,
+    )  # fmt: skip
+    several_k = len(agg.k_modes) > 1
+    for table in sec.bins:
+        caption = f"{sec.label} by {table.spec.prop}: {bins_caption(agg, table.spec)}"
+        stem = out / "tables" / sec.label / f"bins_{table.spec.prop}"
+        paths = write_table([*table.rows, *table.trend], stem, columns=[], caption=caption)
+        # Markdown and LaTeX: the table the page and `score` show (a row per model and metric,
+        # a column per bin); CSV and JSON: every value of the bin and trend rows.
+        columns, cells = bin_matrix(table, several_k=several_k)
+        shown = [dict(zip(columns, row, strict=True)) for row in cells]
+        atomic_write_text(paths["md"], f"{caption}\n\n{markdown_table(shown, columns)}\n")
+        atomic_write_text(paths["tex"], latex_table(shown, columns, caption=caption) + "\n")
+        sec.tables[f"bins_{table.spec.prop}"] = paths

@@ -9,6 +9,10 @@ preservation against ROI fidelity).
 A protocol with more than :data:`MAX_SINGLE_METRICS` metrics (MedGEN-Bench's thirty) gets one
 figure per metric *family* instead (:func:`metric_families`): bars as small multiples, and heat
 maps only for the family's first metric, so eight samples no longer make a hundred plots.
+
+With ``--by-bins``, a figure per property: mean vs bin per model with CI bars, a panel per
+metric (above :data:`MAX_SINGLE_METRICS`, the metrics of no family and each family's first:
+PaintBench's iou, edit and preservation accuracy, cie76_0; every value is in the table).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def describe(tasks: list[tuple], paths: list[list[Path]], out: Path) -> list[dic
             "title": t[1],
             "png": p[0].relative_to(out).as_posix(),
             "svg": p[1].relative_to(out).as_posix(),
-            "wide": t[2] in ("heatmap", "small_multiples"),
+            "wide": t[2] in ("heatmap", "small_multiples", "bin_lines"),
         }
         geometry = p[0].with_suffix(".json")
         if t[0] == "heatmap" and geometry.is_file():
@@ -119,6 +123,20 @@ def plan(sec, out: Path) -> list[tuple]:
             stem = folder / f"heat_{heat_by}_{m}{suffix}"
             title = f"{m} by model and {heat_by} ({label}{of}{note})"
             add("heatmap", title, "heatmap", part, m, heat_by, stem, scale)
+    for table in getattr(sec, "bins", []):  # --by-bins: mean vs bin, per model
+        mine = [r for r in table.rows if r["k_mode"] == label]
+        shown = [m for m in plotted if any(_plots._finite(r.get(m)) for r in mine)]
+        if len(shown) > MAX_SINGLE_METRICS:  # the lone metrics, and each family's first
+            fams = metric_families(shown, sec.judged, [n for n, _, _ in sec.aggregation.pass_rates])
+            chosen = {m for f, ms in fams.items() for m in (ms if f == "metrics" else ms[:1])}
+            shown = [m for m in shown if m in chosen]
+        if shown:
+            slim_bins = [{k: r.get(k) for k in ("model", "bin", *_ci_keys(shown))} for r in mine]
+            ci = f"{sec.aggregation.ci_level:.0%} CI"
+            title = f"{sec.label} ({label}): mean by {table.spec.prop} bin, {ci}"
+            stem = folder / f"bins_{_slug(table.spec.prop)}"
+            add("bins", f"by {table.spec.prop} ({label})", "bin_lines", slim_bins, shown,
+                table.labels, title, stem)  # fmt: skip
     pair = scatter_pair(plotted, sec.judged)
     if pair:
         x, y = pair

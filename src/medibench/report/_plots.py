@@ -7,6 +7,8 @@
 * :func:`fit_scatter`: one value per model of two sources, labelled, with a fitted line and its
   confidence band (``medibench analyze correlate --out``).
 * :func:`small_multiples`: a family of metrics, one bar panel per metric, in one figure.
+* :func:`bin_lines`: mean vs bin of a sample property, one line per model with CI bars, one
+  panel per metric (``--by-bins``).
 
 Legends sit outside the axes, so they never cover a bar.
 
@@ -31,6 +33,7 @@ import numpy as np  # noqa: E402
 __all__ = [
     "HEAT_CELL_PX",
     "HEAT_MAX_COLUMNS",
+    "bin_lines",
     "distributions",
     "fit_scatter",
     "group_bars",
@@ -60,12 +63,7 @@ def group_bars(rows: Sequence[Mapping[str, Any]], metric: str, by: str, stem: Pa
         xs = [j + (i - (len(models) - 1) / 2) * width for j, g in enumerate(groups) if g in got]
         mine = [got[g] for g in groups if g in got]
         means = [r[metric] for r in mine]
-        err = np.array(
-            [
-                [m - _or(r.get(f"{metric}_ci_low"), m) for r, m in zip(mine, means, strict=True)],
-                [_or(r.get(f"{metric}_ci_high"), m) - m for r, m in zip(mine, means, strict=True)],
-            ]
-        )
+        err = _ci_errors(mine, means, metric)
         ax.bar(xs, means, width=width, label=model, yerr=err, capsize=2, ecolor="0.25")
     ax.set_xticks(
         range(len(groups)),
@@ -185,18 +183,7 @@ def small_multiples(
             xs = [j + (i - (len(models) - 1) / 2) * width for j, g in enumerate(groups) if g in got]
             mine = [got[g] for g in groups if g in got]
             means = [r[metric] for r in mine]
-            err = np.array(
-                [
-                    [
-                        m - _or(r.get(f"{metric}_ci_low"), m)
-                        for r, m in zip(mine, means, strict=True)
-                    ],
-                    [
-                        _or(r.get(f"{metric}_ci_high"), m) - m
-                        for r, m in zip(mine, means, strict=True)
-                    ],
-                ]
-            ).reshape(2, len(means))
+            err = _ci_errors(mine, means, metric)
             ax.bar(xs, means, width=width, label=model, yerr=err, capsize=2, ecolor="0.25")
         ax.set_xticks(range(len(groups)), groups, rotation=30 if len(groups) > 3 else 0,
                       ha="right" if len(groups) > 3 else "center", fontsize=7)  # fmt: skip
@@ -206,6 +193,48 @@ def small_multiples(
     handles, labels = axes.flat[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+                   frameon=False)  # fmt: skip
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, stem, tight_box=True)
+
+
+def bin_lines(
+    rows: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str],
+    labels: Sequence[str],
+    title: str,
+    stem: Path,
+) -> list[Path]:
+    """One panel per metric: each model's mean per bin (``rows``: bin rows with ``bin``, the
+    bin's index in ``labels``), joined by a line, with CI bars (none for a bin of one value);
+    a grid of at most three columns, one legend outside the panels."""
+    n = len(metrics)
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    models = sorted({r["model"] for r in rows})
+    wide = max(2.8, 0.6 * len(labels) + 0.8)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(wide * ncols + 1.6, 2.5 * nrows + 0.5), squeeze=False
+    )
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        for model in models:
+            mine = sorted(
+                (r for r in rows if r["model"] == model and _finite(r.get(metric))),
+                key=lambda r: r["bin"],
+            )
+            xs = [r["bin"] for r in mine]
+            means = [r[metric] for r in mine]
+            err = _ci_errors(mine, means, metric)
+            ax.errorbar(xs, means, yerr=err, marker="o", markersize=3, capsize=2, label=model)
+        ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0,
+                      ha="right" if len(labels) > 3 else "center", fontsize=7)  # fmt: skip
+        ax.set_xlim(-0.5, len(labels) - 0.5)
+        ax.set_title(metric, fontsize=9)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
                    frameon=False)  # fmt: skip
     fig.suptitle(title, fontsize=10)
     return _save(fig, stem, tight_box=True)
@@ -275,6 +304,14 @@ def fit_scatter(
     }
     stem.with_suffix(".json").write_text(json.dumps(drawn, indent=1), encoding="utf-8")
     return paths
+def _ci_errors(rows: Sequence[Mapping[str, Any]], means: list, metric: str) -> np.ndarray:
+    """Matplotlib's ``yerr`` (2 x n: below, above) from each row's CI; 0 where it has none."""
+    return np.array(
+        [
+            [m - _or(r.get(f"{metric}_ci_low"), m) for r, m in zip(rows, means, strict=True)],
+            [_or(r.get(f"{metric}_ci_high"), m) - m for r, m in zip(rows, means, strict=True)],
+        ]
+    ).reshape(2, len(means))
 
 
 def _legend_outside(ax) -> None:

@@ -11,6 +11,8 @@ counts it).
 * :func:`pearson`, :func:`spearman`, :func:`kendall`, :func:`icc_2_1`, :func:`paired_estimate`
 * :func:`correlation` (with its p-value), :func:`correlation_ci` (resampling models or samples
   within models), :func:`correlation_rows`, :func:`linear_fit`
+* :func:`check_edges`, :func:`assign_bins`, :func:`bin_labels` (bins of a property, the last
+  closed) and :func:`trend_test` (Spearman's rho of a value with the property, its p-value)
 """
 
 from medibench.stats._agreement import (
@@ -22,6 +24,7 @@ from medibench.stats._agreement import (
     pearson,
     spearman,
 )
+from medibench.stats._bins import assign_bins, bin_labels, check_edges, trend_test
 from medibench.stats._bootstrap import (
     BOOTSTRAP_MAX_ENTRIES,
     PassRate,
@@ -61,8 +64,11 @@ __all__ = [
     "LinearFit",
     "PValueMethod",
     "PassRate",
+    "assign_bins",
+    "bin_labels",
     "bootstrap_ci",
     "bootstrap_indices",
+    "check_edges",
     "compare_models",
     "correlation",
     "correlation_ci",
@@ -83,4 +89,5 @@ __all__ = [
     "pearson",
     "rank_biserial",
     "spearman",
+    "trend_test",
 ]

@@ -11,6 +11,8 @@ BENCHMARK = Benchmark(
     detect="medibench.benchmarks.paintbench.dataset:detect",
     layout="PaintBench <task>/NNN_input.png",
     protocols=["medibench.benchmarks.paintbench.protocols:PaintBenchProtocol"],
+    # --by-bins: edit-region size, object count, background complexity, colour scheme
+    properties="medibench.benchmarks.paintbench.factors:PROPERTIES",
     # Unpinned: no published commit sha was found; `medibench download` warns and records the
     # commit it resolved `main` to in medibench-source.json.
     hub=HubSource(repo_id="PaintBench/PaintBench", revision="main"),

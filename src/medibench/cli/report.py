@@ -1,4 +1,6 @@
-"""The ``medibench report`` command (registered by :mod:`medibench.cli`)."""
+"""The ``medibench report`` command (registered by :mod:`medibench.cli`; here, not beside
+:mod:`medibench.report`, because it shares ``--by-bins`` with ``score`` through
+:mod:`medibench.cli._options`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Annotated
 import typer
 
 from medibench._console import labelled, stderr_console, stdout_console
+from medibench.cli._options import ByBinsOption, bin_specs
 from medibench.runs._cli import holds_run_folder
 
 __all__ = ["report"]
@@ -40,12 +43,19 @@ def report(
         int | None, typer.Option(min=1, help="processes for thumbnails (default: CPUs)")
     ] = None,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    by_bins: ByBinsOption = None,
 ) -> None:
     """Write the HTML report of a run (tables with CIs, paired tests, plots, sample browser)."""
+    from medibench.datasets.properties import PropertyError
     from medibench.report import build_report
     from medibench.runs import RunStoreError
 
     err = stderr_console()
+    try:
+        specs = bin_specs(by_bins)
+    except ValueError as exc:
+        err.print(labelled("error", exc))
+        raise typer.Exit(code=2) from None
     if not (run / "run.sqlite").exists():
         from medibench.report._panels import folder_report  # a training folder, say
 
@@ -68,8 +78,9 @@ def report(
             workers=workers,
             progress=progress,
             console=err,
+            by_bins=specs,
         )
-    except RunStoreError as exc:
+    except (RunStoreError, PropertyError) as exc:
         err.print(labelled("error", exc))
         raise typer.Exit(code=2) from None
     stdout_console().print(f"report -> {index}", markup=False)
