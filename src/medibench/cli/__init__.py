@@ -1,6 +1,6 @@
 """The ``medibench`` command line: thin Typer commands over the library, one module per
 command group (``run``: demo, run; ``score``: score, export; ``listing``: models, datasets,
-protocols; ``download``: download); the commands that drive one library part live beside it
+protocols; ``download``: download; ``dataset``: describe, split, filter, concat); the commands that drive one library part live beside it
 (``merge`` in :mod:`medibench.runs._cli`, ``agreement`` in
 :mod:`medibench.judges._cli`, ``report`` in :mod:`medibench.report._cli`, ``suite`` in
 :mod:`medibench.synth._cli`).
@@ -46,6 +46,10 @@ _GROUPS: dict[str, tuple[str, str]] = {
     "analyze": (
         "medibench.cli.analyze",
         "Look inside models (attention, features); statistics across models (correlate).",
+    ),
+    "dataset": (
+        "medibench.cli.dataset",
+        "Describe a dataset; split, filter or concatenate datasets into native folders.",
     ),
     "build": ("medibench.cli.build", "Build MieDB-style triplets from labels."),
     "medgen": ("medibench.cli.medgen", "MedGEN-Bench: controls, Delta, summaries."),

@@ -78,7 +78,9 @@ def load_dataset(spec: str, **options: Any) -> Any:
     ``hf:OWNER/NAME[@REVISION]`` is the benchmark whose Hub repository that is, else the layout
     detected in the snapshot. An unknown kind raises the registry's ``UnknownNameError`` with
     the closest known kinds. ``options`` go to the factory as keywords (``seed=`` for
-    ``starter``).
+    ``starter``); ``split=NAME`` keeps the samples whose ``split`` is ``NAME`` (a
+    ``DatasetError`` listing the splits present when none is), unless the kind's loader reads
+    ``split`` itself (``paintbench``: the Hub split's shards).
     """
     kind, sep, arg = spec.partition(":")
     kind = kind.strip()
@@ -116,13 +118,32 @@ def _open(kind: str, options: dict[str, Any]) -> Any:
         from medibench.sources._hub import verify_source
 
         verify_source(options["path"])
-    dataset = bench.loader()(**options)
+    loader = bench.loader()
+    # split= selects samples by their split field, for every loader that does not read it itself
+    split = options.pop("split", None) if not _takes_split(loader) else None
+    dataset = loader(**options)
+    if split is not None:
+        from medibench.datasets._select import select_split
+
+        dataset = select_split(
+            dataset, split, f"{kind}:{options['path']}" if options.get("path") else kind
+        )
     defaults = bench.default_specs()
     if defaults and isinstance(dataset, Dataset):
         dataset.default_protocols = defaults
     if notes and isinstance(dataset, Dataset):
         dataset.notes = list(dict.fromkeys([*notes, *getattr(dataset, "notes", [])]))
     return dataset
+
+
+def _takes_split(loader: Any) -> bool:
+    """Whether ``loader`` reads a ``split`` keyword itself (PaintBench's Hub configs)."""
+    import inspect
+
+    try:
+        return "split" in inspect.signature(loader).parameters
+    except (TypeError, ValueError):  # no signature to read: the generic selection applies
+        return False
 
 
 def _hub_kind(spec: str, *, download: bool, notes: list[str]) -> str:
