@@ -1,9 +1,9 @@
 """The ``medibench`` command line: thin Typer commands over the library, one module per
 command group (``run``: demo, run; ``score``: score, export; ``listing``: models, datasets,
-protocols; ``download``: download; ``dataset``: describe, split, filter, concat); the commands that drive one library part live beside it
-(``merge`` in :mod:`medibench.runs._cli`, ``agreement`` in
-:mod:`medibench.judges._cli`, ``report`` in :mod:`medibench.report._cli`, ``suite`` in
-:mod:`medibench.synth._cli`).
+protocols; ``download``: download; ``dataset``: describe, split, filter, concat); the commands
+that drive one library part live beside it (``merge`` in :mod:`medibench.runs._cli`,
+``agreement`` in :mod:`medibench.judges._cli`, ``report`` in :mod:`medibench.report._cli`,
+``suite`` in :mod:`medibench.synth._cli`).
 
 A command's module is imported when the command is mounted. ``python -m medibench CMD`` (and the
 ``medibench`` script) mounts only ``CMD``, so a command starts without importing the libraries of
