@@ -99,20 +99,28 @@ def assign_parts(groups: Sequence[str], fractions: dict[str, float], seed: int) 
     ``numpy.random.default_rng(seed).permutation`` and dealt in that order, the first part
     first; part ``i`` takes ``n_i`` groups, the largest-remainder rounding of
     ``fraction_i * n`` (ties to the earlier part), so the counts sum to ``n``; with at least as
-    many groups as parts, every part gets one group at least (taken from the largest)."""
+    many groups as parts, every part gets one group at least (taken from the largest).
+
+    Raises:
+        DatasetError: fewer groups than parts.
+    """
     unique = sorted(set(groups))
     n = len(unique)
+    if n < len(fractions):
+        raise DatasetError(
+            f"--fractions names {len(fractions)} parts ({', '.join(fractions)}) but there are "
+            f"only {n} groups to deal"
+        )
     exact = [f * n for f in fractions.values()]
     counts = [math.floor(x) for x in exact]
     by_remainder = sorted(range(len(exact)), key=lambda i: (-(exact[i] - counts[i]), i))
     for i in by_remainder[: n - sum(counts)]:
         counts[i] += 1
-    if n >= len(counts):
-        for i in range(len(counts)):
-            if counts[i] == 0:
-                largest = max(range(len(counts)), key=lambda j: (counts[j], -j))
-                counts[largest] -= 1
-                counts[i] = 1
+    for i in range(len(counts)):
+        if counts[i] == 0:
+            largest = max(range(len(counts)), key=lambda j: (counts[j], -j))
+            counts[largest] -= 1
+            counts[i] = 1
     order = [unique[i] for i in np.random.default_rng(seed).permutation(n)]
     out: dict[str, str] = {}
     start = 0
@@ -155,7 +163,10 @@ def split_dataset(
             f"--by {by}: {len(lacking)} of {len(samples)} samples have no {by} (first: sample "
             f"'{lacking[0]}'); split by another field, or --by sample"
         )
-    parts = assign_parts([str(k) for k in keys.values()], fractions, seed)
+    try:
+        parts = assign_parts([str(k) for k in keys.values()], fractions, seed)
+    except DatasetError as exc:
+        raise DatasetError(f"--by {by}: {exc}") from None
     made = [_derived(s, spec, split=parts[str(keys[s.sample_id])]) for s in samples]
     settings = {"by": by, "fractions": fractions, "seed": seed}
     return _write("split", [spec], made, out, settings, overwrite)
