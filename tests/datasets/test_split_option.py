@@ -60,3 +60,20 @@ def test_a_loader_that_reads_split_itself_keeps_it():
     assert _takes_split(BENCHMARKS.get("paintbench").loader())  # its Hub split's shards
     assert not _takes_split(BENCHMARKS.get("medebench").loader())
     assert not _takes_split(BENCHMARKS.get("native").loader())
+
+
+def test_train_reads_one_split(medebench, tmp_path):
+    from medibench.train import TrainConfig
+    from medibench.train._data import open_training_data
+
+    every = list(load_dataset(f"medebench:{medebench}"))
+    spec = f"native:{tmp_path / 's'}"
+    split_dataset(every, "medebench:M", tmp_path / "s", fractions={"train": 0.6, "test": 0.4},
+                  seed=0)  # fmt: skip
+    data, _ = open_training_data(spec, options={"split": "train"}, bins=(64,), multiple=16,
+                                 mix={}, seed=0)  # fmt: skip
+    assert sorted(item.sample.sample_id for item in data.items) == ["3", "4", "5"]
+    config = TrainConfig(dataset=spec, dataset_options={"split": "train"}, model="ip2p:/w",
+                         method="full", out=tmp_path / "t")  # fmt: skip
+    other = TrainConfig(dataset=spec, model="ip2p:/w", method="full", out=tmp_path / "t")
+    assert config.differences(other) == ["dataset_options: {'split': 'train'} != {}"]
