@@ -114,5 +114,5 @@ def _check_medebench(work: Path) -> None:
             assert {"ea", "cp", "vq"} <= metrics, (run, metrics)
     with open(work / "medebench-finetuning.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert [r["run"] for r in rows] == ["base", "finetuned"], rows
+    assert [r["label"] for r in rows] == ["base", "finetuned"], rows
     assert {"ea", "cp", "vq"} <= set(rows[0]), rows[0]
