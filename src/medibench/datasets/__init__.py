@@ -6,6 +6,11 @@
 - ``starter`` or ``starter:/path``: the small built-in starter benchmark, built from data that
   installed packages ship (pydicom-data, nilearn, scikit-image) on first use, then read as native.
 
+``load_dataset(spec, split=NAME)`` keeps one split's samples on every kind. The dataset commands
+(docs/datasets.md) make native folders from datasets: :func:`describe_dataset`,
+:func:`split_dataset`, :func:`filter_dataset`, :func:`concat_datasets`, each folder with its
+``provenance.json`` (:data:`PROVENANCE`).
+
 Example:
     >>> ds = load_dataset("starter")                     # doctest: +SKIP
     >>> images = load_images(ds.get("perception-000"))   # doctest: +SKIP
@@ -29,11 +34,25 @@ from medibench.datasets._base import (
     size_mismatch,
 )
 from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
+from medibench.datasets._derive import (
+    PROVENANCE,
+    concat_datasets,
+    filter_dataset,
+    parse_fractions,
+    split_dataset,
+)
+from medibench.datasets._describe import describe_dataset
 from medibench.datasets.native import MANIFEST, NativeDataset, read_native, write_native
 from medibench.registry import Registry
 
 __all__ = [
     "DATASETS",
+    "PROVENANCE",
+    "concat_datasets",
+    "describe_dataset",
+    "filter_dataset",
+    "parse_fractions",
+    "split_dataset",
     "Dataset",
     "DatasetError",
     "PredictionIndex",
