@@ -273,3 +273,21 @@ def test_a_derived_folder_is_read_by_every_command_as_native(clinic, tmp_path):
 
     with RunStore.open_existing(tmp_path / "r") as store:
         assert sorted(s.sample_id for s in store.samples()) == ["c02", "c03", "c06", "c07"]
+
+
+def test_concat_refuses_a_prefixed_id_that_is_taken(clinic, tmp_path):
+    one = read_native(clinic).get("c00")
+    a = [one.model_copy(update={"sample_id": "x"})]
+    b = [one.model_copy(update={"sample_id": sid}) for sid in ("x", "b-x")]
+    with pytest.raises(DatasetError, match="sample 'b-x' of 'native:b' would be 'b-x', an id "
+                       "already taken"):  # fmt: skip
+        concat_datasets([("native:a", "a", a), ("native:b", "b", b)], tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_describe_without_masks_or_patients(tmp_path):
+    ids = {sid: (p, t, r, size, None) for sid, (p, t, r, size, _) in CLINIC.items()}
+    data = write_clinic(tmp_path / "d", ids=ids, patients=False)
+    info = describe_dataset(read_native(data), "native:d")
+    assert info["masks"] == {"with": 0, "without": 10, "fraction": None}
+    assert info["patients"] == {"distinct": 0, "samples_without": 10}
