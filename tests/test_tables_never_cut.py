@@ -135,3 +135,14 @@ def test_the_printer_never_cuts_a_long_name_at_40_columns(monkeypatch):
     text = console.file.getvalue()
     assert "┃ judge" in text  # a table: it fits with the name whole and the reasons wrapped
     _whole(text, 40, "medebench-judge@paper", "refused")
+
+
+def test_dataset_describe(width, tmp_path):
+    from tests.datasets.conftest import CLINIC, write_clinic
+
+    task = "remove-the-diminutive-polyp-and-restore-the-mucosa"
+    ids = {sid: (p, task if t == "denoise" else t, *rest) for sid, (p, t, *rest) in CLINIC.items()}
+    data = write_clinic(tmp_path / "clinic", ids=ids)
+    res = CliRunner().invoke(app, ["dataset", "describe", f"native:{data}"])
+    assert res.exit_code == 0, res.output
+    _whole(res.output, width, task, "perspective", "without mask", "16x12")

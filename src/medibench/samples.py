@@ -32,6 +32,8 @@ __all__ = [
     "Score",
     "RecordError",
     "OVERLAY_COLORS",
+    "PATIENT_KEYS",
+    "patient_of",
     "sample_field",
 ]
 
@@ -232,3 +234,17 @@ def sample_field(sample: Sample, field: str) -> Any:
         return sample.metadata.get(field.removeprefix("metadata."), "")
     value = getattr(sample, field)
     return getattr(value, "value", value)
+
+
+#: Where a sample records its patient, in the order read: ``(record attribute, key)``.
+PATIENT_KEYS = (("source", "patient"), ("source", "patient_id"), ("metadata", "patient"))
+
+
+def patient_of(sample: Sample) -> str | None:
+    """The patient id ``sample`` records (``source["patient"]``, ``source["patient_id"]`` or
+    ``metadata["patient"]``, the first present and not empty), as text; ``None`` without one."""
+    for where, key in PATIENT_KEYS:
+        value = getattr(sample, where).get(key)
+        if value is not None and str(value) != "":
+            return str(value)
+    return None

@@ -81,3 +81,43 @@ def test_no_patient_crosses_splits(tmp_path):
     assert quality["counts"]["split"] == {
         k: sum(s["split"] == k for s in samples) for k in ("train", "val", "test")
         if any(s["split"] == k for s in samples)}  # fmt: skip
+
+
+def test_split_source_keeps_each_items_own_split(tmp_path):
+    path = mni_png_source(tmp_path / "src", patients=3, per_patient=1)
+    text = path.read_text()
+    for p, split in enumerate(("train", "test", "val")):
+        text = text.replace(f"patient: patient{p}}}", f"patient: patient{p}, split: {split}}}")
+    path.write_text(text.replace("split: {by: patient, test: 0.25, val: 0.25, seed: 3}",
+                                 "split: source"))  # fmt: skip
+    source = read_source(path)
+    assert source.split.by == "source" and [i.split for i in source.items] == [
+        "train", "test", "val"]  # fmt: skip
+    build("perception", path, tmp_path / "out", exports=())
+    samples = [json.loads(x) for x in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    by_item = {s["metadata"]["item"]: s["split"] for s in samples}
+    assert by_item == {"p0_0": "train", "p1_0": "test", "p2_0": "val"}
+    assert {s["split"] for s in samples} == {"train", "test", "val"}
+
+
+def test_split_source_errors_name_the_item(tmp_path):
+    path = mni_png_source(tmp_path / "src", patients=2, per_patient=1)
+    text = path.read_text().replace("patient: patient0}", "patient: patient0, split: train}")
+    with_rule = text  # an item's split under a {by: ...} rule would be ignored: refused
+    path.write_text(with_rule)
+    with pytest.raises(BuildError, match=r"item 'p0_0' names its split but 'split' is "
+                       r"\{by: patient, \.\.\.\}; use 'split: source'"):  # fmt: skip
+        read_source(path)
+    path.write_text(text.replace("split: {by: patient, test: 0.25, val: 0.25, seed: 3}",
+                                 "split: source"))  # fmt: skip
+    with pytest.raises(BuildError, match=r"split is 'source' \(keep the items' splits\) but "
+                       r"item 'p1_0' .*has no 'split' field"):  # fmt: skip
+        build("perception", path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    path.write_text(text.replace("split: train", "split: 'tr ain'"))
+    with pytest.raises(BuildError, match=r"items\[0\]: split 'tr ain' must be letters"):
+        read_source(path)
+    path.write_text(text.replace("split: {by: patient, test: 0.25, val: 0.25, seed: 3}",
+                                 "split: sources"))  # fmt: skip
+    with pytest.raises(BuildError, match=r"or 'source' \(each item's own split\), got 'sources'"):
+        read_source(path)

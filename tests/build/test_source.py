@@ -104,6 +104,19 @@ def test_glob_items_with_a_label_pattern(tmp_path):
         read_source(_write(tmp_path, text.replace("img/*.png", "nothing/*.png")))
 
 
+def test_a_glob_takes_each_items_split_from_its_folder(tmp_path):
+    for split, stem in (("train", "a"), ("test", "b")):
+        (tmp_path / "img" / split).mkdir(parents=True)
+        (tmp_path / "img" / split / f"{stem}.png").write_bytes(b"x")
+    text = GOOD.replace(
+        "  - {image: t1.nii.gz, label: tissue.nii.gz, patient: p1}\n",
+        "  glob: img/*/*.png\n  label: lab/{stem}_mask.png\n  split: '{parent}'\n",
+    ).replace("split: {by: patient, test: 0.2, seed: 0}", "split: source")
+    spec = read_source(_write(tmp_path, text))
+    assert spec.split.by == "source"
+    assert [(it.id, it.split) for it in spec.items] == [("b", "test"), ("a", "train")]
+
+
 def test_not_yaml_and_missing_file(tmp_path):
     with pytest.raises(BuildError, match="does not exist"):
         read_source(tmp_path / "nope.yaml")

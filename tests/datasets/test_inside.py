@@ -33,8 +33,20 @@ OUT = [
     ("abs/x", "through a symbolic link"),  # abs -> /tmp-like absolute folder
     ("d/up/up/x", "through a symbolic link"),  # d/up -> the folder, then up -> out
 ]
-IN = ["x", "a/x", "a/../x", "./x", "a/b/../../x", "l/x", "l/l/l/x", "d/../x", "in/x", "a b/x",
-      "d/up/x", "../root/x"]  # a link back to the folder; out and straight back in
+IN = [
+    "x",
+    "a/x",
+    "a/../x",
+    "./x",
+    "a/b/../../x",
+    "l/x",
+    "l/l/l/x",
+    "d/../x",
+    "in/x",
+    "a b/x",
+    "d/up/x",
+    "../root/x",
+]  # a link back to the folder; out and straight back in
 
 
 @pytest.fixture

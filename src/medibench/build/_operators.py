@@ -140,7 +140,10 @@ def _super_resolution(factor: int) -> Operator:
 
 
 def _denoise(
-    noise: str, kinds: tuple[str, ...], key: str, spread: tuple[float, float],
+    noise: str,
+    kinds: tuple[str, ...],
+    key: str,
+    spread: tuple[float, float],
     templates: tuple[str, ...],
 ) -> Operator:
     """``denoise-{noise}``: ``degrade.add_{noise}_noise(image, params[key], rng)`` on the

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from medibench.build._errors import BuildError
-from medibench.build._source import SourceSpec, SplitRule
+from medibench.build._source import SOURCE_SPLIT, SourceSpec, SplitRule
 
 __all__ = ["assign_splits", "hamming", "near_duplicates", "phash", "split_groups"]
 
@@ -53,14 +53,23 @@ def near_duplicates(records: Sequence[dict[str, Any]], bits: int) -> set[str]:
 
 
 def split_groups(source: SourceSpec) -> dict[str, str]:
-    """``{item id: group}``: the patient (``by: patient``) or the item itself.
+    """``{item id: group}``: the patient (``by: patient``), the item itself, or the item's own
+    split (``split: source``).
 
     Raises:
-        BuildError: ``by: patient`` and an item has no ``patient`` field.
+        BuildError: ``by: patient`` and an item has no ``patient`` field; ``split: source`` and
+            an item has no ``split``.
     """
     out = {}
     for item in source.items:
-        if source.split.by == "patient":
+        if source.split.by == SOURCE_SPLIT:
+            if item.split is None:
+                raise BuildError(
+                    f"{source.path or 'source'}: split is 'source' (keep the items' splits) but "
+                    f"item '{item.id}' ({item.image}) has no 'split' field"
+                )
+            out[item.id] = item.split
+        elif source.split.by == "patient":
             if item.patient is None:
                 raise BuildError(
                     f"{source.path or 'source'}: split is by patient but item '{item.id}' "
@@ -75,8 +84,11 @@ def split_groups(source: SourceSpec) -> dict[str, str]:
 def assign_splits(groups: Sequence[str], rule: SplitRule) -> dict[str, str]:
     """``{group: "train" | "val" | "test"}``: groups shuffled with ``rule.seed``; the first
     ``round(test * n)`` go to test (at least one when ``test > 0`` and there are two groups or
-    more), the next ``round(val * n)`` to val, the rest to train (never none when ``n > 1``)."""
+    more), the next ``round(val * n)`` to val, the rest to train (never none when ``n > 1``).
+    With ``split: source`` each group is a split's name, kept."""
     unique = sorted(set(groups))
+    if rule.by == SOURCE_SPLIT:
+        return {group: group for group in unique}
     n = len(unique)
     order = [unique[i] for i in np.random.default_rng(rule.seed).permutation(n)]
     n_test = int(round(rule.test * n))

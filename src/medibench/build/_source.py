@@ -43,17 +43,21 @@ SOURCE_KEYS: dict[str, bool] = {
     "label_threshold": False,
     "missing_labels": False,
 }
-ITEM_KEYS = ("image", "label", "labels", "patient", "id", "region")
-GLOB_KEYS = ("glob", "label", "patient", "region")
+ITEM_KEYS = ("image", "label", "labels", "patient", "id", "region", "split")
+GLOB_KEYS = ("glob", "label", "patient", "region", "split")
 SPLIT_KEYS = ("by", "test", "val", "seed")
 SPLIT_BY = ("patient", "item")
+#: ``split: source``: every item names its split (the source dataset's own), kept as it is.
+SOURCE_SPLIT = "source"
+_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 @dataclass(frozen=True)
 class SplitRule:
     """``split:`` of SOURCE.yaml: group samples ``by`` patient (or item), ``test`` and ``val``
-    fractions of the groups, drawn with ``seed``."""
+    fractions of the groups, drawn with ``seed``; ``by == "source"`` (``split: source``):
+    each item's own ``split``, kept."""
 
     by: str
     test: float
@@ -67,7 +71,7 @@ class ItemSpec:
 
     ``label`` is one multi-valued label map (values named by the source's ``labels``);
     ``labels`` maps structure names to one binary map each. ``patient`` groups items for the
-    split.
+    split; ``split`` is the item's split in its source dataset (kept by ``split: source``).
     """
 
     id: str
@@ -76,6 +80,7 @@ class ItemSpec:
     labels: dict[str, Path] = field(default_factory=dict)
     patient: str | None = None
     region: str = ""
+    split: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,13 @@ def source_from_dict(data: Any, *, base: Path, where: str = "source") -> SourceS
         )
     labels = _labels(data.get("labels") or {}, where)
     items = _items(data["items"], base, where, data.get("region") or "")
+    split = _split(data["split"], where)
+    given = [it.id for it in items if it.split is not None]
+    if given and split.by != SOURCE_SPLIT:
+        raise BuildError(
+            f"{where}: item '{given[0]}' names its split but 'split' is {{by: {split.by}, ...}}; "
+            "use 'split: source' to keep the items' splits"
+        )
     lesions = tuple(_list_of_text(data, "lesions", where))
     spec = SourceSpec(
         path=Path(where) if where != "source" else None,
@@ -152,7 +164,7 @@ def source_from_dict(data: Any, *, base: Path, where: str = "source") -> SourceS
         modality=_text(data, "modality", where),
         licence=_text(data, "licence", where),
         items=items,
-        split=_split(data["split"], where),
+        split=split,
         labels=labels,
         lesions=lesions,
         axis=_choice(data.get("axis", 2), (0, 1, 2), "axis", where),
@@ -281,8 +293,13 @@ def _labels(value: Any, where: str) -> dict[int, str]:
 
 
 def _split(value: Any, where: str) -> SplitRule:
+    if value == SOURCE_SPLIT:
+        return SplitRule(SOURCE_SPLIT, 0.0)
     if not isinstance(value, dict):
-        raise BuildError(f"{where}: 'split' must be a mapping like {{by: patient, test: 0.2}}")
+        raise BuildError(
+            f"{where}: 'split' must be a mapping like {{by: patient, test: 0.2}}, or 'source' "
+            f"(each item's own split), got {value!r}"
+        )
     _known(value, SPLIT_KEYS, f"{where}: split")
     for key in ("by", "test"):
         if key not in value:
@@ -329,6 +346,7 @@ def _items(value: Any, base: Path, where: str, region: str) -> tuple[ItemSpec, .
                 labels={str(k): _path(base, v, at) for k, v in labels.items()},
                 patient=None if entry.get("patient") is None else str(entry["patient"]),
                 region=str(entry.get("region") or region),
+                split=_item_split(entry, at),
             )
         )
     ids = [it.id for it in items]
@@ -352,14 +370,25 @@ def _glob_items(value: dict, base: Path, where: str, region: str) -> tuple[ItemS
         try:
             label = str(value["label"]).format(**fields)
             patient = None if "patient" not in value else str(value["patient"]).format(**fields)
+            split = None if "split" not in value else str(value["split"]).format(**fields)
         except KeyError as exc:
             raise BuildError(
                 f"{at}: unknown placeholder {exc} (known: stem, name, parent)"
             ) from None
         entry = {"image": os.path.relpath(m, base), "label": label, "patient": patient,
-                 "region": value.get("region")}  # fmt: skip
+                 "region": value.get("region"), "split": split}  # fmt: skip
         entries.append({k: v for k, v in entry.items() if v is not None})
     return _items(entries, base, where, region)
+
+
+def _item_split(entry: dict, where: str) -> str | None:
+    """An item's ``split``: a name of letters, digits and ``_`` (``train``, ``test``)."""
+    if entry.get("split") is None:
+        return None
+    split = str(entry["split"])
+    if not _SPLIT_NAME.match(split):
+        raise BuildError(f"{where}: split {split!r} must be letters, digits and '_' (train, test)")
+    return split
 
 
 def _path(base: Path, value: Any, where: str) -> Path:

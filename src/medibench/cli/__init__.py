@@ -1,9 +1,9 @@
 """The ``medibench`` command line: thin Typer commands over the library, one module per
 command group (``run``: demo, run; ``score``: score, export; ``listing``: models, datasets,
-protocols; ``download``: download; ``report``: report, which shares ``--by-bins`` with
-``score``); the commands that drive one library part live beside it (``merge`` in
-:mod:`medibench.runs._cli`, ``agreement`` in :mod:`medibench.judges._cli`, ``suite`` in
-:mod:`medibench.synth._cli`).
+protocols; ``download``: download; ``dataset``: describe, split, filter, concat; ``report``:
+report, which shares ``--by-bins`` with ``score``); the commands that drive one library part
+live beside it (``merge`` in :mod:`medibench.runs._cli`, ``agreement`` in
+:mod:`medibench.judges._cli`, ``suite`` in :mod:`medibench.synth._cli`).
 
 A command's module is imported when the command is mounted. ``python -m medibench CMD`` (and the
 ``medibench`` script) mounts only ``CMD``, so a command starts without importing the libraries of
@@ -46,6 +46,10 @@ _GROUPS: dict[str, tuple[str, str]] = {
     "analyze": (
         "medibench.cli.analyze",
         "Look inside models (attention, features); statistics across models (correlate).",
+    ),
+    "dataset": (
+        "medibench.cli.dataset",
+        "Describe a dataset; split, filter or concatenate datasets into native folders.",
     ),
     "build": ("medibench.cli.build", "Build MieDB-style triplets from labels."),
     "medgen": ("medibench.cli.medgen", "MedGEN-Bench: controls, Delta, summaries."),

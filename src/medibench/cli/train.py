@@ -9,6 +9,7 @@ import typer
 
 from medibench._command import settings_from
 from medibench.cli._app import console, fail
+from medibench.cli._options import DatasetOptionsOption, dataset_options
 
 __all__ = ["train"]
 
@@ -62,6 +63,7 @@ def train(
     snr_gamma: Annotated[float | None, typer.Option(help="Min-SNR loss weighting gamma")] = None,
     gradient_checkpointing: Annotated[bool, typer.Option(help="recompute activations")] = False,
     use_8bit_adam: Annotated[bool, typer.Option(help="bitsandbytes AdamW8bit")] = False,
+    dataset_option: DatasetOptionsOption = None,
 ) -> None:
     """Fine-tune an editing model (or an inpainting expert) on a dataset's triplets."""
     given = dict(locals())
@@ -73,10 +75,16 @@ def train(
         if resolution is not None and bins is not None:
             raise TrainError("give --resolution or --bins, not both")
         chosen = (resolution,) if resolution is not None else parse_bins(bins or "128,256,512")
-        config = settings_from(TrainConfig, given, bins=chosen, mix=parse_mix(mix))
+        config = settings_from(
+            TrainConfig,
+            given,
+            bins=chosen,
+            mix=parse_mix(mix),
+            dataset_options=dataset_options(dataset_option),
+        )
         with run_folder_errors(out):
             result = run_training(config, eval_model_options=tuple(eval_model_option or ()))
-    except (TrainError, ImportError, FileNotFoundError) as exc:
+    except (TrainError, ImportError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     if not result.main_process:
         return

@@ -6,6 +6,11 @@
 - ``starter`` or ``starter:/path``: the small built-in starter benchmark, built from data that
   installed packages ship (pydicom-data, nilearn, scikit-image) on first use, then read as native.
 
+``load_dataset(spec, split=NAME)`` keeps one split's samples on every kind. The dataset commands
+(docs/datasets.md) make native folders from datasets: :func:`describe_dataset`,
+:func:`split_dataset`, :func:`filter_dataset`, :func:`concat_datasets`, each folder with its
+``provenance.json`` (:data:`PROVENANCE`).
+
 Example:
     >>> ds = load_dataset("starter")                     # doctest: +SKIP
     >>> images = load_images(ds.get("perception-000"))   # doctest: +SKIP
@@ -29,11 +34,25 @@ from medibench.datasets._base import (
     size_mismatch,
 )
 from medibench.datasets._dataset import Dataset, PredictionIndex, index_predictions
+from medibench.datasets._derive import (
+    PROVENANCE,
+    concat_datasets,
+    filter_dataset,
+    parse_fractions,
+    split_dataset,
+)
+from medibench.datasets._describe import describe_dataset
 from medibench.datasets.native import MANIFEST, NativeDataset, read_native, write_native
 from medibench.registry import Registry
 
 __all__ = [
     "DATASETS",
+    "PROVENANCE",
+    "concat_datasets",
+    "describe_dataset",
+    "filter_dataset",
+    "parse_fractions",
+    "split_dataset",
     "Dataset",
     "DatasetError",
     "PredictionIndex",
@@ -78,7 +97,9 @@ def load_dataset(spec: str, **options: Any) -> Any:
     ``hf:OWNER/NAME[@REVISION]`` is the benchmark whose Hub repository that is, else the layout
     detected in the snapshot. An unknown kind raises the registry's ``UnknownNameError`` with
     the closest known kinds. ``options`` go to the factory as keywords (``seed=`` for
-    ``starter``).
+    ``starter``); ``split=NAME`` keeps the samples whose ``split`` is ``NAME`` (a
+    ``DatasetError`` listing the splits present when none is), unless the kind's loader reads
+    ``split`` itself (``paintbench``: the Hub split's shards).
     """
     kind, sep, arg = spec.partition(":")
     kind = kind.strip()
@@ -116,13 +137,32 @@ def _open(kind: str, options: dict[str, Any]) -> Any:
         from medibench.sources._hub import verify_source
 
         verify_source(options["path"])
-    dataset = bench.loader()(**options)
+    loader = bench.loader()
+    # split= selects samples by their split field, for every loader that does not read it itself
+    split = options.pop("split", None) if not _takes_split(loader) else None
+    dataset = loader(**options)
+    if split is not None:
+        from medibench.datasets._select import select_split
+
+        dataset = select_split(
+            dataset, split, f"{kind}:{options['path']}" if options.get("path") else kind
+        )
     defaults = bench.default_specs()
     if defaults and isinstance(dataset, Dataset):
         dataset.default_protocols = defaults
     if notes and isinstance(dataset, Dataset):
         dataset.notes = list(dict.fromkeys([*notes, *getattr(dataset, "notes", [])]))
     return dataset
+
+
+def _takes_split(loader: Any) -> bool:
+    """Whether ``loader`` reads a ``split`` keyword itself (PaintBench's Hub configs)."""
+    import inspect
+
+    try:
+        return "split" in inspect.signature(loader).parameters
+    except (TypeError, ValueError):  # no signature to read: the generic selection applies
+        return False
 
 
 def _hub_kind(spec: str, *, download: bool, notes: list[str]) -> str:

@@ -181,9 +181,7 @@ def _first(problems: Sequence[str], shown: int = 3) -> str:
     return "; ".join(problems[:shown]) + more
 
 
-def read_jsonl(
-    path: Path, *, error: type[Exception] = DatasetError
-) -> Iterator[tuple[int, dict]]:
+def read_jsonl(path: Path, *, error: type[Exception] = DatasetError) -> Iterator[tuple[int, dict]]:
     """``(line number, record)`` of each non-blank line; ``error`` (a :class:`DatasetError`
     unless the caller's format has its own) for a line that is not a JSON object."""
     with open(path, encoding="utf-8") as fh:

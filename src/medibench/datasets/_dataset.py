@@ -8,6 +8,7 @@ protocols that score it by default, and how its published model outputs are laid
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -120,6 +121,15 @@ class Dataset:
             close = difflib.get_close_matches(sample_id, self._by_id, n=3, cutoff=0.6)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
             raise KeyError(f"dataset '{self.name}' has no sample '{sample_id}'.{hint}") from None
+
+    def subset(self, samples: Iterable[Sample]) -> Dataset:
+        """A copy of this dataset (same kind, root, notes, problems and prediction layout)
+        holding ``samples`` only, in the order given."""
+        out = copy.copy(self)
+        out._samples = tuple(samples)
+        out._by_id = {s.sample_id: s for s in out._samples}
+        out.problems, out.notes = list(self.problems), list(self.notes)
+        return out
 
     def sample_ids(self) -> list[str]:
         """All sample ids, in layout order."""

@@ -42,7 +42,7 @@ import numpy as np
 
 from medibench.models._examples import check_takes_examples
 from medibench.runs._config import ICL_FALLBACKS, ICL_SELECTIONS
-from medibench.samples import Sample
+from medibench.samples import PATIENT_KEYS, Sample
 
 __all__ = [
     "FALLBACKS",
@@ -71,7 +71,6 @@ FALLBACKS = ICL_FALLBACKS
 TOO_FEW = "too-few-demonstrations"
 #: The default ``--icl-embedding``: needs no weights.
 THUMBNAIL = "thumbnail"
-_PATIENT_KEYS = (("source", "patient"), ("source", "patient_id"), ("metadata", "patient"))
 _IMAGE_KEYS = (
     ("source", "image"),
     ("source", "image_id"),
@@ -420,7 +419,7 @@ def _recorded(sample: Sample) -> set[tuple[str, str]]:
     """The patient and source-image identifiers ``sample`` records, as ``(kind, value)``
     (a patient id under ``source`` and one under ``metadata`` are the same patient)."""
     out = set()
-    for kind, keys in (("patient", _PATIENT_KEYS), ("image", _IMAGE_KEYS)):
+    for kind, keys in (("patient", PATIENT_KEYS), ("image", _IMAGE_KEYS)):
         for where, key in keys:
             value = getattr(sample, where).get(key)
             if value is not None and str(value) != "":

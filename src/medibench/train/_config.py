@@ -34,6 +34,8 @@ class TrainConfig:
     Attributes:
         dataset: a dataset spec (``native:DIR``, a build folder, ``miedb:DIR``, ``hf:...``)
             whose samples have an input, a target and an instruction.
+        dataset_options: keywords for its loader (``--dataset-option``; ``split=train``: the
+            samples of that split only).
         model: ``FAMILY:PATH``, the base weights (a ``save_pretrained`` folder or a cached id).
         method: ``"full"`` (every weight of the denoiser) or ``"lora"``.
         out: the training folder.
@@ -64,6 +66,7 @@ class TrainConfig:
     model: str
     method: Method
     out: Path
+    dataset_options: dict[str, Any] = field(default_factory=dict)
     max_steps: int = 1000
     batch_size: int = 1
     grad_accum: int = 1

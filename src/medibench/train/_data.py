@@ -94,8 +94,10 @@ def open_training_data(
     mix: dict[str, float],
     seed: int,
     need_mask: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> tuple[TrainingData, Any]:
-    """Load ``spec`` and bucket its samples; returns the data and the dataset.
+    """Load ``spec`` (with the loader keywords ``options``) and bucket its samples; returns the
+    data and the dataset.
 
     Raises :class:`TrainError` for a dataset with no samples, a sample without a target (named),
     a ``--mix`` naming no sample's perspective or task, a bin the model cannot take.
@@ -109,7 +111,7 @@ def open_training_data(
                 f"model's latents need; use multiples of {multiple}"
             )
     try:
-        ds = load_dataset(spec)
+        ds = load_dataset(spec, **(options or {}))
     except (KeyError, ValueError, FileNotFoundError) as exc:
         raise TrainError(f"--dataset {spec!r}: {exc}") from None
     samples = list(ds)

@@ -75,6 +75,7 @@ def check_training(config: TrainConfig) -> Checked:
     cls.check(Path(weights))
     data, _ = open_training_data(
         config.dataset,
+        options=config.dataset_options,
         bins=config.bins,
         multiple=cls.multiple(Path(weights)),
         mix=config.mix,

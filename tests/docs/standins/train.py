@@ -1,8 +1,9 @@
 """Training and prompt tuning: the tiny InstructPix2Pix and Stable Diffusion inpainting
 pipelines of the tests at the names the blocks give (``/weights/instruct-pix2pix``,
-``/weights/sd-inpainting``), and the README's training cut to two steps; :func:`check` holds
-docs/train.md's runs to what the page says they make (training logs, evaluations at the
-checkpoints, reports, checkpoints). The prompt-tuning
+``/weights/sd-inpainting``), the README's training cut to two steps, and for docs/train.md's
+MedEBench recipe the 5-sample MedEBench of the benchmark tests at ``MedEBench/``; :func:`check`
+holds docs/train.md's runs to what the page says they make (training logs, evaluations at the
+checkpoints, reports, checkpoints, the held-out comparison). The prompt-tuning
 blocks need nothing: their example builds its own tiny CLIP, offline, and runs as written."""
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.docs._blocks import ROOT
 from tests.docs.standins import ALL, weights
 
 _SIZE = "a training of 2 steps and one evaluation of 1 sample at 2 denoising steps"
@@ -42,40 +42,15 @@ def standins(
     if not needs or (file == "README.md" and 10 not in blocks):  # the README's training block
         yield
         return
-    if file == "docs/train.md" and 2 in blocks and 1 not in blocks:
-        block_1_data(work)
+    if file == "docs/train.md" and 2 in blocks:  # MedEBench's GitHub tree, as cloned
+        from tests.benchmarks.medebench.conftest import build_medebench
+
+        build_medebench(work / "MedEBench")
     # the weights folder itself (idempotent; it may not be entered yet: modules go by name)
     with weights.standins(file, work, env, cache):
         for name in needs:
             weights.tiny(env, name, _builder(name))
         yield
-
-
-#: docs/train.md block 1's task list (``TASKS=...``), whose suites block 2 trains and runs on.
-TASKS = ("highlight-lesion", "remove-lesion", "add-lesion", "denoise-gaussian", "deblur")
-
-
-def block_1_data(work: Path) -> None:
-    """``data/train`` and ``data/heldout`` as docs/train.md block 1 generates them (its two
-    ``medibench suite generate`` lines, through the function they call), for a chain without
-    that block."""
-    from medibench.synth.suite import generate_suite
-
-    doc = (ROOT / "docs" / "train.md").read_text(encoding="utf-8")
-    assert f"TASKS={','.join(TASKS)}" in doc, "docs/train.md's task list changed: follow it here"
-    for name, n, seed in (("train", 2, 1), ("heldout", 1, 2)):
-        line = f"--out data/{name} --tasks $TASKS --n-per-task {n} --size 64 --seed {seed}"
-        assert line in doc, f"docs/train.md no longer generates data/{name} with {line!r}"
-    for name, n, seed in (("train", 2, 1), ("heldout", 1, 2)):
-        generate_suite(
-            work / "data" / name,
-            tasks=TASKS,
-            n_per_task=n,
-            size=64,
-            seed=seed,
-            progress=False,
-            workers=1,
-        )
 
 
 def _builder(name: str):
@@ -92,8 +67,9 @@ def _builder(name: str):
 def check(file: str, blocks: frozenset[int], work: Path) -> None:
     """docs/train.md: the MieDB ablation (block 1) trained 2 steps and evaluated its 3 held-out
     samples at step 2 for each split, and printed its table (:func:`ablation_table`); the
-    MedEBench comparison (block 2) ran both models on every sample; the inpainting expert
-    (block 3) saved its LoRA at step 2."""
+    MedEBench comparison (block 2) trained on the train part only, ran and judged both models
+    on the held-out part (disjoint from it), and compared them in one table with the paper's
+    EA, CP and VQ; the inpainting expert (block 3) saved its LoRA at step 2."""
     if file != "docs/train.md":
         return
     from medibench.runs import RunStore
@@ -108,10 +84,7 @@ def check(file: str, blocks: frozenset[int], work: Path) -> None:
         assert (runs / "miedb-all" / "report" / "index.html").is_file()
         ablation_table(runs)
     if 2 in blocks:
-        for run in ("medebench-base", "medebench-finetuned"):
-            with RunStore.open_existing(runs / run) as store:
-                predictions = store.predictions()
-                assert predictions and all(p.status == "ok" for p in predictions), run
+        _check_medebench(work)
     if 3 in blocks:
         assert (
             runs / "lesion-expert" / "checkpoint-2" / "pytorch_lora_weights.safetensors"
@@ -151,3 +124,31 @@ def ablation_table(runs: Path) -> None:
         for metric in metrics:
             values = [s.metrics[metric] for s in scores if s.metrics.get(metric) is not None]
             assert abs(float(row[metric]) - np.mean(values)) < 1e-9, (folder, metric)
+
+
+def _check_medebench(work: Path) -> None:
+    """The MedEBench recipe: 4 of the 5 samples trained on, the 5th (default_rng(0) deals
+    ids 3, 5, 4, 1 to train) run, scored and judged by both models, and one comparison."""
+    import csv
+    import json
+
+    from medibench.datasets import load_dataset
+    from medibench.runs import RunStore
+
+    split = work / "data" / "medebench-split"
+    assert json.loads((split / "provenance.json").read_text())["splits"] == {"test": 1, "train": 4}
+    config = json.loads((work / "runs" / "medebench-ft" / "train_config.json").read_text())
+    assert config["dataset_options"] == {"split": "train"}
+    assert load_dataset(f"native:{split}", split="test").sample_ids() == ["2"]
+    for run in ("medebench-base", "medebench-finetuned"):
+        with RunStore.open_existing(work / "runs" / run) as store:
+            assert [s.sample_id for s in store.samples()] == ["2"], run
+            predictions = store.predictions()
+            assert predictions and all(p.status == "ok" for p in predictions), run
+            metrics = {m for s in store.scores("medebench") for m, v in s.metrics.items()
+                       if v is not None}  # fmt: skip
+            assert {"ea", "cp", "vq"} <= metrics, (run, metrics)
+    with open(work / "medebench-finetuning.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["label"] for r in rows] == ["base", "finetuned"], rows
+    assert {"ea", "cp", "vq"} <= set(rows[0]), rows[0]
