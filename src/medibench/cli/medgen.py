@@ -84,9 +84,11 @@ def delta(
         if not rows:
             fail(f"no sample has {metric} under {protocol} in both {original} and a control run")
         store_rows(base, rows)  # the report's "Pairing sensitivity" panel
+    from medibench.stats import interval_text
+
     table = Table("control", "model", "n", "original", "control", "Delta", "95% CI")
     for r in rows:
-        ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"
+        ci = interval_text(r.ci_low, r.ci_high, r.n)  # "n=1": one pair has no interval
         table.add_row(r.control, r.model, str(r.n), f"{r.original:.3f}", f"{r.controlled:.3f}",
                       f"{r.delta:.3f}", ci)  # fmt: skip
     console.print(table)
