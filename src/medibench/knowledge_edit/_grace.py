@@ -39,11 +39,11 @@ from medibench.knowledge_edit._editing import (
     train,
 )
 
-__all__ = ["GraceConfig", "GraceEditor"]
+__all__ = ["GraceTokensConfig", "GraceTokensEditor"]
 
 
 @dataclass(frozen=True)
-class GraceConfig(TrainConfig):
+class GraceTokensConfig(TrainConfig):
     """``layer``: the decoder layer whose MLP gets the codebook; ``eps``: a new key's radius
     (Euclidean, in the layer's hidden units)."""
 
@@ -52,9 +52,9 @@ class GraceConfig(TrainConfig):
     lr: float = 1.0
 
 
-class GraceEditor(TrainedEditor):
-    name = "grace"
-    config_type = GraceConfig
+class GraceTokensEditor(TrainedEditor):
+    name = "grace-tokens"
+    config_type = GraceTokensConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         m = self._local(model)
@@ -62,7 +62,7 @@ class GraceEditor(TrainedEditor):
         t0 = time.perf_counter()
         layers = decoder_layers(m)
         if not -len(layers) <= cfg.layer < len(layers):
-            raise EditError(f"grace: layer {cfg.layer} out of range ({len(layers)} layers)")
+            raise EditError(f"grace-tokens: layer {cfg.layer} out of range ({len(layers)} layers)")
         layer = layers[cfg.layer]
         book = _module_class(torch)
         codebook = layer.mlp if isinstance(layer.mlp, book) else book(layer.mlp, m)
