@@ -233,3 +233,23 @@ def test_grace_is_the_alias_of_grace_tokens():
     assert isinstance(editor, GraceTokensEditor) and editor.name == "grace-tokens"
     assert "grace" not in EDITORS and {"grace@paper", "grace-tokens"} <= set(EDITORS)
     assert isinstance(load_editor("grace@paper"), GracePaperEditor)
+
+
+def test_cli_editor_grace_runs_grace_tokens_with_a_note(tmp_path, tiny_path, synthetic):
+    import json
+
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+
+    run = tmp_path / "run"
+    args = ["edit", "run", "--tasks", str(synthetic.root), "--model", str(tiny_path),
+            "--editor", "grace", "--limit", "1", "--matcher", "exact", "--max-new-tokens", "2",
+            "--out", str(run)]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "--editor grace is the old name of grace-tokens" in said
+    assert "GRACE as published is grace@paper" in said
+    lines = [json.loads(x) for x in (run / "edit_results.jsonl").read_text().splitlines()]
+    assert {x["editor"] for x in lines} == {"grace-tokens"}
