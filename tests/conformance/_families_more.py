@@ -117,14 +117,8 @@ def build_idefics3(folder: Path) -> Path:
             size={"longest_edge": 16}, max_image_size={"longest_edge": 16},
             do_image_splitting=False),
         tokenizer=tok, image_seq_len=4, chat_template=T.IDEFICS3)  # fmt: skip
-    bos, eos, pad, img, eou = ids(
-        tok,
-        "<|begin_of_text|>",
-        "<|end_of_text|>",
-        "<|finetune_right_pad_id|>",
-        "<image>",
-        "<end_of_utterance>",
-    )
+    bos, eos, pad, img, eou = ids(tok, "<|begin_of_text|>", "<|end_of_text|>",
+                                   "<|finetune_right_pad_id|>", "<image>", "<end_of_utterance>")
     config = tf.Idefics3Config(
         vision_config=tf.Idefics3VisionConfig(**SIGLIP),
         text_config=tf.LlamaConfig(vocab_size=len(tok), bos_token_id=bos, eos_token_id=eos,
@@ -146,14 +140,8 @@ def build_smolvlm(folder: Path) -> Path:
             size={"longest_edge": 16}, max_image_size={"longest_edge": 16},
             do_image_splitting=False),
         tokenizer=tok, video_processor=None, image_seq_len=4, chat_template=T.IDEFICS3)  # fmt: skip
-    bos, eos, pad, img, eou = ids(
-        tok,
-        "<|begin_of_text|>",
-        "<|end_of_text|>",
-        "<|finetune_right_pad_id|>",
-        "<image>",
-        "<end_of_utterance>",
-    )
+    bos, eos, pad, img, eou = ids(tok, "<|begin_of_text|>", "<|end_of_text|>",
+                                   "<|finetune_right_pad_id|>", "<image>", "<end_of_utterance>")
     config = tf.SmolVLMConfig(
         vision_config=tf.SmolVLMVisionConfig(**SIGLIP),
         text_config=tf.LlamaConfig(vocab_size=len(tok), bos_token_id=bos, eos_token_id=eou,
@@ -220,3 +208,4 @@ def build_internvl(folder: Path) -> Path:
     )  # fmt: skip
     model = make_model(tf.InternVLForConditionalGeneration, config)
     return save(folder, model, processor, eos=[im_end, end], bos=end, pad=end)
+

@@ -46,7 +46,9 @@ def _halvings(h, w):
 
 
 @pytest.mark.parametrize("cell", cells("attention", supported=True), ids=lambda c: c.id)
-def test_attention_maps_have_the_latent_shape_of_the_working_resolution(cell, tmp_path):
+def test_attention_maps_have_the_latent_shape_of_the_working_resolution(
+    cell, tmp_path
+):
     """The run's output (the pipeline's working size) / 8 is the latent; every layer's map is
     that latent or one of its halvings, the first cross-attention block's one halving; the
     captured edit is the run's output, pixel for pixel."""
@@ -81,7 +83,9 @@ def test_sdxl_instruct_pix2pix_attention_uses_the_pipelines_working_latent():
 
 
 @pytest.mark.parametrize("cell", cells("attention", supported=False), ids=lambda c: c.id)
-def test_a_family_without_cross_attention_fails_the_stage_with_a_clear_error(cell, tmp_path):
+def test_a_family_without_cross_attention_fails_the_stage_with_a_clear_error(
+    cell, tmp_path
+):
     folder, data = weights(cell.family), four_by_three(tmp_path / "data")
     res = _invoke(["analyze", "attention"], cell, folder, data, tmp_path / "run", ["steps=1"])
     assert res.exit_code == 2, res.output

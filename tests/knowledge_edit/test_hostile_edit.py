@@ -262,10 +262,8 @@ def test_an_invalid_config_is_one_line(ts, tmp_path, name, text, words):
     assert words in res.output
 
 
-@pytest.mark.parametrize(
-    ("option", "value"),
-    [("--limit", "0"), ("--limit", "-3"), ("--per-type", "0"), ("--synthetic", "-1")],
-)
+@pytest.mark.parametrize(("option", "value"), [("--limit", "0"), ("--limit", "-3"),
+                                               ("--per-type", "0"), ("--synthetic", "-1")])
 def test_edit_tasks_option_values_are_checked(tmp_path, option, value):
     res = runner.invoke(app, ["edit", "tasks", "--synthetic", "2", "--out", str(tmp_path / "o"),
                               option, value])  # fmt: skip

@@ -302,7 +302,9 @@ def test_taskset_with_a_missing_image_is_refused(tmp_path):
     ts = synthetic_taskset(tmp_path / "a", 2, seed=0)
     probe = ts.requests[0].probes[1]
     (tmp_path / "a" / probe.image).unlink()
-    with pytest.raises(TaskError, match=r"tasks\.jsonl line \d: question .*: image .* is missing"):
+    with pytest.raises(
+        TaskError, match=r"tasks\.jsonl line \d: question .*: image .* is missing"
+    ):
         read_taskset(tmp_path / "a")
 
 
