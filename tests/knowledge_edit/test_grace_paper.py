@@ -4,6 +4,8 @@ EasyEdit's ``easyeditor/models/grace/GRACE.py``; its codebook rules; exact undo;
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from medibench.io import read_image
@@ -253,3 +255,58 @@ def test_cli_editor_grace_runs_grace_tokens_with_a_note(tmp_path, tiny_path, syn
     assert "GRACE as published is grace@paper" in said
     lines = [json.loads(x) for x in (run / "edit_results.jsonl").read_text().splitlines()]
     assert {x["editor"] for x in lines} == {"grace-tokens"}
+
+
+class EasyEditGrace(Editor):
+    """EasyEdit's own GRACE classes (``easyeditor.models.grace.GRACE``), unmodified, behind
+    the editor interface: its ``GRACEMultimodal`` wraps ``down_proj`` of layer -2 and trains on
+    the teacher-forced batch without the end of turn (its sequence ends with the target text);
+    each generation first sets ``key_id = -1``, as its ``GRACE.generate`` does."""
+
+    name = "easyedit-grace"
+
+    def edit(self, model, request):
+        from types import SimpleNamespace
+
+        from easyeditor.models.grace.GRACE import GRACEMultimodal
+
+        from medibench.knowledge_edit._editing import decoder_layers
+
+        target = decoder_layers(model)[-2].mlp.down_proj
+        name = next(n for n, mod in model.model.named_modules() if mod is target)
+        name = re.sub(r"\.(\d+)", r"[\1]", name)  # its own spelling: layers[0]
+        config = SimpleNamespace(
+            inner_params=[f"{name}.weight"], edit_lr=1.0, n_iter=20, eps=1.0, dist_fn="euc",
+            val_init="cold", val_train="sgd", replacement="replace_last",
+            eps_expand="coverage", num_pert=8,
+        )  # fmt: skip
+        batch, _ = model.teacher_batch(request.image, request.question, request.target)
+        length = batch["input_ids"].shape[1]  # EasyEdit's sequence ends with the target text:
+        batch = {k: v[:, :-1] if k != "pixel_values" and v.ndim >= 2 and v.shape[1] == length
+                 else v for k, v in batch.items()}  # fmt: skip
+        torch.manual_seed(0)
+        grace = GRACEMultimodal(config, model.model, "cpu")
+        grace.edit(config, batch, request.target)
+        adapter = next(m for m in model.model.modules() if type(m).__name__ == "GRACEAdapter")
+        generate = model.model.generate
+
+        def generate_from_the_last_token(*args, **kwargs):
+            adapter.key_id = -1
+            return generate(*args, **kwargs)
+
+        model.model.generate = generate_from_the_last_token
+
+        def restore():
+            del model.model.generate
+            grace.reset_layer()
+
+        return self._applied(model, request, restore)
+
+
+@pytest.mark.slow
+def test_grace_paper_matches_easyedit_itself_where_installed(synthetic24, taught24_path):
+    pytest.importorskip("easyeditor.models.grace.GRACE")
+    ours, _ = _scores(synthetic24, taught24_path, load_editor("grace@paper"))
+    theirs, _ = _scores(synthetic24, taught24_path, EasyEditGrace())
+    for metric, value in ours.items():
+        assert value == pytest.approx(theirs[metric], abs=0.05), metric
