@@ -31,13 +31,15 @@ Named deviations from EasyEdit's code: its ``dist_fn`` setting is read but never
 distance is always Euclidean); here ``distance`` is honoured. Its answer comparison for the
 rules above compares the *mean* of the label tensors (prompt positions included) and keeps the
 answers in reverse order of the keys after the second edit; here an entry's answer is its token
-ids, kept beside its key. Its value starts from the global random state; here from a generator
-seeded by ``seed`` (the same value start for every edit: reproducible). Its loss covers the
-answer's tokens without the end of turn (the label built from the target text alone); so does
-this one, so the end of the answer is the model's own (``converged`` is judged on the same
-tokens, after the last step). Undo restores the codebook as it was before the edit (entries,
-radii and any value trained in place); the last undo puts the original module back, so the
-model's state dict is as before, bit for bit.
+ids, kept beside its key. A teacher-forced pass after an edit (EasyEdit's own reliability
+reading) looks up, in its code, the position of the last edit's key (clipped to the sequence)
+whatever the sequence; here each sequence's own prompt's last token. Its value starts from the
+global random state; here from a generator seeded by ``seed`` (the same start for every edit:
+reproducible). Its loss covers the answer's tokens without the end of turn (the labels are
+built from the target text alone); so does this one, so the end of the answer is the model's
+own (``converged`` is judged on the same tokens, after the last step). Undo restores the
+codebook as it was before the edit (entries, radii and any value trained in place); the last
+undo puts the original module back, so the model's state dict is as before, bit for bit.
 """
 
 from __future__ import annotations
