@@ -228,6 +228,18 @@ def test_a_module_or_layer_the_model_lacks_is_a_clear_error(tiny, synthetic, opt
     assert tiny.edits == []
 
 
+def test_a_model_that_generates_without_its_cache_is_refused(tiny, synthetic):
+    r = synthetic.requests[0]
+    case = EditCase(r.edit_id, read_image(synthetic.image_path(r.image)), r.question, r.target)
+    tiny.model.generation_config.use_cache = False
+    try:
+        with pytest.raises(EditError, match="generates without its key-value cache"):
+            load_editor("grace@paper").edit(tiny, case)
+    finally:
+        tiny.model.generation_config.use_cache = True
+    assert tiny.edits == []
+
+
 def test_grace_is_the_alias_of_grace_tokens():
     from medibench.knowledge_edit import EDITORS, GraceTokensEditor
 

@@ -15,11 +15,12 @@ wrapped by a codebook of (key, radius, value, answer) entries.
   tokens, the model's weights frozen.
 * **Lookup** (``replace_last``): each forward pass queries one token per row: the prompt's last
   token in a teacher-forced pass, else the last token of the input, which is the prompt's last
-  token on generation's prompt pass and each new token on the later (cached) passes. When the
-  query's nearest key (``distance``: ``euclidean``, EasyEdit's; or ``cosine``, 1 - cosine
-  similarity, as M3Bench's reproduction configures) is within that key's radius, the module's
-  output at that token becomes the key's value. Every other token, and every query outside all
-  radii, keeps the module's output: that is what keeps an edit local.
+  token on generation's prompt pass and each new token on the later (cached) passes; a model
+  that generates without its cache is refused. When the query's nearest key (``distance``:
+  ``euclidean``, EasyEdit's; or ``cosine``, 1 - cosine similarity, as M3Bench's reproduction
+  configures) is within that key's radius, the module's output at that token becomes the key's
+  value. Every other token, and every query outside all radii, keeps the module's output: that
+  is what keeps an edit local.
 * **Codebook rules** for a new edit whose key is at distance ``d`` from the nearest key: farther
   than ``eps`` plus that key's radius, a new entry with radius ``eps`` (``epsilon_init`` 1.0);
   closer and with another answer, a new entry and both radii split to ``d / 2`` (the older one
@@ -101,6 +102,11 @@ class GracePaperEditor(TrainedEditor):
         m = self._local(model)
         torch, cfg = m.torch, self.config
         t0 = time.perf_counter()
+        if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
+            # without the cache every step reruns the prompt, whose last token is not looked up
+            raise EditError(f"grace@paper: model {m.path} generates without its key-value cache "
+                            "(generation_config.use_cache is false); GRACE looks up one token per "
+                            "pass and needs the cache")  # fmt: skip
         parent, attr, inner = _wrapped_module(m, cfg)
         book = _codebook_class(torch)
         codebook = inner if isinstance(inner, book) else book(inner, m, cfg.distance)
