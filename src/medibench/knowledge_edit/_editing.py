@@ -1,6 +1,6 @@
 """What every editor shares: the request and the handle of an applied edit, the editor
-interface, and the training loop of the editors that train weights (:mod:`._editors` holds the
-editors, :mod:`._grace` the GRACE codebook).
+interface, and the training loops of the editors that train weights or vectors (:mod:`._editors`
+holds the editors, :mod:`._grace_paper` and :mod:`._grace` the two GRACE codebooks).
 """
 
 from __future__ import annotations
@@ -142,22 +142,25 @@ def train(m: TransformersAnswerer, request: EditCase, params: list[Any], cfg: Tr
 def train_steps(m: TransformersAnswerer, batch: Any, n: int, params: list[Any], *, lr: float,
                 steps: int, tol: float) -> tuple[bool, float | None, int]:  # fmt: skip
     """Exactly ``steps`` Adam steps on a teacher-forced ``batch`` (prompt ``n`` tokens long,
-    the loss on its ``labels``), then ``(converged, loss, steps)`` read from one more pass:
-    converged when every labelled token is the argmax and the loss is at most ``tol``."""
+    the loss on its ``labels``; fewer only when the loss stops being finite), then
+    ``(converged, loss, steps taken)`` read from one more pass: converged when every labelled
+    token is the argmax and the loss is at most ``tol``."""
     opt = m.torch.optim.Adam(params, lr=lr)
+    done = 0
     with _training(m, params):
-        for _ in range(steps):
+        while done < steps:
             loss = m.forward(batch, n).loss
             if not math.isfinite(float(loss.detach())):
                 break
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            done += 1
         with m.torch.no_grad():
             out = m.forward(batch, n)
     loss_value = float(out.loss)
     converged = math.isfinite(loss_value) and _reached(out, batch, n) and loss_value <= tol
-    return converged, loss_value, steps
+    return converged, loss_value, done
 
 
 @contextmanager
