@@ -1,5 +1,5 @@
-"""The README's model-editing table: reliability, generality and locality of ft, lora and grace
-on the tiny LLaVA (24 synthetic edits, exact match), written or checked.
+"""The README's model-editing table: reliability, generality and locality of ft, lora, grace@paper
+and grace-tokens on the tiny LLaVA (24 synthetic edits, exact match), written or checked.
 
 Run:  python bench/edit_table.py           # print the table
       python bench/edit_table.py --write   # rewrite the table in README.md
@@ -44,7 +44,8 @@ CAPABILITIES = ("default", "avx2", "avx512")
 RUNS = (
     ("ft, single", "ft", 0, "immediate"),
     ("lora, single", "lora", 0, "immediate"),
-    ("grace, single", "grace", 0, "immediate"),
+    ("grace@paper, single", "grace@paper", 0, "immediate"),
+    ("grace-tokens, single", "grace-tokens", 0, "immediate"),
     ("lora, sequential-8, right after each edit", "lora", 8, "immediate"),
     ("lora, sequential-8, after the last edit of the sequence", "lora", 8, "final"),
 )

@@ -21,7 +21,7 @@ FAMILIES = {
     "internvl": ("InternVL 3", "OpenGVLab/InternVL3-1B-hf"),
 }
 ANSWERING = ("transformers-vlm", "edit answerer", "medgen vqa")
-EDITING = ("ft", "lora", "grace", "in-context")
+EDITING = ("ft", "lora", "grace@paper", "grace-tokens", "in-context")
 #: the families the editing cells run on
 EDITED = ("llava", "llava_next", "llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3",
           "paligemma", "idefics3", "internvl")  # fmt: skip
@@ -38,7 +38,7 @@ NOTES = {
     "paligemma": "its own format: `<image>answer en {question}`, answer as the processor's suffix",
     "idefics3": "stops at `<end_of_utterance>`",
     "smolvlm": "without torchvision, a clear error: its processor reads the video processor's "
-               "frame settings for images too",
+    "frame settings for images too",
     "mllama": "one prompt per `generate` call (batched decoding breaks its cross-attention mask)",
     "internvl": "images only without torchvision",
 }

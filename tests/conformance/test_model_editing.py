@@ -1,5 +1,10 @@
-"""Model editing (``medibench edit run`` with ft, lora, grace and in-context) on the families
-of :data:`tests.conformance._matrix.EDITED`, and each editor's undo, bit for bit."""
+"""Model editing (``medibench edit run`` with ft, lora, grace@paper, grace-tokens and in-context)
+on the families of :data:`tests.conformance._matrix.EDITED`, and each editor's undo, bit for bit.
+
+``grace@paper`` trains its value on the answer's tokens alone (as EasyEdit does): the end of the
+answer is the model's own, and a random-weight model keeps talking after it. Its cells are held
+to the answer's tokens (teacher-forced token accuracy, EasyEdit's reading, and the answer's
+first word), not to an exact free-generated answer."""
 
 from __future__ import annotations
 
@@ -30,8 +35,9 @@ def test_edit_run_reaches_each_edit_and_scores_it(family, editor, family_folder,
     from medibench.cli import app
 
     run = tmp_path / "run"
+    matcher = "token_accuracy" if editor == "grace@paper" else "exact"
     args = ["edit", "run", "--tasks", str(tasks), "--model", str(family_folder(family)),
-            "--editor", editor, "--limit", "2", "--matcher", "exact", "--max-new-tokens", "4",
+            "--editor", editor, "--limit", "2", "--matcher", matcher, "--max-new-tokens", "4",
             "--run", str(run), "--json", str(tmp_path / "scores.json")]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -47,7 +53,7 @@ def test_edit_run_reaches_each_edit_and_scores_it(family, editor, family_folder,
     assert len(lines) == probes  # one line per probe of the two edits, each scored
 
 
-@pytest.mark.parametrize("editor", ["ft", "lora", "grace"])
+@pytest.mark.parametrize("editor", ["ft", "lora", "grace@paper", "grace-tokens"])
 @pytest.mark.parametrize("family", EDITED)
 def test_an_edit_lands_and_undo_restores_the_model_bit_for_bit(family, editor, family_folder):
     import torch
@@ -59,7 +65,11 @@ def test_an_edit_lands_and_undo_restores_the_model_bit_for_bit(family, editor, f
     before = {k: v.clone() for k, v in model.model.state_dict().items()}
     answer_before = model.answer(image(), QUESTION)
     handle = load_editor(editor).edit(model, EditCase("e", image(), QUESTION, TARGET))
-    assert model.answer(image(), QUESTION) == TARGET
+    if editor == "grace@paper":  # the answer's tokens are the edit's; what follows, the model's
+        assert model.token_accuracy(image(), QUESTION, TARGET) == 1.0
+        assert model.answer(image(), QUESTION).split()[0] == TARGET
+    else:
+        assert model.answer(image(), QUESTION) == TARGET
     handle.undo()
     after = model.model.state_dict()
     assert after.keys() == before.keys()
@@ -73,7 +83,7 @@ def test_grace_converges_with_a_codebook_key_per_edit(family, family_folder):
     from medibench.knowledge_edit._editors import EditCase, decoder_layers
 
     model = TransformersAnswerer(family_folder(family), max_new_tokens=4)
-    editor = load_editor("grace", {"max_steps": 200})
+    editor = load_editor("grace-tokens", {"max_steps": 200})
     first = editor.edit(model, EditCase("a", image(), QUESTION, TARGET))
     second = editor.edit(model, EditCase("b", image(7), "which organ is shown ?", "heart"))
     assert first.converged and second.converged

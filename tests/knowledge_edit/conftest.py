@@ -68,3 +68,35 @@ def taught_path(synthetic, tiny_path) -> Path:
 
     salt = f"{tiny_path.name} {digest(synthetic.root)}"
     return cached("taught-llava", build, sources=_TINY_SOURCES, salt=salt)
+
+
+@pytest.fixture(scope="session")
+def synthetic24(tmp_path_factory):
+    """The README's setting: 24 synthetic edits (``medibench edit tasks --synthetic 24``)."""
+    from medibench.knowledge_edit._synthetic import synthetic_taskset
+
+    return synthetic_taskset(tmp_path_factory.mktemp("synthetic24"), 24, seed=0)
+
+
+@pytest.fixture(scope="session")
+def taught24_path(synthetic24) -> Path:
+    """The README's tiny LLaVA for the 24-edit set (``python -m medibench.knowledge_edit.tiny_llava
+    TASKS OUT``: its vocabulary, taught the set's locality probes; float32; read-only)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from medibench.io import read_image
+    from medibench.knowledge_edit._build import TEXT_TEMPLATES
+    from medibench.knowledge_edit.tiny_llava import (
+        build_tiny_llava,
+        taught_items,
+        teach,
+        vocabulary,
+    )
+
+    texts = [t for r in synthetic24.requests for p in r.probes for t in (p.question, p.answer)]
+
+    def build(folder: Path) -> None:
+        build_tiny_llava(folder, vocabulary([*texts, *TEXT_TEMPLATES]))
+        teach(folder, taught_items(synthetic24, read_image), epochs=15)
+
+    return cached("taught-llava-24", build, sources=_TINY_SOURCES, salt=digest(synthetic24.root))

@@ -218,18 +218,23 @@ def test_locality_on_a_taught_tiny_model(taught_path, synthetic, sequential):
         assert s["by_stage"]["final"]["n_edits"] == len(synthetic)
 
 
-@pytest.mark.parametrize("name", ["ft", "lora", "grace"])
+@pytest.mark.parametrize("name", ["ft", "lora", "grace-tokens", "grace@paper"])
 def test_an_edit_that_fails_midway_leaves_the_model_as_it_was(tiny, synthetic, monkeypatch, name):
-    from medibench.knowledge_edit import _editors, _grace
+    from medibench.knowledge_edit import _editors, _grace, _grace_paper
 
-    real = _editors.train
+    real, real_steps = _editors.train, _grace_paper.train_steps
 
     def failing(m, request, params, cfg):
         real(m, request, params, cfg)  # the weights (or adapters) have moved: then it fails
         raise RuntimeError("out of memory (scripted)")
 
+    def failing_steps(m, batch, n, params, **options):
+        real_steps(m, batch, n, params, **options)  # the value has moved: then it fails
+        raise RuntimeError("out of memory (scripted)")
+
     monkeypatch.setattr(_editors, "train", failing)
     monkeypatch.setattr(_grace, "train", failing)
+    monkeypatch.setattr(_grace_paper, "train_steps", failing_steps)
     before = _state(tiny)
     modules = [n for n, _ in tiny.model.named_modules()]
     grads = [p.requires_grad for p in tiny.model.parameters()]

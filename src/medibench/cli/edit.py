@@ -95,7 +95,12 @@ def run(
     ],
     run: Annotated[Path, typer.Option("--out", help="The run folder (run store).")],
     config: Annotated[Path | None, typer.Option(help="Editor settings (YAML/JSON).")] = None,
-    editor: Annotated[str, typer.Option(help="ft, lora, grace, in-context or easyedit.")] = "lora",
+    editor: Annotated[
+        str,
+        typer.Option(
+            help="ft, lora, grace@paper, grace-tokens (old name: grace), in-context or easyedit."
+        ),
+    ] = "lora",
     sequential: Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")] = 0,
     judge: Annotated[Path | None, typer.Option(help="Judge config for the judge matcher.")] = None,
     matcher: Annotated[
@@ -121,6 +126,7 @@ def run(
     config) and print the scores. Results of the same model, editor and setting made with
     another --config are not replaced unless --overwrite."""
     from medibench.knowledge_edit import (
+        EDITOR_ALIASES,
         AnswererError,
         TaskError,
         load_answerer,
@@ -151,6 +157,10 @@ def run(
         options = {"batch_size": batch_size, "max_new_tokens": max_new_tokens}
     answerer = load(load_answerer, model, **options)
     settings = _read_config(config)
+    if editor in EDITOR_ALIASES:
+        note = (f"--editor {editor} is the old name of {EDITOR_ALIASES[editor]} (per-token values, "
+                "keyed at the MLP input); GRACE as published is grace@paper")  # fmt: skip
+        err.print(labelled("note", note, "yellow"))
     try:
         ed = load_editor(editor, settings)
     except (ImportError, ValueError, KeyError, TypeError) as exc:

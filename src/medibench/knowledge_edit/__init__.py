@@ -6,8 +6,9 @@
 * Answerers: ``answer(image, question) -> text``: :class:`TransformersAnswerer`,
   :class:`CallableAnswerer`, :class:`OpenAIAnswerer`, :func:`load_answerer`.
 * Editors: ``edit(model, request) -> handle``, ``handle.undo()``: :class:`FineTuneEditor`,
-  :class:`LoraEditor`, :class:`GraceEditor`, :class:`InContextEditor`, ``EasyEditEditor``;
-  :func:`load_editor`.
+  :class:`LoraEditor`, :class:`GracePaperEditor` (``grace@paper``),
+  :class:`GraceTokensEditor` (``grace-tokens``; ``GraceEditor`` and ``GraceConfig`` are its old
+  names), :class:`InContextEditor`, ``EasyEditEditor``; :func:`load_editor`.
 * Experiment and scores: :func:`run_edits`; the results JSONL (:func:`read_results`,
   :func:`write_results`); :func:`summarize` (reliability, generality, locality per edit, macro
   with bootstrap CIs, micro, per task type and stage); matchers :func:`exact_match`,
@@ -24,6 +25,7 @@ from medibench.knowledge_edit._answerers import (
 )
 from medibench.knowledge_edit._build import VQARow, build_requests, order_requests
 from medibench.knowledge_edit._editors import (
+    EDITOR_ALIASES,
     EDITORS,
     EasyEditEditor,
     EditCase,
@@ -45,7 +47,8 @@ from medibench.knowledge_edit._experiment import (
     make_matchers,
     run_edits,
 )
-from medibench.knowledge_edit._grace import GraceConfig, GraceEditor
+from medibench.knowledge_edit._grace import GraceTokensConfig, GraceTokensEditor
+from medibench.knowledge_edit._grace_paper import GracePaperConfig, GracePaperEditor
 from medibench.knowledge_edit._matching import (
     MATCHERS,
     Match,
@@ -75,8 +78,12 @@ from medibench.knowledge_edit._tasks import (
     write_taskset,
 )
 
+#: the old names of ``grace-tokens``'s editor and config (it was ``grace`` before ``grace@paper``)
+GraceEditor, GraceConfig = GraceTokensEditor, GraceTokensConfig
+
 __all__ = [
     "EDITORS",
+    "EDITOR_ALIASES",
     "KINDS",
     "MATCHERS",
     "METRICS",
@@ -98,6 +105,10 @@ __all__ = [
     "FineTuneEditor",
     "GraceConfig",
     "GraceEditor",
+    "GracePaperConfig",
+    "GracePaperEditor",
+    "GraceTokensConfig",
+    "GraceTokensEditor",
     "InContextEditor",
     "LoraConfig",
     "LoraEditor",

@@ -1,11 +1,13 @@
 """What every editor shares: the request and the handle of an applied edit, the editor
-interface, and the training loop of the editors that train weights (:mod:`._editors` holds the
-editors, :mod:`._grace` the GRACE codebook).
+interface, and the training loops of the editors that train weights or vectors (:mod:`._editors`
+holds the editors, :mod:`._grace_paper` and :mod:`._grace` the two GRACE codebooks).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -22,6 +24,7 @@ __all__ = [
     "TrainedEditor",
     "decoder_layers",
     "train",
+    "train_steps",
 ]
 
 
@@ -91,17 +94,8 @@ class Editor:
         model.edits.append(handle)
         return handle
 
-
-class TrainedEditor(Editor):
-    """An editor that trains weights: its hyper-parameters are one ``config_type`` config."""
-
-    config_type: type[TrainConfig] = TrainConfig
-
-    def __init__(self, config: TrainConfig | None = None) -> None:
-        self.config: Any = config if config is not None else self.config_type()
-
     def _local(self, model: Answerer) -> TransformersAnswerer:
-        """``model``, which must be a local transformers model (its weights are trained)."""
+        """``model``, which must be a local transformers model (its weights are edited)."""
         if not isinstance(model, TransformersAnswerer):
             raise EditError(
                 f"the {self.name} editor trains weights: it needs a local transformers model, "
@@ -110,31 +104,31 @@ class TrainedEditor(Editor):
         return model
 
 
+class TrainedEditor(Editor):
+    """An editor that trains weights: its hyper-parameters are one ``config_type`` config."""
+
+    config_type: type[Any] = TrainConfig
+
+    def __init__(self, config: Any = None) -> None:
+        self.config: Any = config if config is not None else self.config_type()
+
+
 def train(m: TransformersAnswerer, request: EditCase, params: list[Any], cfg: TrainConfig,
           ) -> tuple[bool, float | None, int]:  # fmt: skip
     """Adam on the answer's cross-entropy until the teacher-forced answer is the argmax at
     every position and the loss is at most ``cfg.tol``: ``(converged, last loss, steps)``."""
-    torch = m.torch
-    if not params:
-        raise EditError("no parameter to train (check the editor's layers and modules)")
-    flags = {id(p): p.requires_grad for p in m.model.parameters()}
-    for p in m.model.parameters():
-        p.requires_grad_(False)
-    for p in params:
-        p.requires_grad_(True)
     batch, n = m.teacher_batch(request.image, request.question, request.target)
-    opt = torch.optim.Adam(params, lr=cfg.lr)
+    opt = m.torch.optim.Adam(params, lr=cfg.lr)
     loss_value: float | None = None
     converged, steps = False, 0
-    try:
+    with _training(m, params):
         for steps in range(cfg.max_steps + 1):
             out = m.forward(batch, n)
             loss = out.loss
             loss_value = float(loss.detach())
             if not math.isfinite(loss_value):
                 break
-            pred = out.logits[0, n - 1 : -1].argmax(-1)
-            if bool((pred == batch["labels"][0, n:]).all()) and loss_value <= cfg.tol:
+            if _reached(out, batch, n) and loss_value <= cfg.tol:
                 converged = True
                 break
             if steps == cfg.max_steps:
@@ -142,12 +136,59 @@ def train(m: TransformersAnswerer, request: EditCase, params: list[Any], cfg: Tr
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+    return converged, loss_value, steps
+
+
+def train_steps(m: TransformersAnswerer, batch: Any, n: int, params: list[Any], *, lr: float,
+                steps: int, tol: float) -> tuple[bool, float | None, int]:  # fmt: skip
+    """Exactly ``steps`` Adam steps on a teacher-forced ``batch`` (prompt ``n`` tokens long,
+    the loss on its ``labels``; fewer only when the loss stops being finite), then
+    ``(converged, loss, steps taken)`` read from one more pass: converged when every labelled
+    token is the argmax and the loss is at most ``tol``."""
+    opt = m.torch.optim.Adam(params, lr=lr)
+    done = 0
+    with _training(m, params):
+        while done < steps:
+            loss = m.forward(batch, n).loss
+            if not math.isfinite(float(loss.detach())):
+                break
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            done += 1
+        with m.torch.no_grad():
+            out = m.forward(batch, n)
+    loss_value = float(out.loss)
+    converged = math.isfinite(loss_value) and _reached(out, batch, n) and loss_value <= tol
+    return converged, loss_value, done
+
+
+@contextmanager
+def _training(m: TransformersAnswerer, params: list[Any]) -> Iterator[None]:
+    """Only ``params`` require gradients inside; the model's flags as before after, and the
+    trained parameters' gradients dropped."""
+    if not params:
+        raise EditError("no parameter to train (check the editor's layers and modules)")
+    flags = {id(p): p.requires_grad for p in m.model.parameters()}
+    for p in m.model.parameters():
+        p.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    try:
+        yield
     finally:
         for p in m.model.parameters():
             p.requires_grad_(flags.get(id(p), True))
         for p in params:
             p.grad = None
-    return converged, loss_value, steps
+
+
+def _reached(out: Any, batch: Any, n: int) -> bool:
+    """Whether every labelled answer token is the model's argmax (teacher forcing)."""
+    labels = batch["labels"][0, n:]
+    pred = out.logits[0, n - 1 : -1].argmax(-1)
+    chosen = labels != -100
+    return bool((pred[chosen] == labels[chosen]).all())
 
 
 def decoder_layers(m: TransformersAnswerer) -> Any:

@@ -5,8 +5,13 @@ the model bit for bit.
   handle keeps copies of those parameters and writes them back on undo.
 * ``lora``: LoRA adapters (peft) on the chosen layers' linear modules, trained, then merged;
   the handle keeps the merged weights' originals.
-* ``grace``: a GRACE-style codebook on one layer's MLP (:mod:`._grace`); the weights are never
-  touched; undo removes the entry (and the wrapper with the last one).
+* ``grace@paper``: GRACE as published and as EasyEdit implements it (:mod:`._grace_paper`): a
+  codebook keyed on the input of one layer's ``down_proj``, one value vector per edit written at
+  the looked-up token; the weights are never touched; undo restores the codebook (and takes the
+  wrapper away with the last entry).
+* ``grace-tokens`` (alias ``grace``, its name before ``grace@paper`` existed): a GRACE-style
+  codebook on one layer's MLP keyed on the MLP's input, one value vector per answer token
+  (:mod:`._grace`); undo as ``grace@paper``'s.
 * ``in-context``: the fact is written before every question (no weights touched).
 * ``easyedit``: one of EasyEdit's multimodal algorithms, where EasyEdit is installed.
 
@@ -37,10 +42,12 @@ from medibench.knowledge_edit._editing import (
     decoder_layers,
     train,
 )
-from medibench.knowledge_edit._grace import GraceConfig, GraceEditor
+from medibench.knowledge_edit._grace import GraceTokensConfig, GraceTokensEditor
+from medibench.knowledge_edit._grace_paper import GracePaperConfig, GracePaperEditor
 
 __all__ = [
     "EDITORS",
+    "EDITOR_ALIASES",
     "EditCase",
     "EditError",
     "EditHandle",
@@ -200,14 +207,24 @@ class EasyEditEditor(Editor):
         return self._applied(model, request, restore, elapsed_s=time.perf_counter() - t0)
 
 
-EDITORS = ("ft", "lora", "grace", "in-context", "easyedit")
+EDITORS = ("ft", "lora", "grace@paper", "grace-tokens", "in-context", "easyedit")
+#: old editor names, kept working: name -> the editor it now means
+EDITOR_ALIASES = {"grace": "grace-tokens"}
+_TRAINED: dict[str, tuple[type[TrainedEditor], type[Any]]] = {
+    "ft": (FineTuneEditor, FineTuneConfig),
+    "lora": (LoraEditor, LoraConfig),
+    "grace@paper": (GracePaperEditor, GracePaperConfig),
+    "grace-tokens": (GraceTokensEditor, GraceTokensConfig),
+}
 
 
 def load_editor(name: str, config: dict[str, Any] | None = None) -> Editor:
-    """An editor by name with its hyper-parameters (a mapping, e.g. from a YAML file)."""
+    """An editor by name (or an alias of :data:`EDITOR_ALIASES`) with its hyper-parameters (a
+    mapping, e.g. from a YAML file)."""
     config = dict(config or {})
-    if name in ("ft", "lora", "grace"):
-        cls = {"ft": FineTuneConfig, "lora": LoraConfig, "grace": GraceConfig}[name]
+    name = EDITOR_ALIASES.get(name, name)
+    if name in _TRAINED:
+        editor, cls = _TRAINED[name]
         known = {f.name for f in dataclasses.fields(cls)}
         bad = sorted(set(config) - known)
         if bad:
@@ -215,8 +232,7 @@ def load_editor(name: str, config: dict[str, Any] | None = None) -> Editor:
         for k in ("layers", "modules"):
             if k in config:
                 config[k] = tuple(config[k])
-        made = cls(**config)
-        return {"ft": FineTuneEditor, "lora": LoraEditor, "grace": GraceEditor}[name](made)
+        return editor(cls(**config))
     if name == "in-context":
         return InContextEditor(**config)
     if name == "easyedit":

@@ -1,4 +1,6 @@
-"""A GRACE-style codebook adapter (Hartvigsen et al., 2023), written for this harness.
+"""``grace-tokens``: a GRACE-style codebook with one value vector per answer token (Hartvigsen et
+al., 2023, varied), written for this harness; ``grace@paper`` (:mod:`._grace_paper`) is GRACE as
+published. ``grace`` was this editor's name before ``grace@paper`` existed and still selects it.
 
 One decoder layer's MLP is wrapped (``layer``). Its codebook holds, per edit, a key (the MLP's
 input at the prompt's last token), a radius and a value trained to the target. When a new
@@ -9,11 +11,14 @@ answer (its end-of-turn token included): the first at the prompt's last token, t
 first answer token, and so on; generated tokens past the answer's length are left alone. A
 query outside every radius leaves the layer as it was, which is what keeps edits local.
 
-The paper's value is one vector, written at the key's token (``replace_last``) or at every
-token; neither converges on small models, where one vector at one layer cannot both produce the
-answer's first token and end the turn (loss 1-5 after 100 steps). A vector per answer token
-keeps the published parts (a key per edit at a chosen layer, radii, the value trained to the
-target with the weights untouched) and reaches the target wherever ft and lora do.
+Why a vector per token: a single vector written at every position (GRACE's ``replace_all``) is
+looked up anew on each pass at generation time, and a cached generation step runs one generated
+token, whose own lookup misses the prompt's key: the vector trained to be written everywhere is
+written at the prompt's last token alone. Deciding once on the prompt and writing one vector per
+answer token, without further lookups, makes generation do what training did. (GRACE's own
+``replace_last`` with one vector, as ``grace@paper`` runs it, reaches the answer on a model
+that ends its answers, such as the taught tiny LLaVA; keyed at ``down_proj``'s input it is also
+the more local of the two.)
 
 Each row of a batch decides for itself (a batch mixing edited and unrelated questions answers
 each with its own entry, or none). A new key within an older key's radius splits the two: both
@@ -39,11 +44,11 @@ from medibench.knowledge_edit._editing import (
     train,
 )
 
-__all__ = ["GraceConfig", "GraceEditor"]
+__all__ = ["GraceTokensConfig", "GraceTokensEditor"]
 
 
 @dataclass(frozen=True)
-class GraceConfig(TrainConfig):
+class GraceTokensConfig(TrainConfig):
     """``layer``: the decoder layer whose MLP gets the codebook; ``eps``: a new key's radius
     (Euclidean, in the layer's hidden units)."""
 
@@ -52,9 +57,9 @@ class GraceConfig(TrainConfig):
     lr: float = 1.0
 
 
-class GraceEditor(TrainedEditor):
-    name = "grace"
-    config_type = GraceConfig
+class GraceTokensEditor(TrainedEditor):
+    name = "grace-tokens"
+    config_type = GraceTokensConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         m = self._local(model)
@@ -62,7 +67,7 @@ class GraceEditor(TrainedEditor):
         t0 = time.perf_counter()
         layers = decoder_layers(m)
         if not -len(layers) <= cfg.layer < len(layers):
-            raise EditError(f"grace: layer {cfg.layer} out of range ({len(layers)} layers)")
+            raise EditError(f"grace-tokens: layer {cfg.layer} out of range ({len(layers)} layers)")
         layer = layers[cfg.layer]
         book = _module_class(torch)
         codebook = layer.mlp if isinstance(layer.mlp, book) else book(layer.mlp, m)

@@ -1,0 +1,264 @@
+"""``grace@paper``: GRACE (Hartvigsen et al., 2023) as published and as EasyEdit implements it,
+written for this harness.
+
+Follows zjunlp/EasyEdit's ``easyeditor/models/grace/GRACE.py`` (``GRACEAdapter``,
+``GRACEMultimodal.edit``) with the settings of its vision-language hyper-parameter files
+(``hparams/GRACE/llavaov-7b.yaml``, ``qwen2vl-7b.yaml``, ``qwen3vl-4b.yaml``): one module of
+one decoder layer (``layer``, ``module``: the MLP's ``down_proj``, as those files choose) is
+wrapped by a codebook of (key, radius, value, answer) entries.
+
+* **Key**: the wrapped module's *input* at the prompt's last token (the token before the first
+  answer token of the teacher-forced edit sequence).
+* **Value**: one vector per edit, the size of the module's output, drawn uniform in [0, 1)
+  (EasyEdit's ``val_init: cold``), trained with Adam (``lr``, EasyEdit's ``edit_lr`` 1.0) for
+  exactly ``n_iter`` steps (20 in EasyEdit's VLM files) on the cross-entropy of the answer's
+  tokens, the model's weights frozen.
+* **Lookup** (``replace_last``): each forward pass queries one token per row: the prompt's last
+  token in a teacher-forced pass, else the last token of the input, which is the prompt's last
+  token on generation's prompt pass and each new token on the later (cached) passes; a model
+  that generates without its cache is refused. When the query's nearest key (``distance``:
+  ``euclidean``, EasyEdit's; or ``cosine``, 1 - cosine similarity, as M3Bench's reproduction
+  configures) is within that key's radius, the module's output at that token becomes the key's
+  value. Every other token, and every query outside all radii, keeps the module's output: that
+  is what keeps an edit local.
+* **Codebook rules** for a new edit whose key is at distance ``d`` from the nearest key: farther
+  than ``eps`` plus that key's radius, a new entry with radius ``eps`` (``epsilon_init`` 1.0);
+  closer and with another answer, a new entry and both radii split to ``d / 2`` (the older one
+  a hair less, 1e-5, so the two balls do not touch); closer with the same answer, no new entry:
+  the nearest key's radius grows to ``d`` if smaller (``eps_expand: coverage``) and its value is
+  trained on this edit.
+
+Named deviations from EasyEdit's code: its ``dist_fn`` setting is read but never used (the
+distance is always Euclidean); here ``distance`` is honoured. Its answer comparison for the
+rules above compares the *mean* of the label tensors (prompt positions included) and keeps the
+answers in reverse order of the keys after the second edit; here an entry's answer is its token
+ids, kept beside its key. A teacher-forced pass after an edit (EasyEdit's own reliability
+reading) looks up, in its code, the position of the last edit's key (clipped to the sequence)
+whatever the sequence; here each sequence's own prompt's last token. Its value starts from the
+global random state; here from a generator seeded by ``seed`` (the same start for every edit:
+reproducible). Its loss covers the answer's tokens without the end of turn (the labels are
+built from the target text alone); so does this one, so the end of the answer is the model's
+own (``converged`` is judged on the same tokens, after the last step). Undo restores the
+codebook as it was before the edit (entries, radii and any value trained in place); the last
+undo puts the original module back, so the model's state dict is as before, bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from medibench.knowledge_edit._answerers import Answerer
+from medibench.knowledge_edit._editing import (
+    EditCase,
+    EditError,
+    EditHandle,
+    TrainedEditor,
+    decoder_layers,
+    train_steps,
+)
+
+__all__ = ["DISTANCES", "GracePaperConfig", "GracePaperEditor"]
+
+DISTANCES = ("euclidean", "cosine")
+#: how much less than half their distance an older radius becomes when a conflicting key splits it
+_SPLIT_MARGIN = 1e-5
+
+
+@dataclass(frozen=True)
+class GracePaperConfig:
+    """``layer``: the decoder layer (negative from the end); ``module``: the wrapped module's
+    dotted path inside that layer; ``eps``: a new key's radius (``epsilon_init``); ``lr``,
+    ``n_iter``: Adam's learning rate and its steps, all run (EasyEdit's ``edit_lr``,
+    ``n_iter``); ``distance``: ``euclidean`` or ``cosine``; ``tol``: the loss at most which,
+    with every answer token the argmax after the last step, an edit counts as converged;
+    ``seed``: the value's random start."""
+
+    layer: int = -2
+    module: str = "mlp.down_proj"
+    eps: float = 1.0
+    lr: float = 1.0
+    n_iter: int = 20
+    distance: Literal["euclidean", "cosine"] = "euclidean"
+    tol: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.distance not in DISTANCES:
+            raise ValueError(f"grace@paper: distance must be one of {', '.join(DISTANCES)}, "
+                             f"got {self.distance!r}")  # fmt: skip
+        if not self.eps > 0:
+            raise ValueError(f"grace@paper: eps must be positive, got {self.eps}")
+        if self.n_iter < 1:
+            raise ValueError(f"grace@paper: n_iter must be at least 1, got {self.n_iter}")
+
+
+class GracePaperEditor(TrainedEditor):
+    name = "grace@paper"
+    config_type = GracePaperConfig
+
+    def edit(self, model: Answerer, request: EditCase) -> EditHandle:
+        m = self._local(model)
+        torch, cfg = m.torch, self.config
+        t0 = time.perf_counter()
+        if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
+            # without the cache every step reruns the prompt, whose last token is not looked up
+            raise EditError(f"grace@paper: model {m.path} generates without its key-value cache "
+                            "(generation_config.use_cache is false); GRACE looks up one token per "
+                            "pass and needs the cache")  # fmt: skip
+        parent, attr, inner = _wrapped_module(m, cfg)
+        book = _codebook_class(torch)
+        codebook = inner if isinstance(inner, book) else book(inner, m, cfg.distance)
+        setattr(parent, attr, codebook)
+        batch, n = m.teacher_batch(request.image, request.question, request.target)
+        labels = batch["labels"].clone()
+        labels[0, -1] = -100  # the end of turn: EasyEdit's labels are the target text's alone
+        batch["labels"] = labels
+        answer = tuple(int(t) for t in labels[0, n:-1])
+        key, width = codebook.probe(m, batch, n)
+        saved = codebook.snapshot()
+
+        def restore() -> None:
+            codebook.restore(saved)
+            if not codebook.keys:
+                setattr(parent, attr, codebook.inner)
+
+        try:
+            entry = codebook.admit(key, answer, width, cfg)
+            converged, loss, steps = train_steps(
+                m, batch, n, [codebook.values[entry]], lr=cfg.lr, steps=cfg.n_iter, tol=cfg.tol
+            )
+        except BaseException:  # a failed edit leaves the model as it was
+            restore()
+            raise
+        codebook.values[entry].requires_grad_(False)
+        return self._applied(
+            model, request, restore, converged, loss, steps, time.perf_counter() - t0
+        )
+
+
+def _wrapped_module(m: Any, cfg: GracePaperConfig) -> tuple[Any, str, Any]:
+    """``(parent, attribute, module)`` of ``cfg.module`` in decoder layer ``cfg.layer``."""
+    layers = decoder_layers(m)
+    if not -len(layers) <= cfg.layer < len(layers):
+        raise EditError(f"grace@paper: layer {cfg.layer} out of range ({len(layers)} layers)")
+    parent: Any = layers[cfg.layer]
+    *path, attr = cfg.module.split(".")
+    for part in path:
+        parent = getattr(parent, part, None)
+        if parent is None:
+            break
+    if parent is None or not isinstance(getattr(parent, attr, None), m.torch.nn.Module):
+        raise EditError(f"grace@paper: decoder layer {cfg.layer} of {m.path} has no module "
+                        f"{cfg.module!r} (set the `module` option)")  # fmt: skip
+    return parent, attr, getattr(parent, attr)
+
+
+_CLASS: Any = None
+
+
+def _codebook_class(torch: Any) -> Any:
+    """The codebook ``torch.nn.Module`` class, made on first use (torch is optional)."""
+    global _CLASS
+    if _CLASS is not None:
+        return _CLASS
+
+    class PaperCodebook(torch.nn.Module):
+        """A wrapped module with GRACE's codebook; values are kept out of the state dict."""
+
+        def __init__(self, inner: Any, owner: Any, distance: str) -> None:
+            super().__init__()
+            self.inner = inner
+            self.owner = [owner]  # a list: not registered as a sub-module
+            self.distance = distance
+            self.keys: list[Any] = []
+            self.values: list[Any] = []
+            self.radii: list[float] = []
+            self.answers: list[tuple[int, ...]] = []
+
+        @property
+        def weight(self) -> Any:  # code that reads the wrapped layer's weight (its dtype)
+            return self.inner.weight
+
+        def probe(self, m: Any, batch: Any, n: int) -> tuple[Any, int]:
+            """The key (the module's input at the prompt's last token) and the output width."""
+            seen: dict[str, Any] = {}
+
+            def hook(_mod: Any, args: Any, out: Any) -> None:
+                seen["key"], seen["width"] = args[0][0, n - 1].detach(), out.shape[-1]
+
+            h = self.inner.register_forward_hook(hook)
+            try:
+                with torch.no_grad():
+                    m.model(**{k: v for k, v in batch.items() if k != "labels"})
+            finally:
+                h.remove()
+            return seen["key"], int(seen["width"])
+
+        def snapshot(self) -> tuple[Any, ...]:
+            values = [v.detach().clone() for v in self.values]
+            return list(self.keys), list(self.values), values, list(self.radii), list(self.answers)
+
+        def restore(self, saved: tuple[Any, ...]) -> None:
+            keys, objects, values, radii, answers = saved
+            with torch.no_grad():
+                for obj, value in zip(objects, values, strict=True):
+                    obj.copy_(value)
+            self.keys[:], self.values[:], self.radii[:] = keys, objects, radii
+            self.answers[:] = answers
+
+        def admit(self, key: Any, answer: tuple[int, ...], width: int, cfg: Any) -> int:
+            """The entry the edit trains: a new one, or the nearest of the same answer."""
+            if self.keys:
+                dist, nearest = self.nearest(key[None])
+                d, i = float(dist[0]), int(nearest[0])
+                if d <= cfg.eps + self.radii[i]:
+                    if self.answers[i] == answer:  # the same answer: widen, train that value
+                        self.radii[i] = max(self.radii[i], d)
+                        return i
+                    self.radii[i] = d / 2 - _SPLIT_MARGIN
+                    return self.add(key, answer, width, d / 2, cfg.seed)
+            return self.add(key, answer, width, cfg.eps, cfg.seed)
+
+        def add(self, key: Any, answer: tuple[int, ...], width: int, radius: float,
+                seed: int) -> int:  # fmt: skip
+            gen = torch.Generator(device="cpu").manual_seed(seed)
+            value = torch.rand(width, generator=gen, dtype=torch.float32).to(key.device)
+            self.keys.append(key.detach().float())
+            self.values.append(torch.nn.Parameter(value))
+            self.radii.append(float(radius))
+            self.answers.append(answer)
+            return len(self.keys) - 1
+
+        def nearest(self, queries: Any) -> tuple[Any, Any]:
+            """Each query's distance to its nearest key, and that key's index."""
+            q, keys = queries.float(), torch.stack(self.keys)
+            if self.distance == "cosine":
+                sim = (
+                    torch.nn.functional.normalize(q, dim=-1)
+                    @ torch.nn.functional.normalize(keys, dim=-1).T
+                )
+                dists = 1 - sim
+            else:
+                dists = torch.cdist(q, keys)
+            return dists.min(dim=1)
+
+        def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+            out = self.inner(x, *args, **kwargs)
+            if not self.keys:
+                return out
+            forced = self.owner[0].teacher_prompt_length  # a teacher-forced pass
+            pos = forced - 1 if forced is not None else x.shape[1] - 1
+            dist, idx = self.nearest(x[:, pos, :].detach())
+            radii = torch.tensor(self.radii, dtype=dist.dtype, device=dist.device)
+            hit = dist <= radii[idx]
+            if not bool(hit.any()):
+                return out
+            values = torch.stack(self.values)[idx].to(out.dtype)
+            replaced = out.clone()
+            replaced[:, pos] = torch.where(hit[:, None], values, out[:, pos])
+            return replaced
+
+    _CLASS = PaperCodebook
+    return PaperCodebook
