@@ -183,8 +183,8 @@ def test_the_judges_answers_reach_the_sample_browser(judged_report):
         assert g["judge_model"] == "judge-x" and len(g["passes"]) == 2
         assert g["endpoint"].startswith("http://127.0.0.1:")
 
-    def answers(sid, judge):
-        return [blob["answers"][i] for i in judged[sid][judge]["passes"]]
+    def answers(sid, judge):  # each rationale as the page shows it
+        return [_shown(blob["answers"][i]) for i in judged[sid][judge]["passes"]]
 
     # MedEBench: step 1 is the rationale; EA fills ea with the mean of the passes / 10.
     first, second = answers("s00", "medebench-judge@paper-structure")
@@ -238,8 +238,10 @@ def test_the_judges_answers_reach_the_sample_browser(judged_report):
         "cross_modal_consistency", "hallucination_control", "overall",
     ]  # fmt: skip
     assert runs["s00"]["v"][metric[("medgen@code", "overall")]] == 7.0
-    # Every answer is held once (2 samples x 3 judges x 2 passes); none ends the page's script.
+    # Every answer is held once (2 samples x 3 judges x 2 passes), each rationale here as a
+    # slice of it; no answer ends the page's script.
     assert len(blob["answers"]) == 12
+    assert all(isinstance(a["rationale"], list) for a in blob["answers"].values() if a["rationale"])
     assert "</script><b>bold" not in judged_report.read_text()
 
 
@@ -247,3 +249,13 @@ def test_a_run_never_judged_has_no_judge_data(report):
     blob = blob_of(report)
     assert blob["judges"] == {} and blob["answers"] == {}
     assert all(r["judge"] == [] for s in blob["samples"] for r in s["runs"])
+
+
+def _shown(answer: dict) -> dict:
+    """``answer`` with its rationale as the page shows it (``[start, end]``: a slice of the
+    whole answer, in UTF-16 code units, as JavaScript slices)."""
+    why = answer["rationale"]
+    if isinstance(why, list):
+        units = answer["answer"].encode("utf-16-le")
+        why = units[2 * why[0] : 2 * why[1]].decode("utf-16-le")
+    return {**answer, "rationale": why}

@@ -118,9 +118,11 @@ def sample_browser_data(
 
     ``judge`` lists the judges of the shown output (``judge``, ``judge_model``, ``endpoint``,
     ``passes``: ids in ``answers``, in pass order) from ``judgements`` (:func:`read_judgements`);
-    ``answers`` holds only the answers some shown output links to, each once; ``judges`` each
-    judge protocol's ``fields``, ``note`` and ``fills`` as ``[field, metric index, divisor]``
-    for the metrics of ``metrics`` it fills."""
+    ``answers`` holds only the answers some shown output links to, each once, with a
+    ``rationale`` that is a slice of its ``answer`` (most are) as ``[start, end]`` in UTF-16 code
+    units (as JavaScript slices strings), so the text is held once; ``judges`` each judge
+    protocol's ``fields``, ``note`` and ``fills`` as ``[field, metric index, divisor]`` for the
+    metrics of ``metrics`` it fills."""
     index = {(p, m): i for i, (p, m, _) in enumerate(metrics)}
     judged_outputs = judgements.get("outputs", {})
     by_key: dict[tuple[str, str, int], list[Score]] = defaultdict(list)
@@ -192,7 +194,7 @@ def _judge_data(
     """``judges`` (fills as metric indices) and the ``answers`` the shown outputs link to."""
     shown = [entry for s in samples for r in s["runs"] for entry in r["judge"]]
     all_answers = judgements.get("answers", {})
-    answers = {i: all_answers[i] for entry in shown for i in entry["passes"]}
+    answers = {i: _page_answer(all_answers[i]) for entry in shown for i in entry["passes"]}
     judges = {}
     for spec in dict.fromkeys(entry["judge"] for entry in shown):
         about = judgements["judges"][spec]
@@ -203,6 +205,21 @@ def _judge_data(
         ]
         judges[spec] = {**about, "fills": fills}
     return {"judges": judges, "answers": answers}
+
+
+def _page_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """``answer`` with its rationale as ``[start, end]`` of its whole text when it is a slice
+    of it (UTF-16 offsets: a character beyond U+FFFF counts two, as in JavaScript)."""
+    why, whole = answer["rationale"], answer["answer"]
+    at = whole.find(why) if why and whole else -1
+    if at < 0:
+        return dict(answer)
+    start = _utf16_length(whole[:at])
+    return {**answer, "rationale": [start, start + _utf16_length(why)]}
+
+
+def _utf16_length(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
 
 
 def attach_demonstrations(

@@ -407,10 +407,12 @@
         if (problems.indexOf(a.problems[k]) < 0) problems.push(a.problems[k]);
       });
       if (a.status !== "ok" && problems.length) p.appendChild(el("p", { "class": "judge-problems" }, problems.join("; ")));
-      if (a.rationale) {
+      // A rationale that is a slice of the answer comes as [start, end] (held once).
+      var said = Array.isArray(a.rationale) ? a.answer.slice(a.rationale[0], a.rationale[1]) : a.rationale;
+      if (said) {
         var why = el("div", { "class": "rationale" });
         why.appendChild(el("em", null, "rationale: "));
-        why.appendChild(document.createTextNode(a.rationale));
+        why.appendChild(document.createTextNode(said));
         p.appendChild(why);
       }
       else if (a.rationale === "") p.appendChild(el("p", { "class": "help" }, "no rationale: the answer holds only scores"));
