@@ -31,6 +31,18 @@ def tiny_ip2p():
     return cached("tiny-ip2p", build_tiny_ip2p)
 
 
+@pytest.fixture(scope="session")
+def judged_report(tmp_path_factory):
+    """The report (no plots) of a run judged by the real ``medibench judge`` against the local
+    fake judge (tests/report/helpers.py's ``judged_run``: its run is ``<root>/run``, the page
+    ``<root>/report/index.html``); read-only."""
+    from medibench.report import build_report
+    from tests.report.helpers import judged_run
+
+    root = tmp_path_factory.mktemp("judged")
+    return build_report(judged_run(root / "run"), root / "report", plots=False)
+
+
 def pytest_collection_modifyitems(items):
     """The slow tests first (a stable sort, the same on every xdist worker): the scheduler hands
     them out while the rest of the suite fills the gaps, so no long test starts last."""

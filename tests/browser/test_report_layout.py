@@ -14,7 +14,7 @@ from medibench.report import build_report
 from medibench.runs import RunConfig, run
 from medibench.samples import Score
 from tests.browser.conftest import NEEDS_CHROMIUM, open_page, start_chromium, stop_chromium
-from tests.report.helpers import make_dataset
+from tests.report.helpers import JUDGE_ANSWERS, JUDGES, make_dataset
 
 pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
@@ -204,4 +204,53 @@ def test_a_calibration_only_report_opens_on_its_panel(driver, calibration_report
     assert "Calibration: 1 prediction file(s)" in header and "0 samples" not in header
     assert "?" not in header
     assert page.find_elements("css selector", "section#calibration svg")
+    assert page.execute_script(_OVERFLOW) == []
+
+
+def _open_sample(page, sid: str) -> None:
+    page.execute_script(f"document.querySelector('#sample-list .card[data-id=\"{sid}\"]').click()")
+    time.sleep(0.2)
+
+
+def test_a_judged_sample_shows_the_judges_answers(driver, judged_report):
+    page = open_page(driver, judged_report)
+    _open_sample(page, "s00")
+    blocks = page.find_elements("css selector", "#sample-detail .judge")
+    assert [b.get_attribute("data-judge") for b in blocks] == sorted(JUDGES)
+    medebench, medgen, rubric = blocks
+    text = medebench.text
+    assert "m1 (k0): medebench-judge@paper-structure, judge model judge-x" in text
+    assert "prompt medebench_paper_structure.md version paper-structure.1" in text
+    assert "2 passes, each shown; a metric holds the mean of the ok passes' scores" in text
+    rows = [
+        [td.text for td in tr.find_elements("css selector", "td")]
+        for tr in medebench.find_elements("css selector", "table.judge-scores tr")[1:]
+    ]
+    assert rows == [
+        ["Editing Accuracy", "ea 0.600 (medebench@paper, score / 10)", "7/10", "5/10"],
+        ["Contextual Preservation", "-", "8/10", "8/10"],
+        ["Visual Quality", "vq 0.600 (medebench@paper, score / 10)", "6/10", "6/10"],
+    ]
+    rationales = [r.text for r in medebench.find_elements("css selector", ".rationale")]
+    assert rationales == [
+        "rationale: Step 1. ORIGINAL's bright lesion is gone in EDITED; REFERENCE agrees.",
+        "rationale: Step 1. A faint rim of the lesion is left in EDITED.",
+    ]
+    whole = medebench.find_elements("css selector", "details pre")
+    assert [p.get_attribute("textContent") for p in whole] == [
+        JUDGE_ANSWERS[("medebench", "a", 0)],
+        JUDGE_ANSWERS[("medebench", "a", 1)],
+    ]
+    assert medgen.text.count("no rationale: the answer holds only scores") == 2
+    # An answer's markup is text: no element made of it.
+    assert "Half of the lesion is left </script><b>bold</b>" in rubric.text
+    assert page.find_elements("css selector", "#sample-detail .judge b") == []
+    # A refusal and a 3,000-letter word, every whole answer open: nothing wider than the window.
+    _open_sample(page, "s01")
+    page.execute_script("document.querySelectorAll('#sample-detail details').forEach("
+                        "function (d) { d.open = true; })")  # fmt: skip
+    heads = page.find_elements("css selector", "#sample-detail .judge-pass strong")
+    assert [h.text for h in heads[:2]] == ["pass 1: refused", "pass 2: refused"]
+    why = page.find_element("css selector", "#sample-detail .judge-problems").text
+    assert why == "refused: the judge declined to score (any number in the answer is not used)"
     assert page.execute_script(_OVERFLOW) == []

@@ -1,6 +1,7 @@
 import pytest
 
 from medibench.judges import ScoreField, load_judge, parse_answer
+from medibench.judges._parsing import rationale
 
 MEDEBENCH = load_judge("medebench-judge@paper-structure").fields
 RUBRIC = load_judge("miedb-rubric@1").fields
@@ -204,3 +205,48 @@ def test_real_varied_answers_are_ok(text, want):
     assert got.status == "ok", got.problems
     keys = ("editing_accuracy", "contextual_preservation", "visual_quality")
     assert got.scores == {k: float(v) for k, v in zip(keys, want, strict=True)}
+
+
+@pytest.mark.parametrize(
+    "text, fields, expected",
+    [
+        # MedEBench's two steps as text: step 1 stays, the three score lines go.
+        (
+            "Step 1:\n- The lesion is gone, as in REFERENCE.\n- The skin is smoother.\n\n"
+            "**Editing Accuracy:** [7]/10\nContextual Preservation: 8/10\n"
+            "- Visual Quality: 6/10 (a faint seam)",
+            MEDEBENCH,
+            "Step 1:\n- The lesion is gone, as in REFERENCE.\n- The skin is smoother.\n\n"
+            "- (a faint seam)",
+        ),
+        ("The lesion is only half removed.\nRubric Score: [55]/100", RUBRIC,
+         "The lesion is only half removed."),
+        # A structured answer: its free text, fenced or not.
+        ('```json\n{"reason": "Half removed.", "rubric": 55}\n```', RUBRIC, "Half removed."),
+        (
+            '{"differences": "the lesion is gone", "editing_accuracy": 7, '
+            '"contextual_preservation": 8, "visual_quality": 6}',
+            MEDEBENCH,
+            "the lesion is gone",
+        ),
+        # Several texts are named, a list is one line per item, a field's own reason is named
+        # after the field, and prose around the object is kept.
+        (
+            'Here it is:\n{"differences": ["lesion gone", "seam"], "scores": {"editing accuracy":'
+            ' 7, "contextual preservation": 8, "visual quality": {"score": 6, "reason": "blur"}}}',
+            MEDEBENCH,
+            "Here it is:\ndifferences:\n- lesion gone\n- seam\nVisual Quality reason: blur",
+        ),
+        # A refusal is its own reason; a quoted format example is not a score statement.
+        ("I'm sorry, I cannot evaluate these images.", MEDEBENCH,
+         "I'm sorry, I cannot evaluate these images."),
+        ("I follow 'Rubric Score: [90]/100' as asked.\nRubric Score: 40/100", RUBRIC,
+         "I follow 'Rubric Score: [90]/100' as asked."),
+        # Nothing but scores: no rationale.
+        ("Edit In Target Region: yes\nContext Preserved: no\nAnatomical Accuracy: [7]/10\n"
+         "Overall: 6/10", MEDGEN, ""),
+        ("", RUBRIC, ""),
+    ],
+)  # fmt: skip
+def test_the_rationale_is_the_answer_without_its_scores(text, fields, expected):
+    assert rationale(text, fields) == expected

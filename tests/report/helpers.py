@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -80,3 +81,62 @@ def make_run(
     )
     run(config, progress=False).close()
     return run_dir
+
+
+#: What the local fake judge answers in :func:`judged_run`, per judge and sample (and pass: the
+#: request's seed, 0 or 1). MedEBench's sample s00 changes its mind between passes (EA 7, then
+#: 5: ``ea`` holds 0.6); s01 is refused; the rubric answers in JSON with a reason that tries to
+#: end the page's script, and on s01 one word of 3,000 letters; MedGEN's checklist gives scores
+#: only.
+JUDGE_ANSWERS = {
+    ("medebench", "a", 0): "Step 1. ORIGINAL's bright lesion is gone in EDITED; REFERENCE "
+    "agrees.\nEditing Accuracy: [7]/10\nContextual Preservation: [8]/10\nVisual Quality: [6]/10",
+    ("medebench", "a", 1): "Step 1. A faint rim of the lesion is left in EDITED.\n"
+    "Editing Accuracy: [5]/10\nContextual Preservation: [8]/10\nVisual Quality: [6]/10",
+    ("medebench", "b", 0): "I'm sorry, I cannot evaluate medical images.",
+    ("medebench", "b", 1): "I'm sorry, I cannot evaluate medical images.",
+    ("rubric", "a", 0): '{"reason": "Half of the lesion is left </script><b>bold</b>", '
+    '"rubric": 55}',
+    ("rubric", "a", 1): '{"reason": "Half of the lesion is left.", "rubric": 45}',
+    ("rubric", "b", 0): '{"reason": "' + "x" * 3000 + '", "rubric": 10}',
+    ("rubric", "b", 1): '{"reason": "Nothing was removed.", "rubric": 10}',
+}
+_MEDGEN_ANSWER = (
+    "Edit In Target Region: yes\nContext Preserved: yes\nNo New Artifacts: no\n"
+    "Clinically Plausible: yes\nAnatomical Accuracy: 8/10\nClinical Finding Accuracy: 7/10\n"
+    "Instruction Compliance: 9/10\nCross-Modal Consistency: 8/10\n"
+    "Hallucination Control: 6/10\nOverall: 7/10"
+)
+#: The judge protocols :func:`judged_run` judges with, by ``medibench judge``.
+JUDGES = ("medebench-judge@paper-structure", "miedb-rubric@1", "medgen-checklist@1")
+
+
+def judged_run(run_dir: Path) -> Path:
+    """A run judged by the real ``medibench judge`` against the local fake judge (model
+    ``judge-x``, two passes): two samples (``s00``, ``s01``) of model ``m1``, scored under
+    medebench@paper, miedb@1 and medgen@code, judged by :data:`JUDGES` (:data:`JUDGE_ANSWERS`)."""
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+    from tests.judges._server import FakeJudgeServer, Reply, first_text
+    from tests.judges.conftest import build_run
+
+    protocols = (("medebench", "paper"), ("miedb", "1"), ("medgen", "code"))
+    run = build_run(run_dir, ["a", "b"], protocols=protocols)
+
+    def answer(body: dict, n: int) -> Reply:
+        text = first_text(body)
+        if "Hallucination Control" in text:
+            return Reply(_MEDGEN_ANSWER)
+        judge = "rubric" if "Rubric Score" in text else "medebench"
+        tag = re.search(r"(?m)^([ab]): ", text).group(1)  # the sample's change text
+        return Reply(JUDGE_ANSWERS[(judge, tag, body["seed"])])
+
+    args = ["judge", str(run), "--judge-model", "judge-x", "--passes", "2"]
+    args += [x for spec in JUDGES for x in ("--protocol", spec)]
+    with FakeJudgeServer(answer) as server:
+        res = CliRunner().invoke(
+            app, [*args, "--base-url", server.base_url], env={"OPENAI_API_KEY": "sk-test-0123"}
+        )
+    assert res.exit_code == 0, res.output
+    return run

@@ -8,7 +8,7 @@ import pytest
 from medibench.report import build_report
 from medibench.runs import RunStore, RunStoreError
 from medibench.samples import Score
-from tests.report.helpers import make_run
+from tests.report.helpers import JUDGE_ANSWERS, JUDGES, make_run
 
 
 class _Links(HTMLParser):
@@ -171,23 +171,91 @@ def test_not_a_run(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_judge_rationales_reach_the_sample_browser(tmp_path):
-    run = make_run(tmp_path / "run", n=3, models=("identity",))
-    with RunStore.open_existing(run) as store:
-        db = store.connection
-        db.execute(
-            "CREATE TABLE judgements (model TEXT, sample_id TEXT, k INTEGER, "
-            "metric TEXT, rationale TEXT, status TEXT)"
-        )
-        db.execute(
-            "INSERT INTO judgements VALUES ('identity', 's01', 0, 'ea', "
-            "'The lesion is still there.', 'ok')"
-        )
-        db.execute(
-            "INSERT INTO judgements VALUES ('identity', 's02', 0, 'vq', 'garbled', 'unparsable')"
-        )
-    blob = blob_of(build_report(run, tmp_path / "report", plots=False))
-    judge = {s["id"]: s["runs"][0]["judge"] for s in blob["samples"]}
-    assert judge["s00"] == []
-    assert judge["s01"] == [["ea", "The lesion is still there."]]
-    assert judge["s02"] == [["vq", "[unparsable] garbled"]]
+def test_the_judges_answers_reach_the_sample_browser(judged_report):
+    """A run judged by the real ``medibench judge`` (three judge protocols, two passes): each
+    judged output lists its judges, each answer its status, scores, prompt and rationale."""
+    blob = blob_of(judged_report)
+    metric = {(p, m): i for i, (p, m, _) in enumerate(blob["metrics"])}
+    runs = {s["id"]: s["runs"][0] for s in blob["samples"]}
+    judged = {sid: {g["judge"]: g for g in r["judge"]} for sid, r in runs.items()}
+    assert [g["judge"] for g in runs["s00"]["judge"]] == sorted(JUDGES)
+    for g in (*judged["s00"].values(), *judged["s01"].values()):
+        assert g["judge_model"] == "judge-x" and len(g["passes"]) == 2
+        assert g["endpoint"].startswith("http://127.0.0.1:")
+
+    def answers(sid, judge):  # each rationale as the page shows it
+        return [_shown(blob["answers"][i]) for i in judged[sid][judge]["passes"]]
+
+    # MedEBench: step 1 is the rationale; EA fills ea with the mean of the passes / 10.
+    first, second = answers("s00", "medebench-judge@paper-structure")
+    assert first == {
+        "pass": 0,
+        "status": "ok",
+        "prompt_file": "medebench_paper_structure.md",
+        "prompt_version": "paper-structure.1",
+        "scores": {"editing_accuracy": 7.0, "contextual_preservation": 8.0, "visual_quality": 6.0},
+        "problems": {},
+        "rationale": "Step 1. ORIGINAL's bright lesion is gone in EDITED; REFERENCE agrees.",
+        "answer": JUDGE_ANSWERS[("medebench", "a", 0)],
+    }
+    assert second["pass"] == 1 and second["scores"]["editing_accuracy"] == 5.0
+    assert second["rationale"] == "Step 1. A faint rim of the lesion is left in EDITED."
+    ea, vq = metric[("medebench@paper", "ea")], metric[("medebench@paper", "vq")]
+    medebench = blob["judges"]["medebench-judge@paper-structure"]
+    assert medebench["fills"] == [["editing_accuracy", ea, 10.0], ["visual_quality", vq, 10.0]]
+    assert medebench["fields"] == [
+        ["editing_accuracy", "Editing Accuracy", 10, "number"],
+        ["contextual_preservation", "Contextual Preservation", 10, "number"],
+        ["visual_quality", "Visual Quality", 10, "number"],
+    ]
+    assert runs["s00"]["v"][ea] == pytest.approx(0.6) and runs["s00"]["v"][vq] == 0.6
+    # A refusal: no score, its reason per field, the refusal is the rationale.
+    refused = answers("s01", "medebench-judge@paper-structure")
+    assert [a["status"] for a in refused] == ["refused", "refused"]
+    assert refused[0]["rationale"] == "I'm sorry, I cannot evaluate medical images."
+    assert refused[0]["scores"] == {}
+    assert sorted(refused[0]["problems"]) == sorted(f[0] for f in medebench["fields"])
+    assert refused[0]["problems"]["editing_accuracy"].startswith("refused: the judge declined")
+    assert runs["s01"]["v"][ea] is None
+    # The rubric answers in JSON: its reason is the rationale, whole (3,000 letters too).
+    rubric = answers("s00", "miedb-rubric@1")
+    assert [a["rationale"] for a in rubric] == [
+        "Half of the lesion is left </script><b>bold</b>",
+        "Half of the lesion is left.",
+    ]
+    assert [a["prompt_version"] for a in rubric] == ["1", "1"]
+    rubric_metric = metric[("miedb@1", "rubric")]
+    assert runs["s00"]["v"][rubric_metric] == 50.0
+    assert blob["judges"]["miedb-rubric@1"]["fills"] == [["rubric", rubric_metric, 1.0]]
+    assert answers("s01", "miedb-rubric@1")[0]["rationale"] == "x" * 3000
+    # MedGEN's checklist gives scores only: no rationale; the checklist items fill no metric.
+    medgen = answers("s00", "medgen-checklist@1")
+    assert [a["rationale"] for a in medgen] == ["", ""]
+    assert medgen[0]["scores"]["overall"] == 7.0 and medgen[0]["scores"]["no_new_artifacts"] == 0
+    fills = blob["judges"]["medgen-checklist@1"]["fills"]
+    assert [f[0] for f in fills] == [
+        "anatomical_accuracy", "clinical_finding_accuracy", "instruction_compliance",
+        "cross_modal_consistency", "hallucination_control", "overall",
+    ]  # fmt: skip
+    assert runs["s00"]["v"][metric[("medgen@code", "overall")]] == 7.0
+    # Every answer is held once (2 samples x 3 judges x 2 passes), each rationale here as a
+    # slice of it; no answer ends the page's script.
+    assert len(blob["answers"]) == 12
+    assert all(isinstance(a["rationale"], list) for a in blob["answers"].values() if a["rationale"])
+    assert "</script><b>bold" not in judged_report.read_text()
+
+
+def test_a_run_never_judged_has_no_judge_data(report):
+    blob = blob_of(report)
+    assert blob["judges"] == {} and blob["answers"] == {}
+    assert all(r["judge"] == [] for s in blob["samples"] for r in s["runs"])
+
+
+def _shown(answer: dict) -> dict:
+    """``answer`` with its rationale as the page shows it (``[start, end]``: a slice of the
+    whole answer, in UTF-16 code units, as JavaScript slices)."""
+    why = answer["rationale"]
+    if isinstance(why, list):
+        units = answer["answer"].encode("utf-16-le")
+        why = units[2 * why[0] : 2 * why[1]].decode("utf-16-le")
+    return {**answer, "rationale": why}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from medibench.report import _plots
-from medibench.report._browser import reference_text, short_error
+from medibench.report._browser import _page_answer, reference_text, short_error
 from medibench.report._html import _cell
 from medibench.report._plot_set import metric_families
 from medibench.samples import Sample
@@ -66,6 +66,23 @@ def test_reference_answers_as_the_page_shows_them():
     expected = {"text": "The nodule grows.", "sections": None, "images": []}
     assert reference_text(_sample(expected=expected)) == "The nodule grows."
     assert reference_text(_sample(answer=4)) == "4"
+
+
+@pytest.mark.parametrize(
+    "rationale, answer, held",
+    [
+        # A slice of the answer is held as its UTF-16 offsets: the emoji counts two.
+        ("gone", "\U0001f600 gone\nRubric Score: 5/100", [3, 7]),
+        ("I'm sorry.", "I'm sorry.", [0, 10]),
+        # Free texts joined from a JSON answer are not a slice: held as they are.
+        ("note: x\nreason: y", '{"note": "x", "reason": "y", "rubric": 5}', "note: x\nreason: y"),
+        ("", "Rubric Score: 5/100", ""),  # nothing but scores
+        (None, None, None),  # no answer came
+    ],
+)
+def test_a_rationale_that_is_a_slice_of_the_answer_is_held_once(rationale, answer, held):
+    got = _page_answer({"status": "ok", "rationale": rationale, "answer": answer})
+    assert got == {"status": "ok", "rationale": held, "answer": answer}
 
 
 def test_many_metrics_are_drawn_by_family():

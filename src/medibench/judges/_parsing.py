@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["ParsedAnswer", "ScoreField", "parse_answer", "looks_like_refusal"]
+__all__ = ["ParsedAnswer", "ScoreField", "parse_answer", "looks_like_refusal", "rationale"]
 
 Status = Literal["ok", "refused", "unparsable", "error"]
 
@@ -120,6 +120,39 @@ def parse_answer(
     return ParsedAnswer("unparsable", {}, problems)
 
 
+def rationale(text: str | None, fields: Sequence[ScoreField]) -> str:
+    """The judge's reasons in an answer: what it says besides its score statements.
+
+    A JSON answer (:func:`parse_answer`'s choice of object): the prose around the object, then
+    each free-text value in it (every string or list of strings under a key that is not a score
+    field: MedEBench's ``differences``, the rubric's ``reason``, a field's own ``{"score": 7,
+    "reason": ...}``), one per line, as ``key: text`` when there are several. A text answer: the
+    text with every score statement that :func:`parse_answer` reads taken out and the lines left
+    empty dropped. ``""`` when the answer holds nothing but scores.
+
+    Example:
+        >>> f = [ScoreField("rubric", "Rubric Score", 0, 100)]
+        >>> rationale("The lesion is half gone.\\nRubric Score: [55]/100", f)
+        'The lesion is half gone.'
+        >>> rationale('{"reason": "Half gone.", "rubric": 55}', f)
+        'Half gone.'
+    """
+    text = text or ""
+    found = _answer_object(text, fields)
+    if found is None:
+        return _without_statements(text, fields)
+    obj, start, end = found
+    prose = _FENCE.sub("", text[:start] + "\n" + text[end:])
+    names = {_norm(n): f for f in fields for n in f.names}
+    parts = [(key, said) for key, said in _free_texts(obj, names) if said]
+    # Several texts are named by their keys (a list under its key, on lines of its own).
+    lines = [
+        said if len(parts) == 1 else f"{key}:" + ("\n" if "\n" in said else " ") + said
+        for key, said in parts
+    ]
+    return "\n".join(x for x in (_without_statements(prose, fields), *lines) if x)
+
+
 # An answer that opens by apologising or declining, or says anywhere that it cannot see the
 # images or give the scores, is a refusal.
 _OPENS_APOLOGY = re.compile(
@@ -168,20 +201,29 @@ def looks_like_refusal(text: str) -> bool:
 # -- JSON -------------------------------------------------------------------------------------
 def _json_object(text: str, fields: Sequence[ScoreField]) -> dict[str, Any] | None:
     """The last JSON object in ``text`` that holds one of the fields (whole, fenced, in prose)."""
-    candidates: list[Any] = []
+    found = _answer_object(text, fields)
+    return None if found is None else _flatten(found[0])
+
+
+def _answer_object(
+    text: str, fields: Sequence[ScoreField]
+) -> tuple[dict[str, Any], int, int] | None:
+    """The last JSON object in ``text`` that holds one of the fields, as written, and where it
+    starts and ends in ``text``."""
+    candidates: list[tuple[Any, int, int]] = []
     try:
-        candidates.append(json.loads(text))
+        candidates.append((json.loads(text), 0, len(text)))
     except ValueError:
         candidates += _embedded_objects(text)
     wanted = {_norm(n) for f in fields for n in f.names}
-    for obj in reversed(candidates):
+    for obj, start, end in reversed(candidates):
         flat = _flatten(obj)
         if flat and wanted & set(flat):
-            return flat
+            return obj, start, end
     return None
 
 
-def _embedded_objects(text: str) -> list[Any]:
+def _embedded_objects(text: str) -> list[tuple[Any, int, int]]:
     out = []
     decoder = json.JSONDecoder()
     i = text.find("{")
@@ -191,7 +233,7 @@ def _embedded_objects(text: str) -> list[Any]:
         except ValueError:
             i = text.find("{", i + 1)
             continue
-        out.append(obj)
+        out.append((obj, i, end))
         i = text.find("{", end)
     return out
 
@@ -228,6 +270,28 @@ def _from_json(obj: dict[str, Any], f: ScoreField) -> tuple[Any, float | None]:
     return None, None
 
 
+def _free_texts(
+    obj: dict[str, Any], names: dict[str, ScoreField], within: ScoreField | None = None
+) -> Iterator[tuple[str, str]]:
+    """``(key, text)`` for each free-text value of a judge's JSON object: strings (and lists of
+    strings) under keys that are not score fields, nested objects followed; a text inside a
+    score field's own object (``{"score": 7, "reason": ...}``) is named after the field."""
+    for key, value in obj.items():
+        f = names.get(_norm(key))
+        if isinstance(value, dict):
+            yield from _free_texts(value, names, f or within)
+        elif f is None and (said := _text_of(value)):
+            yield (f"{within.label} {key}" if within is not None else str(key)), said
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "\n".join(f"- {v.strip()}" for v in value if v.strip())
+    return ""
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[\s_\-/]+", "", str(name)).lower()
 
@@ -243,6 +307,30 @@ _YES_NO = r"\[?\s*(?P<yn>yes|no|true|false|pass|fail)\b"
 
 def _strip_markdown(text: str) -> str:
     return _MARKDOWN.sub("", text)
+
+
+# A code fence around a JSON answer (```json ... ```).
+_FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
+# What a line is left with when its score statement is taken out: list marks, separators.
+_LEFTOVER = re.compile(r"^[\s\-*#>|.,;:•–—]*$")
+
+
+def _without_statements(text: str, fields: Sequence[ScoreField]) -> str:
+    """``text`` without the score statements :func:`parse_answer` reads in it (found on a copy
+    with markdown and quotations blanked, so positions stay), and without the lines that held
+    nothing else."""
+    blank = _mask_quotes(_MARKDOWN.sub(lambda m: " " * len(m.group()), text))
+    spans = sorted(m.span() for f in fields for m in _statements(blank, f))
+    kept, at = "", 0
+    for start, end in [*spans, (len(text), len(text))]:
+        if start >= at:  # overlapping statements (a label and its alias) are one cut
+            left, right = kept.rstrip(" \t"), text[at:start].lstrip(" \t")
+            joint = left[-1:] not in ("", "\n") and right[:1] not in ("", "\n")
+            kept = left + " " * joint + right
+        at = max(at, end)
+    lines = [line.rstrip() for line in kept.splitlines()]
+    lines = [line for line in lines if not _LEFTOVER.match(line) or not line.strip()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
 # A quotation (an apostrophe inside a word, as in "lesion's", opens none) and the words that
@@ -266,6 +354,20 @@ def _from_text(text: str, f: ScoreField) -> tuple[Any, float | None]:
     """The last real ``Label[ (note)][ score]: value`` statement in the text (scores come
     after reasoning): a separator (``:``, ``=``, a dash, ``is``) or an ``/N`` after the value is
     required, and a statement right after ``e.g.``/``for example``/``such as`` is an example."""
+    last = None
+    for m in _statements(text, f):
+        last = m  # scores come after reasoning: the last statement counts
+    if last is None:
+        return None, None
+    if f.kind == "yes_no":
+        return (1.0 if last.group("yn").lower() in ("yes", "true", "pass") else 0.0), None
+    den = last.group("den")
+    return float(last.group("num")), (float(den) if den else None)
+
+
+def _statements(text: str, f: ScoreField) -> Iterator[re.Match[str]]:
+    """Every real score statement of ``f`` in ``text`` (markdown and quotations blanked), in
+    order: a separator or an ``/N`` after the value, and no ``e.g.`` right before it."""
     value = _YES_NO if f.kind == "yes_no" else _NUMBER
     labels = "|".join(re.escape(n).replace(r"\ ", r"[\s_\-]+") for n in f.names)
     pattern = re.compile(
@@ -273,7 +375,6 @@ def _from_text(text: str, f: ScoreField) -> tuple[Any, float | None]:
         rf"(?P<sep>:|=|-|–|—|\bis\b)?\s*{value}",
         re.IGNORECASE,
     )
-    last = None
     for m in pattern.finditer(text):
         has_den = f.kind == "number" and m.group("den") is not None
         if m.group("sep") is None and not has_den:
@@ -281,13 +382,7 @@ def _from_text(text: str, f: ScoreField) -> tuple[Any, float | None]:
         line_start = text.rfind("\n", 0, m.start()) + 1
         if _EXAMPLE.search(text[max(line_start, m.start() - 40) : m.start()]):
             continue
-        last = m
-    if last is None:
-        return None, None
-    if f.kind == "yes_no":
-        return (1.0 if last.group("yn").lower() in ("yes", "true", "pass") else 0.0), None
-    den = last.group("den")
-    return float(last.group("num")), (float(den) if den else None)
+        yield m
 
 
 def _number_in(s: str, f: ScoreField) -> tuple[Any, float | None]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,15 @@ from typing import Any
 from medibench._sql import where_equal
 from medibench.calls import redact, redact_value
 
-__all__ = ["CachePolicy", "Judgement", "JudgementStore", "cache_key", "FAILED", "SUMMARY_FILE"]
+__all__ = [
+    "CachePolicy",
+    "Judgement",
+    "JudgementStore",
+    "cache_key",
+    "linked_judgements",
+    "FAILED",
+    "SUMMARY_FILE",
+]
 
 #: The statuses that count as missing (``--only-failed`` re-judges them).
 FAILED = frozenset({"refused", "unparsable", "error"})
@@ -252,14 +261,7 @@ class JudgementStore:
     ) -> list[tuple[str, str, int, Judgement]]:
         """``(model, sample_id, k, judgement)`` for every link (filtered by judge protocol
         spec and/or judge model id)."""
-        sql = (
-            "SELECT l.model, l.sample_id, l.k, "
-            + ", ".join(f"j.{c}" for c in _COLUMNS)
-            + " FROM judgement_links l JOIN judgements j ON j.key = l.key"
-        )
-        where, args = where_equal({"l.judge": judge, "l.judge_model": judge_model})
-        sql += where + " ORDER BY l.model, l.sample_id, l.k, l.pass_index"
-        return [(r[0], r[1], r[2], _decode(r[3:])) for r in self.db.execute(sql, args)]
+        return linked_judgements(self.db, judge=judge, judge_model=judge_model)
 
     def summary(self) -> list[dict[str, Any]]:
         """Per judge protocol and judge model, everything judged in this run folder so far:
@@ -291,6 +293,27 @@ class JudgementStore:
             (judge, judge_model),
         ).fetchone()
         return None if not row or not row[2] else (row[0], row[1], row[2])
+
+
+def linked_judgements(
+    db: sqlite3.Connection, *, judge: str | None = None, judge_model: str | None = None
+) -> list[tuple[str, str, int, Judgement]]:
+    """``(model, sample_id, k, judgement)`` for every link of a run's ``run.sqlite``, in order
+    of model, sample, k, judge protocol, judge model, endpoint and pass (filtered by judge
+    protocol spec and/or judge model id); ``[]`` for a run never judged. Reads only: a report
+    reads a run with it without adding the judge's tables."""
+    have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"judgements", "judgement_links"} <= have:
+        return []
+    sql = (
+        "SELECT l.model, l.sample_id, l.k, "
+        + ", ".join(f"j.{c}" for c in _COLUMNS)
+        + " FROM judgement_links l JOIN judgements j ON j.key = l.key"
+    )
+    where, args = where_equal({"l.judge": judge, "l.judge_model": judge_model})
+    sql += where + " ORDER BY l.model, l.sample_id, l.k, l.judge, l.judge_model, l.endpoint, "
+    sql += "l.pass_index"
+    return [(r[0], r[1], r[2], _decode(r[3:])) for r in db.execute(sql, args)]
 
 
 def _summary_row(judge: str, judge_model: str) -> dict[str, Any]:

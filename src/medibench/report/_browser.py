@@ -1,10 +1,11 @@
-"""The sample browser's data: which output each model shows, its scores, failures, rationales.
+"""The sample browser's data: which output each model shows, its scores, failures, and what
+the judges said about it.
 
 :func:`sample_browser_data` makes the JSON blob the page embeds (``file://`` pages cannot fetch):
 per sample its fields and pictures, and per model the first output that exists, the scores of
 that output under every protocol (values aligned with ``metrics``), whether it failed (no
-output, or a score that is not ``ok``) and the judge's rationales when the run has a
-``judgements`` table.
+output, or a score that is not ``ok``) and the judges' answers to it (:func:`read_judgements`:
+what ``medibench judge`` stored in the run).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench.registry import import_object
 from medibench.samples import Prediction, Sample, Score
 
 __all__ = [
+    "JUDGEMENT_READER",
     "attach_demonstrations",
     "image_jobs",
     "read_judgements",
@@ -33,18 +36,9 @@ __all__ = [
 #: Characters of a text answer or reference the page holds (the file keeps all of it).
 TEXT_LIMIT = 6000
 
-_RATIONALE_COLUMNS = (
-    "rationale",
-    "reasoning",
-    "explanation",
-    "reason",
-    "response",
-    "raw",
-    "raw_text",
-    "answer",
-    "text",
-)
-_METRIC_COLUMNS = ("metric", "criterion", "aspect", "rubric", "dimension")
+#: Reads the judges' answers per output from a run (imported by name: the judges import the
+#: report's table writers, so the report does not import the judges).
+JUDGEMENT_READER = "medibench.judges._view:sample_judgements"
 
 
 def shown_predictions(
@@ -98,32 +92,11 @@ def image_jobs(
     return jobs
 
 
-def read_judgements(db: sqlite3.Connection) -> dict[tuple[str, str, int], list[list[str]]]:
-    """``{(model, sample_id, k): [[metric, rationale], ...]}`` from a ``judgements`` table, if
-    the run has one; its columns are found by name (``rationale``/``response``/..., ``metric``)."""
-    try:
-        cur = db.execute("SELECT * FROM judgements")
-    except sqlite3.Error:
-        return {}
-    cols = [c[0].lower() for c in cur.description]
-    if "sample_id" not in cols or "model" not in cols:
-        return {}
-    text_col = next((c for c in _RATIONALE_COLUMNS if c in cols), None)
-    metric_col = next((c for c in _METRIC_COLUMNS if c in cols), None)
-    status_col = "status" if "status" in cols else None
-    out: dict[tuple[str, str, int], list[list[str]]] = defaultdict(list)
-    for row in cur:
-        rec = dict(zip(cols, row, strict=True))
-        text = str(rec.get(text_col) or "") if text_col else ""
-        if status_col and rec.get(status_col) not in (None, "ok"):
-            text = f"[{rec[status_col]}] {text}".strip()
-        if not text:
-            continue
-        key = (str(rec["model"]), str(rec["sample_id"]), int(rec.get("k") or 0))
-        out[key].append(
-            [str(rec.get(metric_col) or "judge") if metric_col else "judge", text[:2000]]
-        )
-    return dict(out)
+def read_judgements(db: sqlite3.Connection) -> dict[str, Any]:
+    """What the judges said about each output of the run (``outputs``, ``judges``, ``answers``:
+    :func:`medibench.judges._view.sample_judgements`); all three empty for a run never judged."""
+    result: dict[str, Any] = import_object(JUDGEMENT_READER)(db)
+    return result
 
 
 def sample_browser_data(
@@ -133,16 +106,25 @@ def sample_browser_data(
     pictures: Sequence[dict[str, Any]],
     scores: Sequence[Score],
     metrics: Sequence[tuple[str, str, bool]],
-    judgements: Mapping[tuple[str, str, int], list[list[str]]],
+    judgements: Mapping[str, Any],
     run_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The blob: ``models``, ``metrics`` (``[protocol label, metric, lower_is_better]``) and
-    ``samples``; each sample has ``id, task, region, modality, perspective, instruction, pics``
-    and ``runs`` (one per model: ``k, output, diff, status, error, error_short, text, v,
-    score_error, notes, failed, judge``); ``text`` is an answering model's text answer,
-    ``reference`` the sample's reference answer (``metadata.answer``), ``error_short`` the error
-    class and first clause (:func:`short_error`)."""
+    """The blob: ``models``, ``metrics`` (``[protocol label, metric, lower_is_better]``),
+    ``samples``, ``judges`` and ``answers``; each sample has ``id, task, region, modality,
+    perspective, instruction, pics`` and ``runs`` (one per model: ``k, output, diff, status,
+    error, error_short, text, v, score_error, notes, failed, judge``); ``text`` is an answering
+    model's text answer, ``reference`` the sample's reference answer (``metadata.answer``),
+    ``error_short`` the error class and first clause (:func:`short_error`).
+
+    ``judge`` lists the judges of the shown output (``judge``, ``judge_model``, ``endpoint``,
+    ``passes``: ids in ``answers``, in pass order) from ``judgements`` (:func:`read_judgements`);
+    ``answers`` holds only the answers some shown output links to, each once, with a
+    ``rationale`` that is a slice of its ``answer`` (most are) as ``[start, end]`` in UTF-16 code
+    units (as JavaScript slices strings), so the text is held once; ``judges`` each judge
+    protocol's ``fields``, ``note`` and ``fills`` as ``[field, metric index, divisor]`` for the
+    metrics of ``metrics`` it fills."""
     index = {(p, m): i for i, (p, m, _) in enumerate(metrics)}
+    judged_outputs = judgements.get("outputs", {})
     by_key: dict[tuple[str, str, int], list[Score]] = defaultdict(list)
     for sc in scores:
         by_key[(sc.model or "", sc.sample_id, sc.k)].append(sc)
@@ -183,7 +165,7 @@ def sample_browser_data(
                     "score_error": "; ".join(errors) or None,
                     "notes": "; ".join(notes) or None,
                     "failed": failed,
-                    "judge": judgements.get((model, s.sample_id, k), []),
+                    "judge": judged_outputs.get((model, s.sample_id, k), []),
                 }
             )
         out.append(
@@ -200,7 +182,44 @@ def sample_browser_data(
                 "runs": runs,
             }
         )
-    return {"models": list(models), "metrics": [list(m) for m in metrics], "samples": out}
+    blob = {"models": list(models), "metrics": [list(m) for m in metrics], "samples": out}
+    return {**blob, **_judge_data(out, judgements, index)}
+
+
+def _judge_data(
+    samples: Sequence[dict[str, Any]],
+    judgements: Mapping[str, Any],
+    index: Mapping[tuple[str, str], int],
+) -> dict[str, Any]:
+    """``judges`` (fills as metric indices) and the ``answers`` the shown outputs link to."""
+    shown = [entry for s in samples for r in s["runs"] for entry in r["judge"]]
+    all_answers = judgements.get("answers", {})
+    answers = {i: _page_answer(all_answers[i]) for entry in shown for i in entry["passes"]}
+    judges = {}
+    for spec in dict.fromkeys(entry["judge"] for entry in shown):
+        about = judgements["judges"][spec]
+        fills = [
+            [field, index[(protocol, metric)], divisor]
+            for field, protocol, metric, divisor in about["fills"]
+            if (protocol, metric) in index
+        ]
+        judges[spec] = {**about, "fills": fills}
+    return {"judges": judges, "answers": answers}
+
+
+def _page_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """``answer`` with its rationale as ``[start, end]`` of its whole text when it is a slice
+    of it (UTF-16 offsets: a character beyond U+FFFF counts two, as in JavaScript)."""
+    why, whole = answer["rationale"], answer["answer"]
+    at = whole.find(why) if why and whole else -1
+    if at < 0:
+        return dict(answer)
+    start = _utf16_length(whole[:at])
+    return {**answer, "rationale": [start, start + _utf16_length(why)]}
+
+
+def _utf16_length(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
 
 
 def attach_demonstrations(
@@ -254,7 +273,8 @@ def reference_text(sample: Sample) -> str | None:
     ``metadata.expected``): a string, or a report's sections one per line, with the
     multiple-choice options when there are any."""
     md = sample.metadata
-    expected = md.get("expected") if isinstance(md.get("expected"), dict) else {}
+    given = md.get("expected")
+    expected = given if isinstance(given, dict) else {}
     answer = md.get("answer") or expected.get("text") or expected.get("sections")
     if not answer:
         return None

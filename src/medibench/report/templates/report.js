@@ -94,6 +94,7 @@
   var dataEl = document.getElementById("report-data");
   var data = dataEl ? JSON.parse(dataEl.textContent) : { models: [], metrics: [], samples: [] };
   var samples = data.samples, models = data.models, metrics = data.metrics;
+  var judges = data.judges || {}, answers = data.answers || {};
   var state = { task: "", region: "", modality: "", model: "", status: "", sort: "id",
                 text: "", page: 0 };
   var current = [];
@@ -352,15 +353,80 @@
         models[i] + ": in-context demonstrations " + d.join(", ")));
     });
     shownModels().forEach(function (i) {
-      var j = s.runs[i].judge;
-      if (!j || !j.length) return;
-      box.appendChild(el("h4", null, models[i] + ": judge rationales"));
-      var ul = el("ul", { "class": "rationales" });
-      j.forEach(function (x) { var li = el("li"); li.appendChild(el("strong", null, x[0] + ": ")); li.appendChild(document.createTextNode(x[1])); ul.appendChild(li); });
-      box.appendChild(ul);
+      (s.runs[i].judge || []).forEach(function (g) { box.appendChild(judgeAnswers(models[i], s.runs[i], g)); });
     });
     box.hidden = false;
     box.scrollIntoView({ block: "start" });
+  }
+
+  // What one judge (protocol and judge model) said about one output (medibench judge): a table
+  // with a row per score it gives (the metrics it fills, their values, its score in each pass),
+  // then each pass's status, rationale and whole answer.
+  function judgeAnswers(model, r, g) {
+    var about = judges[g.judge] || { fields: [], fills: [], note: null };
+    var passes = g.passes.map(function (id) { return answers[id]; });
+    var div = el("div", { "class": "judge", "data-judge": g.judge, "data-judge-model": g.judge_model });
+    div.appendChild(el("h4", null, model + " (k" + r.k + "): " + g.judge + ", judge model " + g.judge_model));
+    var prompts = {};
+    passes.forEach(function (a) { prompts["prompt " + a.prompt_file + " version " + a.prompt_version] = true; });
+    var how = passes.length > 1
+      ? passes.length + " passes, each shown; a metric holds the mean of the ok passes' scores"
+      : "one pass";
+    div.appendChild(el("p", { "class": "help", title: "endpoint " + g.endpoint },
+      Object.keys(prompts).concat([how], about.note ? [about.note] : []).join(" · ")));
+    var t = el("table", { "class": "scores judge-scores" });
+    var hr = el("tr");
+    hr.appendChild(el("th", null, "judge's score"));
+    hr.appendChild(el("th", { "class": "t" }, "fills"));
+    passes.forEach(function (a) { hr.appendChild(el("th", null, passes.length > 1 ? "pass " + (a.pass + 1) : "score")); });
+    t.appendChild(hr);
+    about.fields.forEach(function (f) {
+      var tr = el("tr");
+      tr.appendChild(el("td", null, f[1]));
+      var fills = about.fills.filter(function (x) { return x[0] === f[0]; }).map(function (x) {
+        var m = metrics[x[1]];
+        return m[1] + " " + fmt(r.v[x[1]]) + " (" + m[0] + (x[2] !== 1 ? ", score / " + x[2] : "") + ")";
+      });
+      tr.appendChild(el("td", { "class": "t" }, fills.join("; ") || "-"));
+      passes.forEach(function (a) {
+        var v = a.scores[f[0]];
+        var shown = v === undefined ? "-" : (f[3] === "yes_no" ? (v ? "yes" : "no") : v + (f[2] !== null ? "/" + f[2] : ""));
+        tr.appendChild(el("td", { title: a.problems[f[0]] || "" }, shown));
+      });
+      t.appendChild(tr);
+    });
+    var wrap = el("div", { "class": "scroll" });
+    wrap.appendChild(t);
+    div.appendChild(wrap);
+    passes.forEach(function (a) {
+      var p = el("div", { "class": "judge-pass", "data-status": a.status });
+      var head = (passes.length > 1 ? "pass " + (a.pass + 1) + ": " : "") + a.status;
+      p.appendChild(el("strong", { "class": a.status === "ok" ? "" : "bad" }, head));
+      var problems = [];  // a refusal gives every score the same reason: shown once
+      Object.keys(a.problems).forEach(function (k) {
+        if (problems.indexOf(a.problems[k]) < 0) problems.push(a.problems[k]);
+      });
+      if (a.status !== "ok" && problems.length) p.appendChild(el("p", { "class": "judge-problems" }, problems.join("; ")));
+      // A rationale that is a slice of the answer comes as [start, end] (held once).
+      var said = Array.isArray(a.rationale) ? a.answer.slice(a.rationale[0], a.rationale[1]) : a.rationale;
+      if (said) {
+        var why = el("div", { "class": "rationale" });
+        why.appendChild(el("em", null, "rationale: "));
+        why.appendChild(document.createTextNode(said));
+        p.appendChild(why);
+      }
+      else if (a.rationale === "") p.appendChild(el("p", { "class": "help" }, "no rationale: the answer holds only scores"));
+      if (a.answer !== null) {
+        var d = el("details");
+        d.appendChild(el("summary", null, "the judge's whole answer (" + a.answer.length + " characters)"));
+        d.appendChild(el("pre", { "class": "full-text" }, a.answer));
+        p.appendChild(d);
+      } else {
+        p.appendChild(el("p", { "class": "help" }, "no answer came"));
+      }
+      div.appendChild(p);
+    });
+    return div;
   }
 
   function initSamples() {
