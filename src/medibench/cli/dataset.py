@@ -14,11 +14,11 @@ from rich.table import Table
 from medibench.cli._app import console, fail, open_dataset
 from medibench.cli._options import DatasetOptionsOption, DownloadOption
 
-dataset_app = typer.Typer(no_args_is_help=True, add_completion=False)
-
 Spec = Annotated[str, typer.Argument(help="the dataset spec, e.g. native:DIR or medebench:DIR")]
 Out = Annotated[Path, typer.Option(help="the native dataset folder to write")]
 Overwrite = Annotated[bool, typer.Option(help="write into a folder that has files")]
+
+dataset_app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 
 @dataset_app.command()

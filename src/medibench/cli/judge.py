@@ -26,6 +26,19 @@ JudgeConfigOption = Annotated[
 JudgeModelOption = Annotated[
     str | None, typer.Option(help="judge model id (instead of, or over, the config's)")
 ]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        help="OpenAI-compatible endpoint, e.g. http://host:8000/v1 (default: the config's "
+        "base_url, else $OPENAI_BASE_URL, else the OpenAI API)"
+    ),
+]
+PublishedModelsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="with --predictions: models to take (default: all), or the name of a one-model folder"
+    ),
+]
 #: ``score --run``: where ``score --judge`` keeps the published outputs it judges.
 JudgedRunOption = Annotated[
     Path | None,
@@ -49,13 +62,7 @@ def judge(
     ],
     judge_config: JudgeConfigOption = None,
     judge_model: JudgeModelOption = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            help="OpenAI-compatible endpoint, e.g. http://host:8000/v1 (default: the config's "
-            "base_url, else $OPENAI_BASE_URL, else the OpenAI API)"
-        ),
-    ] = None,
+    base_url: BaseUrlOption = None,
     protocol: Annotated[
         list[str] | None,
         typer.Option(
@@ -96,15 +103,9 @@ def judge(
             "scored by the dataset's protocols, then judged"
         ),
     ] = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="with --predictions: models to take (default: all), or the name of a "
-            "one-model folder"
-        ),
-    ] = None,
     dataset_option: opt.DatasetOptionsOption = None,
     download: opt.DownloadOption = False,
+    model: PublishedModelsOption = None,
     limit: Annotated[
         int | None,
         typer.Option(min=1, help="with --predictions: only the first N samples of the dataset"),

@@ -120,22 +120,24 @@ def summary(
     write_summary(rows, csv_out, json_out)
 
 
+SimilarityBy = Annotated[
+    list[str] | None, typer.Option(help="sample fields (default: metadata.format and task)")
+]
+Within = Annotated[
+    str | None, typer.Option(help="shuffle instructions only within groups of this sample field")
+]
+Shuffles = Annotated[int, typer.Option(min=1, help="derangements whose similarities are averaged")]
+
+
 @medgen_app.command("similarity")
 def similarity(
     dataset: Annotated[str, typer.Option(help="MedGEN sample set, e.g. medgen:DIR/gen.jsonl")],
     features: Annotated[
         str, typer.Option(help="CLIP-family extractor clip:PATH (images and texts in one space)")
     ],
-    by: Annotated[
-        list[str] | None, typer.Option(help="sample fields (default: metadata.format and task)")
-    ] = None,
-    within: Annotated[
-        str | None,
-        typer.Option(help="shuffle instructions only within groups of this sample field"),
-    ] = None,
-    shuffles: Annotated[
-        int, typer.Option(min=1, help="derangements whose similarities are averaged")
-    ] = 10,
+    by: SimilarityBy = None,
+    within: Within = None,
+    shuffles: Shuffles = 10,
     seed: Annotated[int, typer.Option(help="seed of the derangements")] = 0,
     resamples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: no CI)")] = 1000,
     level: Annotated[float, typer.Option(min=0.5, max=0.999, help="CI level")] = 0.95,

@@ -6,7 +6,7 @@ holds the editors, :mod:`._grace_paper` and :mod:`._grace` the two GRACE codeboo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -16,6 +16,7 @@ import numpy as np
 from medibench.knowledge_edit._answerers import Answerer, TransformersAnswerer
 
 __all__ = [
+    "forward_with_hook",
     "EditCase",
     "EditError",
     "EditHandle",
@@ -198,3 +199,14 @@ def decoder_layers(m: TransformersAnswerer) -> Any:
     if layers is None:
         raise EditError(f"model {m.path}: no decoder layers found (get_decoder().layers)")
     return layers
+
+
+def forward_with_hook(m: Any, module: Any, batch: Mapping[str, Any], hook: Any) -> None:
+    """Run local model ``m`` on ``batch`` (its labels left out, no gradients) with ``hook`` on
+    ``module``'s forward pass, removed afterwards whatever happens."""
+    handle = module.register_forward_hook(hook)
+    try:
+        with m.torch.no_grad():
+            m.model(**{k: v for k, v in batch.items() if k != "labels"})
+    finally:
+        handle.remove()

@@ -29,6 +29,7 @@ restores the radii it split, and the last undo puts the original MLP back.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ from medibench.knowledge_edit._editing import (
     TrainConfig,
     TrainedEditor,
     decoder_layers,
+    forward_with_hook,
     train,
 )
 
@@ -101,14 +103,9 @@ class GraceTokensEditor(TrainedEditor):
         )
 
 
-_CLASS: Any = None
-
-
+@functools.cache
 def _module_class(torch: Any) -> Any:
     """The codebook ``torch.nn.Module`` class, made on first use (torch is optional)."""
-    global _CLASS
-    if _CLASS is not None:
-        return _CLASS
 
     class Codebook(torch.nn.Module):
         def __init__(self, inner: Any, owner: Any) -> None:
@@ -139,12 +136,7 @@ def _module_class(torch: Any) -> Any:
             def hook(_mod: Any, args: Any, out: Any) -> None:
                 seen["x"], seen["y"] = args[0][0, n - 1].detach(), out[0, n - 1 : -1].detach()
 
-            h = self.inner.register_forward_hook(hook)
-            try:
-                with torch.no_grad():
-                    m.model(**{k: v for k, v in batch.items() if k != "labels"})
-            finally:
-                h.remove()
+            forward_with_hook(m, self.inner, batch, hook)
             return seen["x"], seen["y"]
 
         def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
@@ -174,5 +166,4 @@ def _module_class(torch: Any) -> Any:
                     replaced[row, start : start + span, :] = value[:span].to(out.dtype)
             return replaced
 
-    _CLASS = Codebook
     return Codebook

@@ -45,6 +45,7 @@ undo puts the original module back, so the model's state dict is as before, bit 
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -56,6 +57,7 @@ from medibench.knowledge_edit._editing import (
     EditHandle,
     TrainedEditor,
     decoder_layers,
+    forward_with_hook,
     train_steps,
 )
 
@@ -99,9 +101,9 @@ class GracePaperEditor(TrainedEditor):
     config_type = GracePaperConfig
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
+        t0 = time.perf_counter()
         m = self._local(model)
         torch, cfg = m.torch, self.config
-        t0 = time.perf_counter()
         if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
             # without the cache every step reruns the prompt, whose last token is not looked up
             raise EditError(f"grace@paper: model {m.path} generates without its key-value cache "
@@ -155,14 +157,9 @@ def _wrapped_module(m: Any, cfg: GracePaperConfig) -> tuple[Any, str, Any]:
     return parent, attr, getattr(parent, attr)
 
 
-_CLASS: Any = None
-
-
+@functools.cache
 def _codebook_class(torch: Any) -> Any:
     """The codebook ``torch.nn.Module`` class, made on first use (torch is optional)."""
-    global _CLASS
-    if _CLASS is not None:
-        return _CLASS
 
     class PaperCodebook(torch.nn.Module):
         """A wrapped module with GRACE's codebook; values are kept out of the state dict."""
@@ -188,12 +185,7 @@ def _codebook_class(torch: Any) -> Any:
             def hook(_mod: Any, args: Any, out: Any) -> None:
                 seen["key"], seen["width"] = args[0][0, n - 1].detach(), out.shape[-1]
 
-            h = self.inner.register_forward_hook(hook)
-            try:
-                with torch.no_grad():
-                    m.model(**{k: v for k, v in batch.items() if k != "labels"})
-            finally:
-                h.remove()
+            forward_with_hook(m, self.inner, batch, hook)
             return seen["key"], int(seen["width"])
 
         def snapshot(self) -> tuple[Any, ...]:
@@ -260,5 +252,4 @@ def _codebook_class(torch: Any) -> Any:
             replaced[:, pos] = torch.where(hit[:, None], values, out[:, pos])
             return replaced
 
-    _CLASS = PaperCodebook
     return PaperCodebook

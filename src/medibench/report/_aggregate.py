@@ -161,12 +161,9 @@ def _common_rows(
 
 
 def per_model_values(
-    scores: Iterable[Score],
-    samples: Mapping[str, Sample],
-    aggregation: Aggregation,
-    metrics: Sequence[str],
-    applicable: Applicable | None = None,
-) -> dict[tuple[str, str], dict[str, tuple[bool, Values]]]:
+    scores: Iterable[Score], samples: Mapping[str, Sample], aggregation: Aggregation,
+    metrics: Sequence[str], applicable: Applicable | None = None,
+) -> dict[tuple[str, str], dict[str, tuple[bool, Values]]]:  # fmt: skip
     """``{(model, k label): per-sample values}`` after the protocol's k reduction and
     missing policy (:func:`per_sample_values`), pass rates included; models in name order,
     k modes in the aggregation's."""

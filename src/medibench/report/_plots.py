@@ -188,14 +188,7 @@ def small_multiples(
         ax.set_xticks(range(len(groups)), groups, rotation=30 if len(groups) > 3 else 0,
                       ha="right" if len(groups) > 3 else "center", fontsize=7)  # fmt: skip
         ax.set_title(metric, fontsize=9)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
-                   frameon=False)  # fmt: skip
-    fig.suptitle(title, fontsize=10)
-    return _save(fig, stem, tight_box=True)
+    return _finish_panels(fig, axes, n, title, stem)
 
 
 def bin_lines(
@@ -230,14 +223,7 @@ def bin_lines(
                       ha="right" if len(labels) > 3 else "center", fontsize=7)  # fmt: skip
         ax.set_xlim(-0.5, len(labels) - 0.5)
         ax.set_title(metric, fontsize=9)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    handles, names = axes.flat[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
-                   frameon=False)  # fmt: skip
-    fig.suptitle(title, fontsize=10)
-    return _save(fig, stem, tight_box=True)
+    return _finish_panels(fig, axes, n, title, stem)
 
 
 def scatter(
@@ -312,6 +298,19 @@ def _ci_errors(rows: Sequence[Mapping[str, Any]], means: list, metric: str) -> n
             [_or(r.get(f"{metric}_ci_high"), m) - m for r, m in zip(rows, means, strict=True)],
         ]
     ).reshape(2, len(means))
+
+
+def _finish_panels(fig, axes, n: int, title: str, stem: Path) -> list[Path]:
+    """A grid of ``n`` metric panels: the unused panels hidden, one legend (the first panel's)
+    outside on the right, the title above; saved."""
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+                   frameon=False)  # fmt: skip
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, stem, tight_box=True)
 
 
 def _legend_outside(ax) -> None:
