@@ -12,6 +12,10 @@ export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
 
+# numba's SSIM kernel, compiled once into its cache as part of the install (about a minute on
+# one core; a no-op without numba), rather than by the first command or test that scores SSIM.
+KERNELS := $(PY) -c "from medibench.metrics._ssim_fused import fused_backend, warm; fused_backend() and warm()"
+
 .PHONY: demo test bench lint clean
 
 $(PY):
@@ -19,10 +23,12 @@ $(PY):
 
 $(VENV)/.demo-installed: $(PY) pyproject.toml constraints.txt
 	$(PIP) install -q -c $(CONSTRAINTS) -e ".[demo-data]"
+	$(KERNELS)
 	touch $@
 
 $(VENV)/.dev-installed: $(PY) pyproject.toml constraints.txt
 	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,demo-data,torch,ray,hf]"
+	$(KERNELS)
 	touch $@
 
 demo: $(VENV)/.demo-installed
