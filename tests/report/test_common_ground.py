@@ -75,3 +75,16 @@ def test_the_page_names_the_common_set_and_one_test_per_comparison(tmp_path):
     assert [c["key"] for c in page["compare_columns"]][-2:] == ["rank_biserial", "permutation_p"]
     assert [c["key"] for c in page["wilcoxon_columns"]][-1] == "wilcoxon_p"
     assert len(page["wilcoxon"]) == len(page["compare"]) == 1
+
+
+def test_paired_comparisons_per_task_follow_the_overall_one():
+    from medibench.report._tables import comparisons, per_model_values
+    from medibench.stats import compare_models
+
+    values = per_model_values(SCORES, SAMPLES, AGG, ["dice"])
+    tasks = {"p1": "t-a", "p2": "t-a", "p3": "t-b", "t1": "t-b"}
+    rows = comparisons(values, metrics=["dice"], n_resamples=20, seed=1, groups=tasks)
+    assert [r["group"] for r in rows] == ["all", "t-a"]  # t-b: b has no value there
+    alone = compare_models({"a": {"p1": 0.5, "p2": 0.7}, "b": {"p1": 0.4, "p2": 0.6}},
+                           metric="dice", n_resamples=20, seed=1)  # fmt: skip
+    assert rows[1] == {"k_mode": "@1", "group": "t-a", **alone[0]}

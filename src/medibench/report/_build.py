@@ -251,12 +251,14 @@ def _tables_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path) -> 
     names = [*sec.metrics, *(n for n, _, _ in agg.pass_rates)]
     sec.shown_metrics = [m for m in names if any(r.get(m) is not None for r in sec.rows)]
     sec.empty_metrics = [m for m in names if m not in sec.shown_metrics]
+    tasks = {s.sample_id: s.task for s in samples.values() if s.task}
     sec.compare = comparisons(
         sec.values,
         metrics=sec.shown_metrics,
         n_resamples=agg.ci_resamples or 1000,
         seed=agg.ci_seed,
         level=agg.ci_level,
+        groups=tasks,  # per-task paired comparisons after each overall one
     )
     level = round(agg.ci_level * 100)
     missing = "count as 0" if agg.missing == "zero" else "are left out of the means"

@@ -26,6 +26,7 @@ from medibench.report._formats import HEADERS, format_number
 COMPARE_COLUMNS = (
     "k_mode",
     "metric",
+    "group",
     "model_a",
     "model_b",
     "n",
@@ -41,7 +42,7 @@ COMPARE_COLUMNS = (
 #: The page's comparison table: one test, the sign-flip permutation test of the mean difference
 #: (the statistic the table shows); Wilcoxon's p is behind a toggle (:data:`WILCOXON_COLUMNS`).
 PAGE_COMPARE_COLUMNS = tuple(c for c in COMPARE_COLUMNS if c != "wilcoxon_p")
-WILCOXON_COLUMNS = ("k_mode", "metric", "model_a", "model_b", "n", "wilcoxon_p")
+WILCOXON_COLUMNS = ("k_mode", "metric", "group", "model_a", "model_b", "n", "wilcoxon_p")
 
 __all__ = ["ASSETS", "COMPARE_COLUMNS", "write_html"]
 

@@ -110,27 +110,36 @@ def comparisons(
     n_resamples: int = 1000,
     seed: int = 42,
     level: float = 0.95,
+    groups: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Paired comparisons (:func:`~medibench.stats.compare_models`) of every pair of
-    models, per k mode and metric, on the samples where both have a value; ``k_mode`` first.
-    In-context entries are compared K against K = 0 first (:mod:`medibench.report._icl`)."""
+    models, per k mode and metric, on the samples where both have a value; ``k_mode`` first,
+    then ``group``: ``all``, and with ``groups`` (sample id -> its task, say) each group's own
+    comparison after it. In-context entries are compared K against K = 0 first
+    (:mod:`medibench.report._icl`)."""
     rows = []
+    parts: dict[str, set[str] | None] = {"all": None}
+    if groups and len(set(groups.values())) > 1:
+        for value in sorted(set(groups.values())):
+            parts[value] = {s for s, g in groups.items() if g == value}
     labels = list(dict.fromkeys(label for _, label in values))
     for label in labels:
         per = {m: v for (m, lab), v in values.items() if lab == label}
         if len(per) < 2:
             continue
         for metric in metrics:
-            by_model = {
-                m: {s: vals.get(metric) for s, (_, vals) in v.items()} for m, v in per.items()
-            }
-            if sum(any(x is not None for x in d.values()) for d in by_model.values()) < 2:
-                continue
-            stats: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "level": level}
-            pairs = compare_models(by_model, metric=metric, **stats)
-            pairs = against_icl_zero(pairs, by_model, metric=metric, **stats)  # K vs K = 0
-            for row in pairs:
-                rows.append({"k_mode": label, **row})
+            for group, members in parts.items():
+                by_model = {
+                    m: {s: vals.get(metric) for s, (_, vals) in v.items()
+                        if members is None or s in members}
+                    for m, v in per.items()
+                }  # fmt: skip
+                if sum(any(x is not None for x in d.values()) for d in by_model.values()) < 2:
+                    continue
+                stats: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "level": level}
+                pairs = compare_models(by_model, metric=metric, **stats)
+                pairs = against_icl_zero(pairs, by_model, metric=metric, **stats)  # K vs K = 0
+                rows += [{"k_mode": label, "group": group, **row} for row in pairs]
     return rows
 
 
