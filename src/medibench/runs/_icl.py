@@ -47,6 +47,7 @@ import numpy as np
 
 from medibench.models._examples import check_takes_examples
 from medibench.runs._config import ICL_FALLBACKS, ICL_SELECTIONS
+from medibench.runs._icl_images import THUMBNAIL, load_embedding, pixel_hash, thumbnail_embedding
 from medibench.samples import PATIENT_KEYS, Sample
 
 __all__ = [
@@ -75,15 +76,12 @@ SELECTIONS = ICL_SELECTIONS
 FALLBACKS = ICL_FALLBACKS
 #: The prediction status of an item not made for too few eligible demonstrations.
 TOO_FEW = "too-few-demonstrations"
-#: The default ``--icl-embedding``: needs no weights.
-THUMBNAIL = "thumbnail"
 _IMAGE_KEYS = (
     ("source", "image"),
     ("source", "image_id"),
     ("source", "url"),  # MedEBench: the case page the image pair comes from
     ("metadata", "item"),
 )
-_THUMB_SIDE = 16
 
 
 class DemonstrationError(ValueError):
@@ -296,7 +294,7 @@ class IclPlan:
             from medibench.io import read_image
 
             if self._extractor is None:
-                self._extractor = _load_embedding(self.embedding)
+                self._extractor = load_embedding(self.embedding)
             feats = np.asarray(self._extractor([read_image(key, mode="rgb")]), np.float64)
             vec = feats.reshape(-1)
             norm = float(np.linalg.norm(vec))
@@ -407,7 +405,7 @@ def plan_icl(
     plan = IclPlan(tuple(ks), select, embedding, label, members, excluded, seed, fallback)
     if select == "nearest":
         try:  # loaded now: a bad spec is the run's one-line error, not a traceback later
-            plan._extractor = _load_embedding(embedding)
+            plan._extractor = load_embedding(embedding)
         except (ValueError, ImportError, OSError) as exc:
             raise DemonstrationError(
                 f"--icl-embedding {embedding!r}: {str(exc).splitlines()[0]} (valid: {THUMBNAIL}"
@@ -426,41 +424,7 @@ def plan_icl(
     return plan
 
 
-def pixel_hash(path: str) -> str:
-    """SHA-256 of an image's decoded RGB pixels and their shape: two files of one picture
-    (re-encoded, other metadata) share it."""
-    import hashlib
-
-    from medibench.io import read_image
-
-    pixels = np.ascontiguousarray(read_image(path, mode="rgb"))
-    return hashlib.sha256(str(pixels.shape).encode() + pixels.tobytes()).hexdigest()
-
-
-def thumbnail_embedding(images: Sequence[np.ndarray]) -> np.ndarray:
-    """The default ``nearest`` embedding, needing no weights: each image as gray, area-averaged
-    to 16 x 16, minus its mean; ``(N, 256)`` float64 (cosine similarity compares structure,
-    not brightness)."""
-    from PIL import Image
-
-    rows = []
-    for im in images:
-        gray = Image.fromarray(np.asarray(im, np.uint8)).convert("L")
-        small = gray.resize((_THUMB_SIDE, _THUMB_SIDE), Image.Resampling.BOX)
-        v = np.asarray(small, np.float64).reshape(-1)
-        rows.append(v - v.mean())
-    return np.stack(rows) if rows else np.zeros((0, _THUMB_SIDE * _THUMB_SIDE))
-
-
 # -- helpers ----------------------------------------------------------------------------------
-def _load_embedding(spec: str) -> Any:
-    if spec == THUMBNAIL:
-        return thumbnail_embedding
-    from medibench.analysis.features import load_extractor
-
-    return load_extractor(spec)
-
-
 def _recorded(sample: Sample) -> set[tuple[str, str]]:
     """The patient and source-image identifiers ``sample`` records, as ``(kind, value)``
     (a patient id under ``source`` and one under ``metadata`` are the same patient)."""
