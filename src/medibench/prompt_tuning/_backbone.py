@@ -32,6 +32,9 @@ from medibench.prompt_tuning._towers import HFImageTower, HFTextTower
 __all__ = ["Backbone", "fingerprint", "load_backbone"]
 
 _FAMILIES = {"clip": "CLIPModel", "siglip": "SiglipModel"}
+#: A saved tokenizer has one of these (fast, BPE or SentencePiece); without them transformers
+#: builds an empty tokenizer silently.
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "spiece.model", "tokenizer.model")
 
 
 @dataclass
@@ -92,23 +95,41 @@ def _load_hf(path: Path, family: str, spec: str) -> Backbone:
 
     folder = transformers_folder(path, "CLIP-family model")
     _, transformers = import_transformers("prompt tuning")
+    model_type = _model_type(folder)
     if family == "hf":
-        model_type = json.loads((folder / "config.json").read_text("utf-8")).get("model_type")
         if model_type not in _FAMILIES:
             raise ValueError(
                 f"{folder / 'config.json'}: model_type {model_type!r} is not a two-tower family "
                 f"medibench opens up ({', '.join(_FAMILIES)}); use module:callable for others"
             )
         family = model_type
+    elif model_type in _FAMILIES and model_type != family:
+        raise ValueError(
+            f"--backbone {spec!r}: {folder / 'config.json'} is a {model_type} model, not "
+            f"{family}; use {model_type}:{path}"
+        )
+    tokenizer_files = [n for n in _TOKENIZER_FILES if (folder / n).is_file()]
+    if not tokenizer_files:
+        raise ValueError(
+            f"{folder}: no tokenizer files (one of {', '.join(_TOKENIZER_FILES)}); save the "
+            "model's tokenizer beside it (tokenizer.save_pretrained)"
+        )
+    from safetensors import SafetensorError
+
     try:
         model = getattr(transformers, _FAMILIES[family]).from_pretrained(
             folder, local_files_only=True
         )
+    except SafetensorError as exc:
+        raise ValueError(f"{folder}: its weights (*.safetensors) do not read: {exc}") from None
+    except (OSError, ValueError, TypeError, RuntimeError) as exc:
+        raise ValueError(f"{folder}: cannot load a {family} model: {_first_line(exc)}") from None
+    try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
         processor = transformers.AutoImageProcessor.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(
-            f"{folder}: cannot load a {family} model, tokenizer and processor: {exc}"
+            f"{folder}: cannot load the tokenizer and image processor: {_first_line(exc)}"
         ) from None
     model.eval()
     bias = float(model.logit_bias.detach()) if family == "siglip" else 0.0
@@ -130,7 +151,13 @@ def _load_callable(module: str, name: str, spec: str) -> Backbone:
         factory = import_object(f"{module}:{name}")
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"--backbone {spec!r}: cannot import {module}:{name} ({exc})") from None
-    out = factory()
+    try:
+        out = factory()
+    except Exception as exc:  # the user's code: any failure is named, not a traceback
+        raise ValueError(
+            f"--backbone {spec!r}: {module}:{name}() raised {type(exc).__name__}: "
+            f"{_first_line(exc)}"
+        ) from None
     if not isinstance(out, tuple) or len(out) not in (3, 4, 5):
         raise ValueError(
             f"--backbone {spec!r}: the callable must return (image_tower, text_tower, tokenizer"
@@ -156,3 +183,16 @@ def _load_callable(module: str, name: str, spec: str) -> Backbone:
         spec,
         "callable",
     )
+
+
+def _model_type(folder: Path) -> str | None:
+    try:
+        config = json.loads((folder / "config.json").read_text("utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{folder / 'config.json'}: does not read as JSON ({exc})") from None
+    return config.get("model_type") if isinstance(config, dict) else None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -73,7 +73,10 @@ def train_command(
             evals=_pairs(eval_ or [], "--eval", str),
             options=_pairs(set_ or [], "--set", option_value),
         )
-        result = train(settings, log=console.print)
+        from medibench.runs._cli import run_folder_session
+
+        with run_folder_session(out, create=True):  # one writer; a killed one's temps go
+            result = train(settings, log=console.print)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         fail(str(exc))
     for name, acc in result["accuracy"].items():

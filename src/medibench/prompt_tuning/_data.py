@@ -158,6 +158,12 @@ def _read_mvcbench(root: Path, split: str | None) -> LabelledImages:
             f"{image_dir}: class folder(s) {', '.join(unknown)} are not in "
             f"{root / 'classnames.txt'}"
         )
+    absent = [f for f in mapping if f not in folders]
+    if absent:
+        raise DatasetError(
+            f"{root / 'classnames.txt'}: class(es) {', '.join(absent)} have no folder in "
+            f"{image_dir}"
+        )
     names = [mapping[f] for f in folders]
     if split is not None:
         rel, labels = _split_items(root, split, names)

@@ -29,7 +29,9 @@ The YAML::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from itertools import product
@@ -120,15 +122,13 @@ def load_grid(path: str | Path, *, out: str | Path | None = None) -> Grid:
         ValueError: not a mapping, an unknown key, a missing or empty list, an unknown method,
             an unknown reference set.
     """
-    import yaml
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such grid file")
-    data = yaml.safe_load(path.read_text("utf-8"))
+    data, lines = _read_yaml(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a grid is a YAML mapping (see docs/calibration.md)")
-    unknown = sorted(set(data) - _KEYS)
+    unknown = sorted(set(map(str, data)) - _KEYS)
     if unknown:
         raise ValueError(
             f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_KEYS))})"
@@ -136,38 +136,104 @@ def load_grid(path: str | Path, *, out: str | Path | None = None) -> Grid:
     for key in ("dataset", "evals", "methods", "seeds", "backbones"):
         if not data.get(key):
             raise ValueError(f"{path}: {key!r} is missing or empty")
+
+    def where(key: str) -> str:
+        return f"{path} line {lines[key]}: {key}" if key in lines else f"{path}: {key}"
+
+    def items(key: str, kind: Any, what: str, default: list | None = None) -> list:
+        value = data.get(key) if data.get(key) is not None else default
+        if not isinstance(value, list):
+            raise ValueError(f"{where(key)}: expected a list, got {_shape(value)}")
+        for item in value:
+            if not isinstance(item, kind) or isinstance(item, bool):
+                raise ValueError(f"{where(key)}: expected a list of {what}, got {_shape(item)}")
+        return value
+
+    def mapping(key: str) -> dict:
+        value = data.get(key) or {}
+        if not isinstance(value, dict):
+            raise ValueError(f"{where(key)}: expected a mapping, got {_shape(value)}")
+        return value
+
+    def scalar(key: str, kind: Any, what: str, default: Any) -> Any:
+        value = data.get(key, default)
+        if kind is float and isinstance(value, str):  # PyYAML reads 2e-3 (no dot) as text
+            with contextlib.suppress(ValueError):
+                value = float(value)
+        types = (int, float) if kind is float else kind
+        if isinstance(value, bool) and kind is not bool or not isinstance(value, types):
+            raise ValueError(f"{where(key)}: expected {what}, got {_shape(value)}")
+        if kind is float and not math.isfinite(value):
+            raise ValueError(f"{where(key)}: expected a finite number, got {value}")
+        return value
+
     base = path.parent
-    methods = [str(m) for m in data["methods"]]
+    methods = items("methods", str, "method names")
     bad = [m for m in methods if m not in METHODS]
     if bad:
         raise ValueError(
-            f"{path}: unknown method(s) {', '.join(bad)} (one of {', '.join(METHODS)})"
+            f"{where('methods')}: unknown method(s) {', '.join(bad)} (one of {', '.join(METHODS)})"
         )
-    evals = {str(k): _resolve(base, str(v)) for k, v in dict(data["evals"]).items()}
+    evals = {str(k): _resolve(base, str(v)) for k, v in mapping("evals").items()}
     reference = str(data.get("reference") or next(iter(evals)))
     if reference not in evals:
         raise ValueError(f"{path}: reference {reference!r} is not an eval set ({', '.join(evals)})")
-    losses = [
-        tuple([x] if isinstance(x, str) else [str(v) for v in x])
-        for x in data.get("losses") or ["ce"]
-    ]
+    losses = []
+    for x in items("losses", (str, list), "loss specs", ["ce"]):
+        if isinstance(x, list) and not all(isinstance(v, str) for v in x):
+            raise ValueError(f"{where('losses')}: a combination is a list of loss specs")
+        losses.append(tuple([x] if isinstance(x, str) else x))
+    options = mapping("options")
+    for method, values in options.items():
+        if not isinstance(values, dict):
+            raise ValueError(
+                f"{where('options')}: {method} takes a mapping of KEY: VALUE, got {_shape(values)}"
+            )
+    train = {}
+    for key, kind in (("epochs", int), ("lr", float), ("batch_size", int)):
+        if data.get(key) is not None:
+            train[key] = scalar(key, kind, "a number", None)
     return Grid(
         out=Path(out) if out is not None else base / str(data.get("out", "grid-out")),
-        dataset=_resolve(base, str(data["dataset"])),
+        dataset=_resolve(base, str(scalar("dataset", str, "a dataset path", None))),
         evals=evals,
         reference=reference,
         methods=methods,
         losses=losses,
-        seeds=[int(s) for s in data["seeds"]],
-        templates=[str(t) for t in data.get("templates") or ["a photo of a {}."]],
-        backbones=[_backbone(base, str(b)) for b in data["backbones"]],
-        shots=int(data.get("shots", 16)),
-        train={k: data[k] for k in ("epochs", "lr", "batch_size") if data.get(k) is not None},
-        options={str(k): dict(v) for k, v in (data.get("options") or {}).items()},
-        augment=bool(data.get("augment", True)),
-        bins=int(data.get("bins", 15)),
-        device=str(data.get("device", "cpu")),
+        seeds=items("seeds", int, "whole numbers"),
+        templates=items("templates", str, "texts", ["a photo of a {}."]),
+        backbones=[_backbone(base, b) for b in items("backbones", str, "backbone specs")],
+        shots=scalar("shots", int, "a whole number", 16),
+        train=train,
+        options={str(k): dict(v) for k, v in options.items()},
+        augment=scalar("augment", bool, "true or false", True),
+        bins=scalar("bins", int, "a whole number", 15),
+        device=scalar("device", str, "a torch device", "cpu"),
     )
+
+
+def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
+    """The YAML document of ``path`` and the line (1-based) of each top-level key; a syntax
+    error is a one-line ValueError naming the file, line and column."""
+    import yaml
+
+    text = path.read_text("utf-8")
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"{path}{at}: not valid YAML ({problem})") from None
+    lines = {}
+    if isinstance(node, yaml.MappingNode):
+        lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
+    return data, lines
+
+
+def _shape(value: Any) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"[:80]
 
 
 def run_grid(grid: Grid, *, executor: str = "local", log: Any = None) -> dict[str, Any]:

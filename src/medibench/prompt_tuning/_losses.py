@@ -9,6 +9,8 @@ smoothing: ``alpha``, ``convention``), ``mbls`` (``margin``, ``alpha``): the cla
 
 from __future__ import annotations
 
+import inspect
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,10 +69,12 @@ def parse_losses(specs: list[str] | tuple[str, ...]) -> list[LossTerm]:
             if not eq or not key.strip():
                 raise ValueError(f"--loss {spec!r}: {part!r} is not key=value")
             options[key.strip()] = option_value(value.strip())
-        weight = float(options.pop("weight", 1.0))
+        weight = options.pop("weight", 1.0)
+        _check_numbers(spec, classes[name], {"weight": weight, **options})
+        weight = float(weight)
         try:
             module = classes[name](**options)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"--loss {spec!r}: {exc}") from None
         label = name
         count = sum(1 for t in terms if t.label.split("#")[0] == name)
@@ -78,3 +82,22 @@ def parse_losses(specs: list[str] | tuple[str, ...]) -> list[LossTerm]:
             label = f"{name}#{count + 1}"
         terms.append(LossTerm(label, weight, module, {"weight": weight, **options}))
     return terms
+
+
+def _check_numbers(spec: str, cls: type, options: dict[str, Any]) -> None:
+    """Refuse, before any training, text where the loss takes a number, and NaN or infinity
+    (``weight`` and every option whose default is a number)."""
+    defaults = {
+        k: p.default
+        for k, p in inspect.signature(cls).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    defaults["weight"] = 1.0
+    for key, value in options.items():
+        default = defaults.get(key)
+        if isinstance(default, bool) or not isinstance(default, (int, float)):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"--loss {spec!r}: {key}={value!r} is not a number")
+        if not math.isfinite(value):
+            raise ValueError(f"--loss {spec!r}: {key}={value} must be a finite number")

@@ -167,7 +167,7 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
         if state.get("gpa") is not None:
             method.load_gpa_state(state["gpa"])
         start, step = state["epoch"], state["step"]
-        _truncate_log(log_path, step)
+        _truncate_log(log_path, step, say)
         say(f"resuming at epoch {start + 1} (step {step}) from {ckpt}")
     elif log_path.exists():
         log_path.unlink()
@@ -210,8 +210,7 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
         pending += lines
         last = epoch + 1 == epochs
         if last or time.monotonic() - saved >= CHECKPOINT_SECONDS:
-            with open(log_path, "a", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(line) + "\n" for line in pending)
+            _append_lines(log_path, pending)
             pending = []
             state = {
                 "epoch": epoch + 1,
@@ -222,7 +221,7 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
                 "torch_rng": torch.get_rng_state(),
                 "gpa": method.gpa_state() if hasattr(method, "gpa_state") else None,
             }
-            tmp = ckpt.with_suffix(".tmp")
+            tmp = ckpt.with_name(f".{ckpt.name}.tmp")  # a killed save: the lock removes it
             torch.save(state, tmp)
             os.replace(tmp, ckpt)
             saved = time.monotonic()
@@ -303,9 +302,37 @@ def _options(settings: TrainSettings) -> dict[str, Any]:
     for key in ("epochs", "lr", "batch_size"):
         if getattr(settings, key) is not None:
             options[key] = getattr(settings, key)
-    if options["epochs"] < 0 or options["batch_size"] < 1 or options["lr"] < 0:
-        raise ValueError("--epochs and --lr must be >= 0 and --batch-size >= 1")
+    defaults = DEFAULTS[settings.method]
+    for key, value in options.items():
+        given = key in _TRAIN_FLAGS and getattr(settings, key) is not None
+        name = f"--{key.replace('_', '-')}" if given else f"--set {key}"
+        _check_option(name, value, defaults[key], key)
+    if options["batch_size"] < 1:
+        raise ValueError(f"--batch-size={options['batch_size']}: must be >= 1")
     return options
+
+
+#: Options with their own flag (``--lr``); the others are set with ``--set KEY=VALUE``.
+_TRAIN_FLAGS = ("epochs", "lr", "batch_size")
+#: Options that must be >= 1 when given (``None``: the method's own choice).
+_AT_LEAST_ONE = ("n_ctx", "n_ctx_vision", "depth", "text_depth", "vision_depth")
+
+
+def _check_option(name: str, value: Any, default: Any, key: str) -> None:
+    """Refuse, before any training, a value training cannot use: text for a number, NaN or
+    infinity, a negative rate, a context length below 1."""
+    numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
+    numeric = numeric or key in _AT_LEAST_ONE
+    if not numeric or (value is None and default is None):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}={value!r}: expected a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{name}={value}: must be a finite number")
+    if key in _AT_LEAST_ONE and (value < 1 or value != int(value)):
+        raise ValueError(f"{name}={value}: must be a whole number >= 1")
+    if value < 0:
+        raise ValueError(f"{name}={value}: must be >= 0")
 
 
 def _config(settings, choice, data: LabelledImages, shots, backbone, digest, method) -> dict:
@@ -365,18 +392,44 @@ def _columns(settings: TrainSettings) -> dict[str, str]:
     }
 
 
-def _truncate_log(path: Path, step: int) -> None:
+def _truncate_log(path: Path, step: int, say: Any) -> None:
+    """Keep the lines up to the checkpoint's ``step``; a last line a kill tore is dropped (and
+    rewritten by the resumed run), with a note."""
     if not path.is_file():
         return
-    keep = [
-        ln
-        for ln in path.read_text("utf-8").splitlines()
-        if ln.strip() and json.loads(ln)["step"] <= step
-    ]
-    path.write_text("".join(ln + "\n" for ln in keep), encoding="utf-8")
+    lines = [ln for ln in path.read_text("utf-8").splitlines() if ln.strip()]
+    keep = []
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise ValueError(
+                    f"{path} line {number}: not a JSON line (only the last line can be torn "
+                    "by a kill); remove the folder to train again"
+                ) from None
+            say(f"note: {path} line {number} was torn by a kill; dropped, training rewrites it")
+            continue
+        if record["step"] <= step:
+            keep.append(line)
+    _write_text(path, "".join(ln + "\n" for ln in keep))
+
+
+def _append_lines(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` to the JSON-lines file ``path`` in one write, flushed to disk, so a
+    kill tears at most the last line (which :func:`_truncate_log` drops on resume)."""
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_text(path: Path, text: str) -> None:
+    from medibench.io import atomic_write_text
+
+    atomic_write_text(path, text)
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from medibench.io import atomic_write_text
-
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    _write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

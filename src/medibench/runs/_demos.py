@@ -99,6 +99,7 @@ def attach_demonstrations(
             continue
         if fallback is not None:
             report.short_of_demos(entry.k, fallback)
+        report.pixel_copies += entry.plan.pixel_copies(sample) > 0
         sent = entry.images_sent(sample, demos)
         record_demonstrations(store, model, sample.sample_id, task.k, demos, sent, fallback)
         out.append(dataclasses.replace(task, demos=demos))

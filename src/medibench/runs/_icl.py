@@ -13,7 +13,8 @@
   extractor :func:`medibench.analysis.features.load_extractor` loads), ties in the seeded order.
 
 A candidate is allowed unless (the leakage rules) it is the query (same ``sample_id``, or an
-input file with the same bytes), shares the query's patient (``source["patient"]``,
+input image with the same decoded pixels: a re-encoded copy under another id counts, and such
+items are counted in the stage's summary), shares the query's patient (``source["patient"]``,
 ``source["patient_id"]`` or ``metadata["patient"]``) or source image (``source["image"]``,
 ``source["image_id"]``, ``source["url"]`` or ``metadata["item"]``) where both record one, or
 comes from the split being evaluated when one is named (``--dataset-option split=NAME``; or,
@@ -29,6 +30,10 @@ unmade with the prediction status :data:`TOO_FEW` (:class:`TooFewDemonstrations`
 :data:`TOO_FEW`); ``fewer`` shows those there are. What an item got is stored with its
 demonstrations (``fallback``) and counted in the stage's summary.
 
+Every pool image is decoded when the plan is made: one that does not decode stops the run with
+one line naming its file and sample (a pool is a curated set; skipping would change what every
+query may be shown). An unknown ``--icl-embedding`` is refused then too, listing the valid ones.
+
 What each prediction was shown is stored by :mod:`medibench.runs._demos`.
 """
 
@@ -42,6 +47,7 @@ import numpy as np
 
 from medibench.models._examples import check_takes_examples
 from medibench.runs._config import ICL_FALLBACKS, ICL_SELECTIONS
+from medibench.runs._icl_images import THUMBNAIL, load_embedding, pixel_hash, thumbnail_embedding
 from medibench.samples import PATIENT_KEYS, Sample
 
 __all__ = [
@@ -59,6 +65,7 @@ __all__ = [
     "icl_entries",
     "refuse_without_examples",
     "expected_answer",
+    "pixel_hash",
     "plan_icl",
     "thumbnail_embedding",
 ]
@@ -69,15 +76,12 @@ SELECTIONS = ICL_SELECTIONS
 FALLBACKS = ICL_FALLBACKS
 #: The prediction status of an item not made for too few eligible demonstrations.
 TOO_FEW = "too-few-demonstrations"
-#: The default ``--icl-embedding``: needs no weights.
-THUMBNAIL = "thumbnail"
 _IMAGE_KEYS = (
     ("source", "image"),
     ("source", "image_id"),
     ("source", "url"),  # MedEBench: the case page the image pair comes from
     ("metadata", "item"),
 )
-_THUMB_SIDE = 16
 
 
 class DemonstrationError(ValueError):
@@ -204,6 +208,18 @@ class IclPlan:
             short += f"; {len(chosen)} with the rest drawn from the whole pool"
         raise TooFewDemonstrations(f"{short}; --icl-fallback {self.fallback}")
 
+    def pixel_copies(self, query: Sample) -> int:
+        """Pool samples under another id whose input decodes to the query's pixels (never
+        shown to it)."""
+        q_hash = self._hash(query.input)
+        return sum(
+            1
+            for c in self.pool
+            if c.sample_id != query.sample_id
+            and q_hash is not None
+            and self._hash(c.input) == q_hash
+        )
+
     def allowed(self, query: Sample, needs: str, select: str | None = None) -> list[Sample]:
         """The pool's candidates for ``query`` under the leakage rules and the selection
         (``select``, default the plan's)."""
@@ -262,11 +278,9 @@ class IclPlan:
 
     def _hash(self, path: str) -> str | None:
         if path not in self._hashes:
-            from medibench.io import sha256_file
-
             try:
-                self._hashes[path] = sha256_file(path)
-            except OSError:  # the read error is the sample's when its image is read
+                self._hashes[path] = pixel_hash(path)
+            except (OSError, ValueError):  # a query's read error is its own when it is read
                 self._hashes[path] = None
         return self._hashes[path]
 
@@ -280,7 +294,7 @@ class IclPlan:
             from medibench.io import read_image
 
             if self._extractor is None:
-                self._extractor = _load_embedding(self.embedding)
+                self._extractor = load_embedding(self.embedding)
             feats = np.asarray(self._extractor([read_image(key, mode="rgb")]), np.float64)
             vec = feats.reshape(-1)
             norm = float(np.linalg.norm(vec))
@@ -388,33 +402,29 @@ def plan_icl(
     if not members:
         raise DemonstrationError(f"the demonstration pool {label} has no samples")
     members.sort(key=lambda s: s.sample_id)
-    return IclPlan(tuple(ks), select, embedding, label, members, excluded, seed, fallback)
-
-
-def thumbnail_embedding(images: Sequence[np.ndarray]) -> np.ndarray:
-    """The default ``nearest`` embedding, needing no weights: each image as gray, area-averaged
-    to 16 x 16, minus its mean; ``(N, 256)`` float64 (cosine similarity compares structure,
-    not brightness)."""
-    from PIL import Image
-
-    rows = []
-    for im in images:
-        gray = Image.fromarray(np.asarray(im, np.uint8)).convert("L")
-        small = gray.resize((_THUMB_SIDE, _THUMB_SIDE), Image.Resampling.BOX)
-        v = np.asarray(small, np.float64).reshape(-1)
-        rows.append(v - v.mean())
-    return np.stack(rows) if rows else np.zeros((0, _THUMB_SIDE * _THUMB_SIDE))
+    plan = IclPlan(tuple(ks), select, embedding, label, members, excluded, seed, fallback)
+    if select == "nearest":
+        try:  # loaded now: a bad spec is the run's one-line error, not a traceback later
+            plan._extractor = load_embedding(embedding)
+        except (ValueError, ImportError, OSError) as exc:
+            raise DemonstrationError(
+                f"--icl-embedding {embedding!r}: {str(exc).splitlines()[0]} (valid: {THUMBNAIL}"
+                ", inception:PATH, hf:PATH, dinov2:PATH, rad-dino:PATH, clip:PATH, "
+                "module:callable)"
+            ) from None
+    if plan.asks_examples:
+        for member in members:  # decoded once here, compared with each query later
+            try:
+                plan._hashes[member.input] = pixel_hash(member.input)
+            except (OSError, ValueError) as exc:
+                raise DemonstrationError(
+                    f"demonstration pool {label}: sample {member.sample_id!r}: "
+                    f"{member.input} does not decode as an image ({exc})"
+                ) from None
+    return plan
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def _load_embedding(spec: str) -> Any:
-    if spec == THUMBNAIL:
-        return thumbnail_embedding
-    from medibench.analysis.features import load_extractor
-
-    return load_extractor(spec)
-
-
 def _recorded(sample: Sample) -> set[tuple[str, str]]:
     """The patient and source-image identifiers ``sample`` records, as ``(kind, value)``
     (a patient id under ``source`` and one under ``metadata`` are the same patient)."""

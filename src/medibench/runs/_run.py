@@ -141,6 +141,11 @@ def summarise(rep: StageReport, label: str, console: Console) -> None:
     for fallback, n in rep.few_demos.items():
         err.print(f"  {n} with fewer eligible demonstrations than K = {rep.few_demos_k}: "
                   + _FEW_DEMOS[fallback])  # fmt: skip
+    if rep.pixel_copies:
+        err.print(
+            f"  {rep.pixel_copies} with a pixel-identical copy of their image in the "
+            "demonstration pool (another id): never shown to them"
+        )
     if rep.few_demos_why:
         err.print(Text("  ").append(labelled("first", rep.few_demos_why, "yellow")))
     for item, msg in rep.failures[:5]:

@@ -62,7 +62,8 @@ class StageReport:
     call the run's cost budget held back (no row stored: a later run makes them);
     ``few_demos``: items with fewer eligible in-context demonstrations than K, by what they got
     (``"random"``, ``"fewer"``, or ``"refuse"``: not made), ``few_demos_k`` that K and
-    ``few_demos_why`` the first reason."""
+    ``few_demos_why`` the first reason; ``pixel_copies``: items whose pool holds a copy of their
+    image under another id (never shown to them)."""
 
     stage: str
     done: int = 0
@@ -75,6 +76,7 @@ class StageReport:
     few_demos: dict[str, int] = field(default_factory=dict)
     few_demos_k: int = 0
     few_demos_why: str | None = None
+    pixel_copies: int = 0
 
     def short_of_demos(self, k: int, fallback: str, why: str | None = None) -> None:
         """Count one item with fewer eligible demonstrations than ``k`` that took
