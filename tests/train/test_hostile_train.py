@@ -105,6 +105,16 @@ def test_a_nonsense_setting_is_refused_before_training(
     assert not out.exists()
 
 
+def test_a_truncated_base_unet_is_named(tiny_ip2p, triplets, tmp_path):
+    base = tmp_path / "base"
+    shutil.copytree(tiny_ip2p, base)
+    unet = base / "unet" / "diffusion_pytorch_model.safetensors"
+    unet.write_bytes(unet.read_bytes()[:1000])
+    res = _invoke(train_args(triplets, base, tmp_path / "out", max_steps=1))
+    assert res.exit_code == 2
+    assert f"--model 'ip2p:{base}': {unet} is damaged (" in _error(res)
+
+
 def test_out_an_existing_file_is_refused(tiny_ip2p, triplets, tmp_path):
     out = tmp_path / "out"
     out.write_text("keep me")

@@ -103,26 +103,44 @@ def read_checkpoint(folder: Path, family: Any) -> tuple[dict[str, Any], dict[str
     does not read back (cut short, empty, not what it should hold)."""
     import pickle
 
-    from safetensors import SafetensorError, safe_open
-
     where = folder / STATE_FILE
     try:
         state = load_state(folder)
         if not isinstance(state, dict) or not {"optimizer", "samples_seen"} <= state.keys():
             raise ValueError("not a training state")
-        for where in sorted(folder.rglob("*.safetensors")):  # a weights file cut short
-            with safe_open(str(where), framework="pt") as fh:
-                fh.keys()
-        where = folder
+        check_weights_files(folder)
         if family.config.method == "lora":
             weights = state["trainable"]
         else:
+            where = folder / family.denoiser_name
             weights = _full_weights(folder, family)
-    except (OSError, EOFError, RuntimeError, ValueError, KeyError, SafetensorError,
+    except DamagedFile as exc:
+        raise CheckpointDamaged(str(exc)) from None
+    except (OSError, EOFError, RuntimeError, ValueError, KeyError,
             pickle.UnpicklingError) as exc:  # fmt: skip
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CheckpointDamaged(f"{where} is damaged ({why})") from None
+        raise CheckpointDamaged(f"{where} is damaged ({_first_line(exc)})") from None
     return state, weights
+
+
+class DamagedFile(ValueError):
+    """A weights file that does not read back; the message names it."""
+
+
+def check_weights_files(folder: Path | str) -> None:
+    """Open every ``*.safetensors`` file under ``folder`` (their headers against their sizes:
+    a file cut short fails); :class:`DamagedFile` names the first that does not open."""
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(Path(folder).rglob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt") as fh:
+                fh.keys()
+        except (SafetensorError, OSError) as exc:
+            raise DamagedFile(f"{path} is damaged ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _full_weights(folder: Path, family: Any) -> dict[str, Any]:

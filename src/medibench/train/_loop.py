@@ -19,6 +19,8 @@ from typing import Any
 from medibench._console import err, labelled
 from medibench.train._checkpoint import (
     CheckpointDamaged,
+    DamagedFile,
+    check_weights_files,
     complete_checkpoints,
     latest_checkpoint,
     model_card,
@@ -84,6 +86,10 @@ def check_training(config: TrainConfig, *, overwrite: bool = False) -> Checked:
         raise TrainError(f"--model {config.model!r}: training needs the weights on disk")
     cls = family_class(config.family, Path(weights))
     cls.check(Path(weights))
+    try:
+        check_weights_files(weights)
+    except DamagedFile as exc:
+        raise TrainError(f"--model {config.model!r}: {exc}") from None
     data, _ = open_training_data(
         config.dataset,
         options=config.dataset_options,
