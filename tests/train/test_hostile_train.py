@@ -19,6 +19,7 @@ pytest.importorskip("diffusers")
 pytest.importorskip("accelerate")
 
 from medibench.cli import app  # noqa: E402
+from medibench.train._checkpoint import load_state  # noqa: E402
 from tests.train.conftest import make_triplets, train_args  # noqa: E402
 
 torch.set_num_threads(1)
@@ -231,32 +232,53 @@ class _Killed(BaseException):
     """Stands in for SIGKILL: nothing after the raise runs (no checkpoint, no cleanup)."""
 
 
+@pytest.mark.parametrize("method", ["full", "lora"])
+@pytest.mark.parametrize("kill_at", [1, 2])
 def test_a_kill_before_the_first_checkpoint_leaves_no_repeated_steps(
-    tiny_ip2p, triplets, tmp_path, monkeypatch
+    tiny_ip2p, triplets, tmp_path, monkeypatch, method, kill_at
 ):
     import medibench.train._loop as loop
 
-    args = train_args(triplets, tiny_ip2p, tmp_path / "b", max_steps=3, lr=1e-3)
+    options = {"method": method, "rank": 2, "max_steps": 3, "lr": 1e-3}
+    args = train_args(triplets, tiny_ip2p, tmp_path / "b", **options)
     logged = loop._Training._log
 
     def log(self, record):
         logged(self, record)
-        if record["step"] == 2:
+        if record["step"] == kill_at:
             raise _Killed
 
     with monkeypatch.context() as patch:
         patch.setattr(loop._Training, "_log", log)
         with pytest.raises(_Killed):
             CliRunner().invoke(app, args)
-    assert _steps(tmp_path / "b") == [1, 2]
+    assert _steps(tmp_path / "b") == list(range(1, kill_at + 1))
     assert not list((tmp_path / "b").glob("checkpoint-*"))
     resumed = _invoke(args)
     assert resumed.exit_code == 0, resumed.output[-2000:]
     assert _steps(tmp_path / "b") == [1, 2, 3]
-    whole = _invoke(train_args(triplets, tiny_ip2p, tmp_path / "a", max_steps=3, lr=1e-3))
+    whole = _invoke(train_args(triplets, tiny_ip2p, tmp_path / "a", **options))
     assert whole.exit_code == 0
-    a, b = _unet(tmp_path / "a/checkpoint-3"), _unet(tmp_path / "b/checkpoint-3")
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    a, b = load_state(tmp_path / "a/checkpoint-3"), load_state(tmp_path / "b/checkpoint-3")
+    assert a["samples_seen"] == b["samples_seen"] == 3
+    key = "trainable" if method == "lora" else "optimizer"
+    assert repr(a[key]) == repr(b[key])
+
+
+def test_a_folder_whose_only_checkpoint_is_damaged_trains_from_step_0(
+    tiny_ip2p, triplets, tmp_path
+):
+    out = tmp_path / "out"
+    args = train_args(triplets, tiny_ip2p, out, max_steps=1)
+    assert _invoke(args).exit_code == 0
+    (out / "checkpoint-1" / "training_state.pt").write_bytes(b"")
+    res = _invoke(args)
+    assert res.exit_code == 0, res.output[-2000:]
+    text = " ".join(res.output.split())
+    assert f"note: {out / 'checkpoint-1' / 'training_state.pt'} is damaged (" in text
+    assert "no checkpoint reads back whole: training from step 0" in text
+    assert "trained to step 1" in text and _steps(out) == [1]
+    assert load_state(out / "checkpoint-1")["step"] == 1
 
 
 def _cut(path):
@@ -276,8 +298,6 @@ def _cut(path):
 def test_a_damaged_latest_checkpoint_resumes_from_the_one_before(
     tiny_ip2p, triplets, tmp_path, method, damage, file
 ):
-    from medibench.train._checkpoint import load_state
-
     out = tmp_path / "out"
     args = train_args(triplets, tiny_ip2p, out, method=method, rank=2, max_steps=2)
     assert _invoke([*args, "--checkpoint-every", "1"]).exit_code == 0
@@ -304,8 +324,6 @@ def test_a_damaged_latest_checkpoint_resumes_from_the_one_before(
 def test_a_full_disk_during_a_checkpoint_keeps_the_last_one(
     tiny_ip2p, triplets, tmp_path, monkeypatch, fault
 ):
-    from medibench.train._checkpoint import load_state
-
     out = tmp_path / "out"
     args = train_args(triplets, tiny_ip2p, out, max_steps=2, checkpoint_every=1)
     real = torch.save
