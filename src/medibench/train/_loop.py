@@ -115,7 +115,7 @@ def _check_folder(checked: Checked) -> None:
     recorded = config.out / CONFIG_FILE
     afresh = "give --overwrite to start afresh, or another --out"
     if not recorded.is_file():
-        if any(_checkpoints(config.out)):
+        if complete_checkpoints(config.out):
             raise TrainError(
                 f"{recorded} is missing but {config.out} holds checkpoints: the settings they "
                 f"were trained with cannot be checked; {afresh}"
@@ -144,10 +144,6 @@ def _check_folder(checked: Checked) -> None:
                 f"{what} changed since {config.out} was trained on it ({key} {record[key]} "
                 f"in {recorded}, now {now[key]}); resume with the same files, or {afresh}"
             )
-
-
-def _checkpoints(out: Path):
-    return (p for p in out.glob("checkpoint-*") if p.is_dir())
 
 
 def _start_afresh(out: Path) -> None:
@@ -312,8 +308,9 @@ class _Training:
             self.optimizer.load_state_dict(state["optimizer"])
             step, seen = step_, int(state["samples_seen"])
             break
-        if main and step == 0 and any(_checkpoints(out)):
-            err.print(labelled("note", "no checkpoint reads back whole: training from step 0"))
+        if main and step == 0 and complete_checkpoints(out):
+            note = "no checkpoint reads back whole: training from step 0"
+            err.print(labelled("note", note, "yellow"))
         elif main and step and folder != latest_checkpoint(out)[1]:  # type: ignore[index]
             err.print(labelled("note", f"resuming from {folder}", "yellow"))
         if main:
