@@ -64,6 +64,9 @@ def train(
     gradient_checkpointing: Annotated[bool, typer.Option(help="recompute activations")] = False,
     use_8bit_adam: Annotated[bool, typer.Option(help="bitsandbytes AdamW8bit")] = False,
     dataset_option: DatasetOptionsOption = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="start afresh: remove the checkpoints, log and record in --out")
+    ] = False,
 ) -> None:
     """Fine-tune an editing model (or an inpainting expert) on a dataset's triplets."""
     given = dict(locals())
@@ -83,7 +86,9 @@ def train(
             dataset_options=dataset_options(dataset_option),
         )
         with run_folder_errors(out):
-            result = run_training(config, eval_model_options=tuple(eval_model_option or ()))
+            result = run_training(
+                config, eval_model_options=tuple(eval_model_option or ()), overwrite=overwrite
+            )
     except (TrainError, ImportError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     if not result.main_process:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -153,8 +153,16 @@ class TrainConfig:
                 raise TrainError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
         if self.method == "lora" and self.rank < 1:
             raise TrainError(f"--rank must be >= 1 for LoRA, got {self.rank}")
-        if not self.lr > 0:
-            raise TrainError(f"--lr must be > 0, got {self.lr}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise TrainError(f"--lr must be a finite number > 0, got {self.lr}")
+        if self.snr_gamma is not None and not (
+            math.isfinite(self.snr_gamma) and self.snr_gamma > 0
+        ):
+            raise TrainError(f"--snr-gamma must be a finite number > 0, got {self.snr_gamma}")
+        if self.seed < 0:
+            raise TrainError(f"--seed must be >= 0, got {self.seed}")
+        if self.out.exists() and not self.out.is_dir():
+            raise TrainError(f"--out {self.out} is a file; give a training folder")
         if not self.bins or any(b < 8 for b in self.bins):
             raise TrainError(f"resolution bins must be >= 8 pixels, got {list(self.bins)}")
         if not 0 <= self.conditioning_dropout < 1 / 3:
@@ -166,6 +174,8 @@ class TrainConfig:
             raise TrainError(
                 f"--mixed-precision must be no, bf16 or fp16, not {self.mixed_precision!r}"
             )
+        if not all(math.isfinite(w) for w in self.mix.values()):
+            raise TrainError(f"--mix weights must be finite numbers, got {self.mix}")
         if any(w < 0 for w in self.mix.values()) or (self.mix and not any(self.mix.values())):
             raise TrainError(f"--mix weights must be >= 0, one of them > 0, got {self.mix}")
         evals = (self.eval_dataset, self.eval_every)
@@ -211,8 +221,3 @@ def parse_mix(text: str | None) -> dict[str, float]:
                 f"(NAME a perspective or a task), bad part {part!r}"
             )
     return out
-
-
-def read_config(path: Path) -> TrainConfig:
-    """The config a training folder recorded (``train_config.json``)."""
-    return TrainConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))

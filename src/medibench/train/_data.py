@@ -22,7 +22,13 @@ from PIL import Image
 from medibench.samples import Sample
 from medibench.train._config import TrainError
 
-__all__ = ["TrainingData", "bucket_size", "dataset_hash", "open_training_data"]
+__all__ = [
+    "TrainingData",
+    "bucket_size",
+    "dataset_fingerprint",
+    "dataset_hash",
+    "open_training_data",
+]
 
 
 @dataclass(frozen=True)
@@ -68,9 +74,16 @@ class TrainingData:
         ``index`` at its working size: uint8 RGB ``(H, W, 3)``, mask bool ``(H, W)``."""
         if index not in self._cache:
             from medibench.datasets import load_images
+            from medibench.io import ImageReadError
 
             item = self.items[index]
-            images = load_images(item.sample)
+            try:
+                images = load_images(item.sample)
+            except ImageReadError as exc:
+                s = item.sample
+                files = {s.input: "input", s.target: "target", s.mask: "mask"}
+                role = files.get(exc.path, "file")
+                raise TrainError(f"sample {s.sample_id!r}: {role} {exc}") from None
             h, w = item.size
             m = None
             if images.mask is not None:
@@ -129,6 +142,11 @@ def open_training_data(
             f"--dataset {spec!r}: {len(no_mask)} samples have no mask (first: "
             f"{no_mask[0]!r}); inpainting trains on image + mask"
         )
+    if not any(s.instruction.strip() for s in samples):
+        raise TrainError(
+            f"--dataset {spec!r}: every instruction is blank (first sample: "
+            f"{samples[0].sample_id!r}); an editor trains on instructions"
+        )
     items = [Item(s, bucket_size(_size_of(s), bins, multiple)) for s in samples]
     return TrainingData(items, mix, seed), ds
 
@@ -159,6 +177,20 @@ def dataset_hash(data: TrainingData) -> str:
         )
         digest.update(json.dumps([record, item.size], sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def dataset_fingerprint(data: TrainingData) -> str:
+    """sha256 over :func:`dataset_hash` and the bytes of every sample's input, target and mask
+    (in sample order): a dataset rewritten at the same path has another."""
+    digest = hashlib.sha256(dataset_hash(data).encode())
+    for item in data.items:
+        s = item.sample
+        for path in (s.input, s.target, s.mask):
+            if path is not None:
+                with open(path, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -193,13 +225,52 @@ def _groups(items: list[Item], mix: dict[str, float]) -> list[tuple[float, dict]
 
 
 def _size_of(sample: Sample) -> tuple[int, int]:
-    try:
-        with Image.open(sample.input) as im:
-            return im.size[1], im.size[0]
-    except OSError:  # DICOM, NIfTI, ...: decode it
-        from medibench.datasets import load_images
+    """The input's ``(height, width)``, after the header of each of the sample's files is read:
+    an unreadable file, a decompression bomb, a 16-bit input or target, or a target of another
+    aspect ratio than the input is a :class:`TrainError` naming the sample and the file."""
+    sizes = {
+        role: _header_size(sample, role, path)
+        for role, path in (("input", sample.input), ("target", sample.target))
+        if path is not None
+    }
+    if sample.mask is not None:
+        _header_size(sample, "mask", sample.mask)
+    (h, w), target = sizes["input"], sizes.get("target")
+    if target is not None and abs(target[0] * w - target[1] * h) > max(h, w, *target):
+        raise TrainError(
+            f"sample {sample.sample_id!r}: the target {sample.target} is {target[1]}x{target[0]} "
+            f"but the input {sample.input} is {w}x{h}, another aspect ratio (training would "
+            "stretch it); crop or pad the target to the input's shape"
+        )
+    return h, w
 
-        return load_images(sample).input.shape[:2]
+
+def _header_size(sample: Sample, role: str, path: str) -> tuple[int, int]:
+    """``(height, width)`` from the file's header (decoding it only when Pillow cannot open it:
+    DICOM); the read errors as one :class:`TrainError` naming the sample, role and file."""
+    from medibench.io import ImageReadError, read_image
+
+    try:
+        try:
+            with Image.open(path) as im:
+                if role != "mask" and im.mode in _DEEP_MODES:
+                    raise TrainError(
+                        f"sample {sample.sample_id!r}: {role} {path} holds {im.mode} pixels "
+                        "(16-bit or float); training reads 8-bit RGB: convert it first"
+                    )
+                return im.size[1], im.size[0]
+        except Image.DecompressionBombError as exc:
+            raise ImageReadError(
+                path, f"refused as a possible decompression bomb ({exc})"
+            ) from None
+        except OSError:  # DICOM, NIfTI, an empty or damaged file: the reader says which
+            return read_image(path, mode="unchanged").shape[:2]
+    except ImageReadError as exc:
+        raise TrainError(f"sample {sample.sample_id!r}: {role} {exc}") from None
+
+
+#: Pillow modes of more than 8 bits per channel.
+_DEEP_MODES = frozenset({"I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
 
 
 def _resize(image: np.ndarray, size: tuple[int, int], method=Image.Resampling.BICUBIC):

@@ -16,16 +16,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medibench._console import err, labelled
 from medibench.train._checkpoint import (
+    CheckpointDamaged,
+    DamagedFile,
+    check_weights_files,
+    complete_checkpoints,
     latest_checkpoint,
-    load_full_weights,
-    load_state,
     model_card,
+    read_checkpoint,
     save_checkpoint,
     weights_hash,
 )
-from medibench.train._config import TrainConfig, TrainError, read_config
-from medibench.train._data import TrainingData, dataset_hash, open_training_data
+from medibench.train._config import TrainConfig, TrainError
+from medibench.train._data import (
+    TrainingData,
+    dataset_fingerprint,
+    dataset_hash,
+    open_training_data,
+)
 from medibench.train._families import family_class
 
 __all__ = ["TrainResult", "check_training", "train"]
@@ -56,13 +65,17 @@ class Checked:
     weights: Path | str
     data: TrainingData
     eval_samples: int
+    #: sha256 over the base weights' files, and over the training samples' records and files
+    base_hash: str
+    dataset_fingerprint: str
 
 
-def check_training(config: TrainConfig) -> Checked:
+def check_training(config: TrainConfig, *, overwrite: bool = False) -> Checked:
     """Every check that needs no weights loaded: the base weights' folder, the resolution bins
     against the model's multiple, the dataset (targets, masks, ``--mix``), the evaluation
-    dataset (never the training samples), and a folder trained before with other settings.
-    Raises :class:`TrainError` naming the problem."""
+    dataset (never the training samples), and a folder trained before with other settings,
+    other base weights or another dataset (unless ``overwrite``). Raises :class:`TrainError`
+    naming the problem."""
     from medibench.models._weights import WeightsNotFoundError, resolve_weights
 
     try:
@@ -73,6 +86,10 @@ def check_training(config: TrainConfig) -> Checked:
         raise TrainError(f"--model {config.model!r}: training needs the weights on disk")
     cls = family_class(config.family, Path(weights))
     cls.check(Path(weights))
+    try:
+        check_weights_files(weights)
+    except DamagedFile as exc:
+        raise TrainError(f"--model {config.model!r}: {exc}") from None
     data, _ = open_training_data(
         config.dataset,
         options=config.dataset_options,
@@ -83,22 +100,73 @@ def check_training(config: TrainConfig) -> Checked:
         need_mask=cls.needs_mask,
     )
     eval_samples = _check_eval_dataset(config, data) if config.eval_dataset else 0
+    checked = Checked(
+        config, weights, data, eval_samples, weights_hash(weights), dataset_fingerprint(data)
+    )
+    if not overwrite:
+        _check_folder(checked)
+    return checked
+
+
+def _check_folder(checked: Checked) -> None:
+    """Refuse to resume a folder whose record is missing (with checkpoints), damaged, or made
+    with other settings, other base weights or another dataset."""
+    config = checked.config
     recorded = config.out / CONFIG_FILE
-    if recorded.is_file():
-        before = read_config(recorded)
-        diff = config.differences(before)
-        if diff:
+    afresh = "give --overwrite to start afresh, or another --out"
+    if not recorded.is_file():
+        if complete_checkpoints(config.out):
             raise TrainError(
-                f"{config.out} was trained with other settings ({'; '.join(diff)}); "
-                "use another --out or the same settings to resume"
+                f"{recorded} is missing but {config.out} holds checkpoints: the settings they "
+                f"were trained with cannot be checked; {afresh}"
             )
-    return Checked(config, weights, data, eval_samples)
+        return
+    try:
+        record = json.loads(recorded.read_text(encoding="utf-8"))
+        before = TrainConfig.from_dict(record)
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TrainError(f"{recorded} is damaged ({why}); {afresh}") from None
+    diff = config.differences(before)
+    if diff:
+        raise TrainError(
+            f"{config.out} was trained with other settings ({'; '.join(diff)}); "
+            f"use the same settings to resume, or {afresh}"
+        )
+    changed = {
+        "base_hash": f"the base weights {checked.weights}",
+        "dataset_fingerprint": f"the dataset {config.dataset}",
+    }
+    now = {"base_hash": checked.base_hash, "dataset_fingerprint": checked.dataset_fingerprint}
+    for key, what in changed.items():
+        if key in record and record[key] != now[key]:  # older records lack the fingerprint
+            raise TrainError(
+                f"{what} changed since {config.out} was trained on it ({key} {record[key]} "
+                f"in {recorded}, now {now[key]}); resume with the same files, or {afresh}"
+            )
+
+
+def _start_afresh(out: Path) -> None:
+    """``--overwrite``: remove what a training wrote in ``out`` (checkpoints, the log, the
+    record, the evaluations); other files stay."""
+    import shutil
+
+    for path in out.glob("checkpoint-*"):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for name in (CONFIG_FILE, LOG_FILE):
+        (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / "eval", ignore_errors=True)
 
 
 def train(
-    config: TrainConfig, *, eval_model_options: tuple[str, ...] = (), console: Any = None
+    config: TrainConfig,
+    *,
+    eval_model_options: tuple[str, ...] = (),
+    console: Any = None,
+    overwrite: bool = False,
 ) -> TrainResult:
-    """Train (or resume) as ``config`` says; see :mod:`medibench.train`.
+    """Train (or resume) as ``config`` says; see :mod:`medibench.train`. ``overwrite``: start
+    afresh, removing the checkpoints, log and record a training left in ``config.out``.
 
     Holds the folder's lock (the main process of a data-parallel launch). Raises
     :class:`TrainError` before the first step for every bad input it can see.
@@ -126,7 +194,10 @@ def train(
     accelerator = Accelerator(mixed_precision=config.mixed_precision, cpu=cpu)
     lock = run_folder_lock(config.out) if accelerator.is_main_process else contextlib.nullcontext()
     with lock:
-        checked = check_training(config)
+        checked = check_training(config, overwrite=overwrite)
+        if overwrite and accelerator.is_main_process:
+            _start_afresh(config.out)
+        accelerator.wait_for_everyone()
         return _Training(checked, accelerator, eval_model_options, console).run()
 
 
@@ -220,21 +291,31 @@ class _Training:
 
     # -- resume, records, checkpoints -----------------------------------------------------------
     def _resume(self) -> tuple[int, int]:
-        found = latest_checkpoint(self.cfg.out)
-        if found is None:
-            return 0, 0
-        step, folder = found
-        if step > self.cfg.max_steps:
-            raise TrainError(f"{folder} is past --max-steps {self.cfg.max_steps}")
-        state = load_state(folder)
-        if self.cfg.method == "lora":
-            self.family.load_trainable_state(state["trainable"])
-        else:
-            load_full_weights(folder, self.family)
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.acc.is_main_process:
-            _truncate_log(self.cfg.out / LOG_FILE, step)
-        return step, int(state["samples_seen"])
+        """Load the newest checkpoint that reads back whole (a damaged one is named and passed
+        over) and cut the log to its step; no checkpoint: step 0 and an empty log."""
+        out, main = self.cfg.out, self.acc.is_main_process
+        step, seen = 0, 0
+        for step_, folder in sorted(complete_checkpoints(out), reverse=True):
+            if step_ > self.cfg.max_steps:
+                raise TrainError(f"{folder} is past --max-steps {self.cfg.max_steps}")
+            try:
+                state, weights = read_checkpoint(folder, self.family)
+            except CheckpointDamaged as exc:
+                if main:
+                    err.print(labelled("note", f"{exc}: passed over", "yellow"))
+                continue
+            self.family.load_trainable_state(weights)
+            self.optimizer.load_state_dict(state["optimizer"])
+            step, seen = step_, int(state["samples_seen"])
+            break
+        if main and step == 0 and complete_checkpoints(out):
+            note = "no checkpoint reads back whole: training from step 0"
+            err.print(labelled("note", note, "yellow"))
+        elif main and step and folder != latest_checkpoint(out)[1]:  # type: ignore[index]
+            err.print(labelled("note", f"resuming from {folder}", "yellow"))
+        if main:
+            _truncate_log(out / LOG_FILE, step)
+        return step, seen
 
     def _record(self, start: int) -> None:
         path = self.cfg.out / CONFIG_FILE
@@ -243,12 +324,12 @@ class _Training:
         from medibench import __version__
         from medibench.io import atomic_write_text
 
-        self.base_hash = weights_hash(self.checked.weights)
         record = {
             **self.cfg.to_dict(),
             "objective": self.family.objective(),
-            "base_hash": self.base_hash,
+            "base_hash": self.checked.base_hash,
             "dataset_hash": dataset_hash(self.data),
+            "dataset_fingerprint": self.checked.dataset_fingerprint,
             "samples": len(self.data),
             "medibench_version": __version__,
             "processes": self.acc.num_processes,
@@ -312,16 +393,49 @@ def _check_eval_dataset(config: TrainConfig, data: TrainingData) -> int:
         samples = list(load_dataset(config.eval_dataset))
     except (KeyError, ValueError, FileNotFoundError) as exc:
         raise TrainError(f"--eval-dataset {config.eval_dataset!r}: {exc}") from None
-    trained = {(s.sample.sample_id, Path(s.sample.input).resolve()) for s in data.items}
-    trained_inputs = {key[1] for key in trained}
-    shared = [s.sample_id for s in samples if Path(s.input).resolve() in trained_inputs]
+    trained = _Inputs(Path(s.sample.input) for s in data.items)
+    shared = [s.sample_id for s in samples if trained.holds(Path(s.input))]
     if shared:
         raise TrainError(
             f"--eval-dataset {config.eval_dataset!r} holds {len(shared)} of the "
-            f"training samples (first: {shared[0]!r}): evaluating on the training "
-            "split is refused; evaluate on a held-out split"
+            f"training samples (first: {shared[0]!r}): evaluating on the training split is "
+            "refused (the same files or byte-identical copies); evaluate on a held-out split"
         )
     return len(samples)
+
+
+class _Inputs:
+    """The training inputs, to ask whether a file is one of them or a byte-identical copy (its
+    size first; a file of a training input's size is compared by sha256)."""
+
+    def __init__(self, paths) -> None:
+        self.resolved = set()
+        self.by_size: dict[int, list[Path]] = {}
+        for path in paths:
+            self.resolved.add(path.resolve())
+            self.by_size.setdefault(_size(path), []).append(path)
+        self._hashed: set[int] = set()
+        self.digests: set[str] = set()
+
+    def holds(self, path: Path) -> bool:
+        from medibench.io import sha256_file
+
+        if path.resolve() in self.resolved:
+            return True
+        size = _size(path)
+        if size < 0 or size not in self.by_size:
+            return False
+        if size not in self._hashed:  # hash the training inputs of this size, once
+            self._hashed.add(size)
+            self.digests.update(sha256_file(p) for p in self.by_size[size])
+        return sha256_file(path) in self.digests
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
 
 
 def _optimizer(cfg: TrainConfig, params: list[Any]):
