@@ -22,6 +22,16 @@ SIZES = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 9.5, 10.0, 12.0, None]
 AGG = Aggregation(group_by=("task",), ci_resamples=500, ci_seed=7)
 
 
+def _sample(sid, benchmark="native", **fields):
+    return Sample(sample_id=sid, benchmark=benchmark, input="x.png", instruction="x",
+                  perspective="modification", **fields)  # fmt: skip
+
+
+def _score(sid, model, metrics, protocol="p", **fields):
+    return Score(sample_id=sid, model=model, protocol=protocol, protocol_version="1",
+                 metrics=metrics, **fields)  # fmt: skip
+
+
 def _data(missing=()):
     """12 samples (metadata.size as SIZES; the last has none) and two models' scores; ``missing``
     samples have no output of model 'b'."""
@@ -30,39 +40,13 @@ def _data(missing=()):
     for i, size in enumerate(SIZES):
         sid = f"s{i:02d}"
         meta = {} if size is None else {"size": size}
-        samples[sid] = Sample(
-            sample_id=sid,
-            benchmark="native",
-            input="x.png",
-            instruction="x",
-            perspective="modification",
-            task="t",
-            metadata=meta,
-        )
+        samples[sid] = _sample(sid, task="t", metadata=meta)
         for model, slope in (("a", -0.05), ("b", 0.01)):
             value = 0.9 + slope * (size or 0) + float(rng.normal(0, 0.05))
             if model == "b" and sid in missing:
-                scores.append(
-                    Score(
-                        sample_id=sid,
-                        model=model,
-                        protocol="p",
-                        protocol_version="1",
-                        metrics={"m": None},
-                        status="missing",
-                        error="no output",
-                    )
-                )
+                scores.append(_score(sid, model, {"m": None}, status="missing", error="no output"))
             else:
-                scores.append(
-                    Score(
-                        sample_id=sid,
-                        model=model,
-                        protocol="p",
-                        protocol_version="1",
-                        metrics={"m": value},
-                    )
-                )
+                scores.append(_score(sid, model, {"m": value}))
     return samples, scores
 
 
@@ -141,24 +125,9 @@ def test_a_categorical_property_groups_by_its_levels_in_order():
     values = [0.9, 0.2, 0.8, 0.4, 0.5, 0.7]
     for i, (cond, v) in enumerate(zip(conditions, values, strict=True)):
         sid = f"p{i}"
-        samples[sid] = Sample(
-            sample_id=sid,
-            benchmark="paintbench",
-            input="x.png",
-            instruction="x",
-            perspective="modification",
-            task="recolor",
-            metadata={"visual_condition": cond},
-        )
-        scores.append(
-            Score(
-                sample_id=sid,
-                model="a",
-                protocol="paintbench",
-                protocol_version="1",
-                metrics={"iou": v},
-            )
-        )
+        samples[sid] = _sample(sid, "paintbench", task="recolor",
+                               metadata={"visual_condition": cond})  # fmt: skip
+        scores.append(_score(sid, "a", {"iou": v}, protocol="paintbench"))
     agg = Aggregation(ci_resamples=0)
     (table,) = bin_tables(scores, samples, agg, metrics=["iou"], specs=[BinSpec("color_scheme")])
     assert table.labels == ["standard", "nonstandard"] and table.counts == [3, 2]
@@ -218,13 +187,7 @@ def test_parse_bins_reads_edges_and_categories():
     ],
 )
 def test_a_property_given_the_wrong_kind_of_bins_is_refused(spec, message):
-    sample = Sample(
-        sample_id="a",
-        benchmark="paintbench",
-        input="x.png",
-        instruction="x",
-        perspective="modification",
-    )
+    sample = _sample("a", "paintbench")
     with pytest.raises(PropertyError, match=message):
         check_specs([spec], [sample])
 
