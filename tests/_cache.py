@@ -23,6 +23,7 @@ import inspect
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -62,6 +63,15 @@ def digest(*folders: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def _log_build(name: str, seconds: float) -> None:
+    """Append ``name seconds`` to ``$MEDIBENCH_TEST_CACHE_LOG`` when set: what a fresh clone's
+    first session spends building (``sort -k2 -n`` on the file lists the costliest)."""
+    log = os.environ.get("MEDIBENCH_TEST_CACHE_LOG")
+    if log:
+        with open(log, "a") as out:
+            out.write(f"{name} {seconds:.1f}\n")
+
+
 def cached(
     name: str, build: Callable[[Path], object], *, sources: Iterable[str] = (), salt: str = ""
 ) -> Path:
@@ -78,8 +88,10 @@ def cached(
         part = root / f".{folder.name}.part-{os.getpid()}"
         shutil.rmtree(part, ignore_errors=True)
         try:
+            started = time.perf_counter()
             build(part)
             part.rename(folder)
+            _log_build(folder.name, time.perf_counter() - started)
             for old in root.glob(f"{name}-*"):  # builds of an older builder
                 if old != folder and len(old.name) == len(folder.name):
                     shutil.rmtree(old, ignore_errors=True)

@@ -179,10 +179,16 @@ def _run_blocks(file: str, ordinals: set[int], work: Path, env: dict[str, str]) 
     times = os.environ.get("DOCS_BLOCK_TIMES")  # a developer's aid: file, block, seconds
     for block in (b for b in shell_blocks() if b.file == file and b.ordinal in ordinals):
         script = "set -euo pipefail\n" + _runnable(block)
+        trace = os.environ.get("DOCS_TRACE")  # a developer's aid: each command with its start
+        if trace:
+            script = "PS4='+ $EPOCHREALTIME '; set -x\n" + script
         start = time.perf_counter()
         res = subprocess.run(
             ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, check=False
         )
+        if trace:
+            with open(trace, "a", encoding="utf-8") as f:
+                f.write("".join(x + "\n" for x in res.stderr.splitlines() if x.startswith("+ ")))
         if times:
             with open(times, "a", encoding="utf-8") as f:
                 f.write(f"{file}\t{block.ordinal}\t{time.perf_counter() - start:.1f}\n")
