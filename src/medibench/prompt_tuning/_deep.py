@@ -50,7 +50,7 @@ class MaPLe(Method):
         deep_vision = [p(t) for p, t in zip(self.deep_proj, deep_text, strict=True)]
         text = self.prompts(deep=deep_text)
         image = self.bb.image(pixels, prompts=vision, deep=deep_vision)
-        return Output(self.logits(image, text))
+        return Output(self.logits(image, text), text=text)
 
     def _text_prompts(self, depth: int, g: torch.Generator) -> None:
         """The first layer's context (``prompts``) and ``depth - 1`` deep text prompts."""
@@ -101,7 +101,7 @@ class PromptSRC(MaPLe):
         image = self.bb.image(pixels, prompts=self.vision, deep=list(self.deep_vision))
         logits = self.logits(image, text)
         if not self.training:
-            return Output(logits)
+            return Output(logits, text=text)
         with torch.no_grad():
             zs_image = F.normalize(self.bb.image(pixels), dim=-1)
             zs_logits = self.logits(zs_image, self.zs_text)
@@ -117,7 +117,7 @@ class PromptSRC(MaPLe):
             )
             / logits.numel(),
         }
-        return Output(logits, terms)
+        return Output(logits, terms, text=text)
 
     def gpa_weight(self, epoch: int, epochs: int) -> float:
         """Epoch ``epoch``'s (0-based) share of the Gaussian prompt average."""

@@ -84,7 +84,23 @@ for _d in DEFAULTS.values():
 METHODS = tuple(DEFAULTS)
 
 #: The ``--loss`` names (:mod:`._losses`).
-LOSSES = ("ce", "mcm", "focal", "ls", "mbls")
+LOSSES = (
+    "ce",
+    "mcm",
+    "focal",
+    "ls",
+    "mbls",
+    "dca",
+    "mdca",
+    "smac",
+    "mmce",
+    "logitnorm",
+    "eccv-penalty",
+    "eccv-zs",
+    "angular",
+    "otpt",
+    "tmm",
+)
 
 
 def option_value(text: str) -> Any:

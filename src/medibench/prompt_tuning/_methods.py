@@ -53,7 +53,7 @@ class LinearProbe(Method):
 
     def forward(self, pixels: torch.Tensor) -> Output:
         image = F.normalize(self.frozen_image(pixels), dim=-1)
-        return Output(self.bb.scale * (image @ self.weight.T) + self.bias)
+        return Output(self.bb.scale * (image @ self.weight.T) + self.bias, text=self.weight)
 
 
 class CoOp(Method):
@@ -76,7 +76,8 @@ class CoOp(Method):
         )
 
     def forward(self, pixels: torch.Tensor) -> Output:
-        return Output(self.logits(self.frozen_image(pixels), self.prompts()))
+        text = self.prompts()
+        return Output(self.logits(self.frozen_image(pixels), text), text=text)
 
 
 class KgCoOp(CoOp):
@@ -89,7 +90,7 @@ class KgCoOp(CoOp):
         text = self.prompts()
         cos = F.cosine_similarity(F.normalize(text, dim=-1), self.zs_text, dim=-1, eps=1e-7)
         kg = self.options["w"] * (1.0 - cos.mean())
-        return Output(self.logits(self.frozen_image(pixels), text), {"kgcoop": kg})
+        return Output(self.logits(self.frozen_image(pixels), text), {"kgcoop": kg}, text=text)
 
 
 class ProGrad(CoOp):
@@ -102,7 +103,8 @@ class ProGrad(CoOp):
     def forward(self, pixels: torch.Tensor) -> Output:
         image = self.frozen_image(pixels)
         teacher = self.logits(image, self.zs_text).detach()
-        return Output(self.logits(image, self.prompts()), teacher=teacher)
+        text = self.prompts()
+        return Output(self.logits(image, text), teacher=teacher, text=text)
 
     def general_loss(self, out: Output) -> torch.Tensor:
         """``T^2 * mean_i sum_c -softmax(teacher/T) log softmax(logits/T)`` (ProGrad's KL,
@@ -118,6 +120,7 @@ class CoCoOp(CoOp):
     ``Linear(E, E/16) -> ReLU -> Linear(E/16, D)`` of the image feature."""
 
     name = "cocoop"
+    has_class_text = False
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -107,6 +107,7 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
     method = build_method(
         settings.method, backbone, data.class_names, settings.template, options, gen
     )
+    _check_losses(terms, method)
     _to_device(backbone, method, settings.device)
     config = _config(settings, choice, data, shots, backbone, before, method)
     out.mkdir(parents=True, exist_ok=True)
@@ -185,7 +186,8 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
             x = _augment(pixels[idx], gen) if augment else pixels[idx]
             y = labels[idx]
             result = method(x)
-            values = {t.label: t(result.logits, y) for t in terms}
+            context = _loss_context(method, result, x, terms)
+            values = {t.label: t(result.logits, y, **context) for t in terms}
             values.update(result.terms)
             loss = sum(values.values())
             opt.zero_grad(set_to_none=True)
@@ -228,6 +230,31 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
         if lines:
             say(f"epoch {epoch + 1}/{epochs}: loss {lines[-1]['loss']:.4f}, lr {lr:.6g}")
     method.eval()
+
+
+def _loss_context(method, result, x: torch.Tensor, terms) -> dict[str, torch.Tensor]:
+    """What the loss terms read besides the logits: the batch's zero-shot logits, the prompted
+    class text features (L2-normalised) and the frozen ones."""
+    needs = {k for t in terms for k in t.needs}
+    context: dict[str, torch.Tensor] = {}
+    if "zs_logits" in needs:
+        context["zs_logits"] = method.zero_shot_logits(x)
+    if "text" in needs and result.text is not None:
+        context["text"] = torch.nn.functional.normalize(result.text, dim=-1)
+    if "zs_text" in needs:
+        context["zs_text"] = method.zs_text
+    return context
+
+
+def _check_losses(terms, method) -> None:
+    """Refuse, before training, a loss on text features with a method that has none shared by
+    the batch (CoCoOp's are per image)."""
+    for t in terms:
+        if "text" in t.needs and not method.has_class_text:
+            raise ValueError(
+                f"--loss {t.label}: reads the class text features, which {method.name} does not "
+                "have (one set per image); use it with another method"
+            )
 
 
 def _to_device(backbone: Any, method: Any, device: str) -> None:
