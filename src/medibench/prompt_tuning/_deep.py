@@ -37,6 +37,7 @@ class MaPLe(Method):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         g = args[-1]
+        self._need_prompted_image()
         text, image = self.bb.text, self.bb.image
         depth = self._depth("depth", min(text.depth, image.depth))
         self._text_prompts(depth, g)
@@ -51,6 +52,13 @@ class MaPLe(Method):
         text = self.prompts(deep=deep_text)
         image = self.bb.image(pixels, prompts=vision, deep=deep_vision)
         return Output(self.logits(image, text), text=text)
+
+    def _need_prompted_image(self) -> None:
+        if not getattr(self.bb.image, "takes_prompts", True):
+            raise ValueError(
+                f"{self.name} prompts the image tower, which {self.bb.spec} (a ResNet) does not "
+                "take; use a ViT backbone"
+            )
 
     def _text_prompts(self, depth: int, g: torch.Generator) -> None:
         """The first layer's context (``prompts``) and ``depth - 1`` deep text prompts."""
@@ -84,6 +92,7 @@ class PromptSRC(MaPLe):
     def __init__(self, *args: Any) -> None:
         Method.__init__(self, *args)
         o, g = self.options, args[-1]
+        self._need_prompted_image()
         text, image = self.bb.text, self.bb.image
         t_depth = self._depth("text_depth", text.depth)
         v_depth = self._depth("vision_depth", image.depth)
