@@ -76,6 +76,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "image_weight": 10.0,
         "gpa_mean": 15.0,
         "gpa_std": 1.0,
+        "teacher_templates": "imagenet60",
     },
 }
 for _d in DEFAULTS.values():

@@ -67,6 +67,7 @@ class TrainSettings:
     options: dict[str, Any] = field(default_factory=dict)
     augment: bool = True
     device: str = "cpu"
+    teacher_templates: str | None = None
 
 
 def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
@@ -83,7 +84,11 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
         raise ValueError(f"unknown method {settings.method!r} (one of {', '.join(DEFAULTS)})")
     options = _options(settings)
     terms = parse_losses(settings.losses)
-    settings_record = {k: v for k, v in asdict(settings).items() if k != "device"}
+    settings_record = {
+        k: v
+        for k, v in asdict(settings).items()
+        if k != "device" and not (k == "teacher_templates" and v is None)  # runs made before it
+    }
     choice = {
         "settings": settings_record,
         "options": options,
@@ -326,8 +331,13 @@ def _options(settings: TrainSettings) -> dict[str, Any]:
             f"(options: {', '.join(sorted(options))})"
         )
     options.update(settings.options)
-    for key in ("epochs", "lr", "batch_size"):
+    for key in ("epochs", "lr", "batch_size", "teacher_templates"):
         if getattr(settings, key) is not None:
+            if key not in options:
+                raise ValueError(
+                    f"--{key.replace('_', '-')}: {settings.method} has no frozen teacher "
+                    "(promptsrc has)"
+                )
             options[key] = getattr(settings, key)
     defaults = DEFAULTS[settings.method]
     for key, value in options.items():
@@ -340,7 +350,7 @@ def _options(settings: TrainSettings) -> dict[str, Any]:
 
 
 #: Options with their own flag (``--lr``); the others are set with ``--set KEY=VALUE``.
-_TRAIN_FLAGS = ("epochs", "lr", "batch_size")
+_TRAIN_FLAGS = ("epochs", "lr", "batch_size", "teacher_templates")
 #: Options that must be >= 1 when given (``None``: the method's own choice).
 _AT_LEAST_ONE = ("n_ctx", "n_ctx_vision", "depth", "text_depth", "vision_depth")
 
