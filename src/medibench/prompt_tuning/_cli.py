@@ -26,7 +26,8 @@ def train_command(
     method: Annotated[
         str,
         typer.Option(
-            help="zero-shot, linear-probe, coop, cocoop, kgcoop, prograd, maple, promptsrc"
+            help="zero-shot, linear-probe, coop, cocoop, kgcoop, prograd, maple, promptsrc, "
+            "hicropl (--set prompt_file=FILE)"
         ),
     ],
     out: Annotated[Path, typer.Option(help="output folder")],

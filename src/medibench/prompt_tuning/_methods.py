@@ -1,8 +1,8 @@
-"""The prompt-tuning methods: zero-shot, linear probe, CoOp, CoCoOp, KgCoOp, ProGrad (here)
-and MaPLe, PromptSRC (:mod:`._deep`). Each is an ``nn.Module`` whose parameters are only what
-it learns (the backbone is held outside the module tree and never trains); ``forward(pixels)``
-returns :class:`Output`: logits ``(B, C)`` = ``exp(logit_scale) * cos(image, text) + bias``
-and the method's own loss terms.
+"""The prompt-tuning methods: zero-shot, linear probe, CoOp, CoCoOp, KgCoOp, ProGrad (here),
+MaPLe, PromptSRC (:mod:`._deep`) and HiCroPL (:mod:`._hicropl`). Each is an ``nn.Module``
+whose parameters are only what it learns (the backbone is held outside the module tree and
+never trains); ``forward(pixels)`` returns :class:`Output`: logits ``(B, C)`` =
+``exp(logit_scale) * cos(image, text) + bias`` and the method's own loss terms.
 
 Defaults (:data:`DEFAULTS`) are the configurations MVC-Bench's scripts run (CoOp
 ``vit_b16_ep50`` with 16 random context tokens, the class token in the middle; CoCoOp
@@ -147,9 +147,10 @@ def build_method(
     generator: torch.Generator,
 ) -> Method:
     """The method ``name`` (a key of :data:`METHODS`) with ``options`` (its defaults merged)."""
-    table: dict[str, type[Method]] = {
-        m.name: m for m in (ZeroShot, LinearProbe, CoOp, CoCoOp, KgCoOp, ProGrad, MaPLe, PromptSRC)
-    }
+    from medibench.prompt_tuning._hicropl import HiCroPL
+
+    methods = (ZeroShot, LinearProbe, CoOp, CoCoOp, KgCoOp, ProGrad, MaPLe, PromptSRC, HiCroPL)
+    table: dict[str, type[Method]] = {m.name: m for m in methods}
     if name not in table:
         raise ValueError(f"unknown method {name!r} (one of {', '.join(METHODS)})")
     return table[name](backbone, class_names, template, options, generator)

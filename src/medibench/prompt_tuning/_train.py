@@ -156,9 +156,7 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
 
 
 def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path, say) -> None:
-    opt = torch.optim.SGD(
-        params, lr=options["lr"], momentum=options["momentum"], weight_decay=options["weight_decay"]
-    )
+    opt = _optimizer(params, options)
     epochs, n = int(options["epochs"]), len(labels)
     batch = min(int(options["batch_size"]), n)
     per_epoch = n // batch
@@ -235,6 +233,26 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
         if lines:
             say(f"epoch {epoch + 1}/{epochs}: loss {lines[-1]['loss']:.4f}, lr {lr:.6g}")
     method.eval()
+
+
+def _optimizer(params, options: dict[str, Any]) -> torch.optim.Optimizer:
+    """SGD (momentum, weight decay) or Adam (weight decay, ``adam_eps``), as Dassl builds them."""
+    name = options["optimizer"]
+    if name == "sgd":
+        return torch.optim.SGD(
+            params,
+            lr=options["lr"],
+            momentum=options["momentum"],
+            weight_decay=options["weight_decay"],
+        )
+    if name == "adam":
+        return torch.optim.Adam(
+            params,
+            lr=options["lr"],
+            weight_decay=options["weight_decay"],
+            eps=float(options.get("adam_eps", 1e-8)),
+        )
+    raise ValueError(f"--set optimizer={name!r}: sgd or adam")
 
 
 def _loss_context(method, result, x: torch.Tensor, terms) -> dict[str, torch.Tensor]:
