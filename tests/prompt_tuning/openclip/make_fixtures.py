@@ -31,18 +31,21 @@ from safetensors.torch import save_file
 HERE = Path(__file__).parent
 
 
-def clip_vocab() -> dict[str, int]:
-    vocab: dict[str, int] = {}
-    for ch in map(chr, range(33, 127)):
-        vocab.setdefault(ch, len(vocab))
-        vocab.setdefault(ch + "</w>", len(vocab))
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
-    return vocab
+def _char_vocab():
+    """medibench's character vocabulary (``_tiny.py``, read alone: medibench need not import
+    in OpenCLIP's environment)."""
+    import importlib.util
+
+    path = HERE.parents[2] / "src" / "medibench" / "prompt_tuning" / "_tiny.py"
+    spec = importlib.util.spec_from_file_location("_tiny", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.char_vocab()
 
 
 def write_clip_tokenizer(folder: Path) -> dict[str, int]:
-    vocab = clip_vocab()
+    vocab = _char_vocab()
     (folder / "vocab.json").write_text(json.dumps(vocab))
     (folder / "merges.txt").write_text("#version: 0.2\n")
     (folder / "tokenizer_config.json").write_text(
@@ -71,6 +74,13 @@ def clip_ids(vocab: dict[str, int], texts: list[str], length: int) -> torch.Tens
         ids.append(vocab["<|endoftext|>"])
         rows.append(ids + [0] * (length - len(ids)))
     return torch.tensor(rows)
+
+
+def write_config(folder: Path, cfg: dict) -> None:
+    """``open_clip_config.json`` as the hub layout has it (OpenAI's mean and std)."""
+    pre = {"mean": [0.48145466, 0.4578275, 0.40821073], "std": [0.26862954, 0.26130258, 0.27577711]}
+    text = json.dumps({"model_cfg": cfg, "preprocess_cfg": pre}, indent=2)
+    (folder / "open_clip_config.json").write_text(text)
 
 
 def bert_vocab() -> list[str]:
@@ -157,18 +167,7 @@ def hub_layout_vit(name: str, seed: int) -> None:
     }
     model = open_clip.model.CLIP(**cfg)
     randomise(model, seed)
-    (folder / "open_clip_config.json").write_text(
-        json.dumps(
-            {
-                "model_cfg": cfg,
-                "preprocess_cfg": {
-                    "mean": [0.48145466, 0.4578275, 0.40821073],
-                    "std": [0.26862954, 0.26130258, 0.27577711],
-                },
-            },
-            indent=2,
-        )
-    )
+    write_config(folder, cfg)
     torch.save(
         {k: v.half() for k, v in model.state_dict().items()}, folder / "open_clip_pytorch_model.bin"
     )
@@ -228,18 +227,7 @@ def biomedclip(seed: int) -> None:
     saved = json.loads(json.dumps(cfg))
     name = "microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract"
     saved["text_cfg"]["hf_model_name"] = saved["text_cfg"]["hf_tokenizer_name"] = name
-    (folder / "open_clip_config.json").write_text(
-        json.dumps(
-            {
-                "model_cfg": saved,
-                "preprocess_cfg": {
-                    "mean": [0.48145466, 0.4578275, 0.40821073],
-                    "std": [0.26862954, 0.26130258, 0.27577711],
-                },
-            },
-            indent=2,
-        )
-    )
+    write_config(folder, saved)
     state = {k: v.half().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(folder / "open_clip_model.safetensors"))
     model.load_state_dict({k: v.float() for k, v in state.items()})
