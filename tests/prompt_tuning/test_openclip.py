@@ -157,3 +157,32 @@ def test_prompting_a_resnet_image_tower_is_refused(tmp_path, folder_dataset):
                     epochs=1,
                 )
             )
+
+
+class _Holder(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def test_openai_torchscript_archives_and_training_checkpoints_load(tmp_path):
+    """OpenAI's files are TorchScript archives; OpenCLIP's training checkpoints wrap the state
+    dict (``state_dict``, ``module.`` prefixes): both give the same features."""
+    folder = copy("vit-b-16", tmp_path)
+    state = torch.load(folder / "model.pt", weights_only=True)
+    root = _Holder()
+    for key, value in state.items():
+        *path, leaf = key.split(".")
+        module = root
+        for part in path:
+            if not hasattr(module, part):
+                module.add_module(part, _Holder())
+            module = getattr(module, part)
+        module.register_parameter(leaf, torch.nn.Parameter(value, requires_grad=False))
+    torch.jit.script(root).save(str(folder / "ViT-B-16.pt"))
+    wrapped = {"epoch": 3, "state_dict": {"module." + k: v for k, v in state.items()}}
+    torch.save(wrapped, folder / "epoch_3.pt")
+    ref = reference("vit-b-16")
+    for name in ("ViT-B-16.pt", "epoch_3.pt"):
+        bb = load_backbone(f"open_clip:{folder / name}")
+        with torch.no_grad():
+            assert torch.allclose(bb.image(ref["pixels"]), ref["image_features"], atol=1e-5)

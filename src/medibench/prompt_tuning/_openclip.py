@@ -168,13 +168,10 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
             from safetensors.torch import load_file
 
             state = load_file(str(path))
+        elif _is_torchscript(path):  # OpenAI's own files
+            state = torch.jit.load(str(path), map_location="cpu").state_dict()
         else:
-            try:
-                state = torch.load(path, map_location="cpu", weights_only=True)
-            except RuntimeError as exc:
-                if "TorchScript" not in str(exc):
-                    raise
-                state = torch.jit.load(str(path), map_location="cpu").state_dict()
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a damaged file of any kind is named, not a traceback
         raise ValueError(f"{path}: the weights do not read ({type(exc).__name__}: {exc})") from None
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
@@ -182,6 +179,16 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError(f"{path}: not a state dict of tensors")
     return {k.removeprefix("module."): v.float() for k, v in state.items()}
+
+
+def _is_torchscript(path: Path) -> bool:
+    """A TorchScript archive: a zip with ``constants.pkl`` (a ``torch.save`` zip has none)."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return any(name.endswith("/constants.pkl") for name in archive.namelist())
 
 
 def _openai_config(state: dict[str, torch.Tensor], path: Path) -> dict[str, Any]:
