@@ -21,13 +21,10 @@ TEMPLATES = ["a brain mri of {}.", "{} tissue", "an image of {}"]
 @pytest.fixture(scope="module")
 def tiny_clip(tmp_path_factory):
     """A randomly initialised CLIP (16-d, one layer) with a character-level CLIP tokenizer."""
+    from medibench.prompt_tuning._tiny import char_vocab
+
     torch.set_num_threads(1)
-    vocab: dict[str, int] = {}
-    for ch in map(chr, range(33, 127)):
-        vocab.setdefault(ch, len(vocab))
-        vocab.setdefault(ch + "</w>", len(vocab))
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
+    vocab = char_vocab()
     tokenizer = transformers.CLIPTokenizer(vocab=vocab, merges=[], model_max_length=48)
     end = vocab["<|endoftext|>"]
     config = transformers.CLIPConfig(

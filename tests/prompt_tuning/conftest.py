@@ -13,6 +13,9 @@ from tests._cache import cached
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+#: The OpenCLIP stand-ins' generator runs only where OpenCLIP installs (not collected here).
+collect_ignore = ["openclip/make_fixtures.py"]
+
 CLASSES = (
     ("benign", "benign lesion"),
     ("malignant", "malignant lesion"),
@@ -81,3 +84,16 @@ def pixels(backbone, n=4, seed=0):
     return backbone.image.preprocess(
         [rng.integers(0, 256, (40, 36, 3), dtype=np.uint8) for _ in range(n)]
     )
+
+
+#: The tiny OpenCLIP stand-ins in tests/prompt_tuning/openclip/ (made by OpenCLIP itself,
+#: make_fixtures.py there) and the --backbone spec of each.
+OPENCLIP = Path(__file__).parent / "openclip"
+OPENCLIP_SPECS = {
+    "rn50": f"open_clip:{OPENCLIP / 'rn50' / 'model.pt'}",
+    "rn101": f"open_clip:{OPENCLIP / 'rn101' / 'model.pt'}",
+    "vit-b-16": f"open_clip:{OPENCLIP / 'vit-b-16' / 'model.pt'}",
+    "vit-b-32": f"open_clip:{OPENCLIP / 'vit-b-32' / 'model.pt'}",
+    "quiltnet": f"open_clip:{OPENCLIP / 'quiltnet'}",
+    "biomedclip": f"open_clip:{OPENCLIP / 'biomedclip'}",
+}

@@ -53,7 +53,7 @@ def test_weights_labels_and_options():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ("hinge", "unknown loss 'hinge' \\(one of ce, mcm, focal, ls, mbls\\)"),
+        ("hinge", "unknown loss 'hinge' \\(one of ce, mcm, focal, ls, mbls, dca, mdca, smac,"),
         ("mcm:alpha", "'alpha' is not key=value"),
         ("focal:alpha=1", "--loss 'focal:alpha=1': .*unexpected keyword argument 'alpha'"),
     ],

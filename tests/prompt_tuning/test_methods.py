@@ -149,11 +149,11 @@ def test_promptsrc_terms_and_gaussian_prompt_average(backbone):
             backbone.image(px, prompts=method.vision, deep=list(method.deep_vision)), dim=-1
         )
         zs_image = F.normalize(backbone.image(px), dim=-1)
-        zs = backbone.scale * zs_image @ method.zs_text.T
+        zs = backbone.scale * zs_image @ method.teacher_text.T
         p, q = F.softmax(zs, -1), F.log_softmax(out.logits, -1)
         kl = (p * (p.log() - q)).sum() / out.logits.numel()
     assert float(out.terms["scl_text"]) == pytest.approx(
-        25 * float((text - method.zs_text).abs().mean()), rel=1e-5
+        25 * float((text - method.teacher_text).abs().mean()), rel=1e-5
     )
     assert float(out.terms["scl_image"]) == pytest.approx(
         10 * float((image - zs_image).abs().mean()), rel=1e-5
@@ -200,3 +200,58 @@ def test_every_method_trains_on_siglip(name, tiny_siglip):
         loss.backward()
         assert all(p.grad is not None for p in method.parameters())
     assert fingerprint(bb) == before
+
+
+def _hf_teacher(tiny_clip, templates):
+    """PromptSRC's teacher restated on transformers' own CLIPModel: the class text features
+    of every template, averaged unnormalised, then normalised."""
+    model = transformers.CLIPModel.from_pretrained(tiny_clip)
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_clip)
+    feats = []
+    with torch.no_grad():
+        for template in templates:
+            batch = tok([template.format(n) for n in NAMES], padding=True, return_tensors="pt")
+            out = model.get_text_features(**batch)
+            feats.append(getattr(out, "pooler_output", out))
+    return F.normalize(torch.stack(feats).mean(0), dim=-1)
+
+
+def test_promptsrc_teacher_averages_the_imagenet_templates(backbone, tiny_clip, tmp_path):
+    from medibench.prompt_tuning._templates import IMAGENET60
+
+    assert (
+        len(IMAGENET60) == 60 and IMAGENET60[0] == TEMPLATE and IMAGENET60[-1] == "itap of the {}."
+    )
+    method = make("promptsrc", backbone)
+    assert torch.allclose(method.teacher_text, _hf_teacher(tiny_clip, IMAGENET60), atol=1e-5)
+    single = make("promptsrc", backbone, teacher_templates="template")
+    assert torch.allclose(single.teacher_text, method.zs_text, atol=1e-6)
+    assert not torch.allclose(single.teacher_text, method.teacher_text, atol=1e-3)
+    path = tmp_path / "mine.txt"
+    path.write_text("# two of them\nan image of {}.\n\na scan of {}.\n")
+    mine = make("promptsrc", backbone, teacher_templates=str(path))
+    want = _hf_teacher(tiny_clip, ["an image of {}.", "a scan of {}."])
+    assert torch.allclose(mine.teacher_text, want, atol=1e-5)
+
+
+def test_bad_teacher_template_files_are_named(backbone, tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("a photo of a {}.\nno class here\n")
+    with pytest.raises(
+        ValueError, match="bad.txt line 2: 'no class here' must contain exactly one"
+    ):
+        make("promptsrc", backbone, teacher_templates=str(path))
+    with pytest.raises(ValueError, match="--teacher-templates 'imagenet80': not imagenet60"):
+        make("promptsrc", backbone, teacher_templates="imagenet80")
+    path.write_text("# nothing\n")
+    with pytest.raises(ValueError, match="bad.txt: no template"):
+        make("promptsrc", backbone, teacher_templates=str(path))
+
+
+def test_maple_deeper_projections_are_one_separate_draw(backbone):
+    method = make("maple", backbone)
+    torch.manual_seed(0)
+    first, second = torch.nn.Linear(32, 32), torch.nn.Linear(32, 32)
+    assert torch.equal(method.proj.weight, first.weight)
+    assert torch.equal(method.deep_proj[0].weight, second.weight)
+    assert torch.equal(method.deep_proj[0].bias, second.bias)

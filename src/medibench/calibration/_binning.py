@@ -21,8 +21,14 @@ from typing import Literal, NamedTuple, get_args
 import numpy as np
 
 __all__ = [
-    "EDGE_POLICIES", "BinSums", "EdgePolicy", "bin_index", "bin_sums", "check_bins",
-    "equal_mass_sums", "uniform_edges",
+    "EDGE_POLICIES",
+    "BinSums",
+    "EdgePolicy",
+    "bin_index",
+    "bin_sums",
+    "check_bins",
+    "equal_mass_sums",
+    "uniform_edges",
 ]
 
 EdgePolicy = Literal["right", "left", "torchmetrics"]

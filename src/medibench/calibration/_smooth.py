@@ -22,7 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "GRID_CELLS", "deposit", "smooth_ece_at", "smooth_ece_fixed_point", "smooth_ece_of_grid",
+    "GRID_CELLS",
+    "deposit",
+    "smooth_ece_at",
+    "smooth_ece_fixed_point",
+    "smooth_ece_of_grid",
 ]
 
 #: Cells of the grid the residuals are deposited on.

@@ -13,6 +13,10 @@ labels (B); they return the batch mean. Needs the ``torch`` extra.
 * :class:`FocalLoss`: ``-(1 - p_y)^gamma log p_y`` (Lin et al.; MVC-Bench's default gamma 3).
 * :class:`MarginLogitSuppressionLoss` (MbLS, Liu et al. 2022): ``CE + alpha * mean_ik
   relu(max_k z_ik - z_ik - margin)`` over all B x C entries (margin 10, alpha 0.1).
+
+The rest of MVC-Bench's registry (DCA, MDCA, SMAC, MMCE, LogitNorm, the zero-shot range losses
+ECCV_PENALTY and ECCV_ZS, angular separation, O-TPT, text moment matching) lives in
+:mod:`medibench.calibration._losses_mvcbench` and is exported here.
 """
 
 from __future__ import annotations
@@ -28,8 +32,31 @@ except ImportError as exc:  # pragma: no cover - the torch extra is missing
         "medibench.calibration.losses needs torch: pip install 'medibench[torch]'"
     ) from exc
 
+from medibench.calibration._losses_mvcbench import (
+    AngularSeparationLoss,
+    DifferenceConfidenceAccuracyLoss,
+    LogitNormLoss,
+    MaximumMeanCalibrationErrorLoss,
+    MultiClassDifferenceConfidenceAccuracyLoss,
+    OrthogonalTextLoss,
+    SmoothedAccuracyConfidenceLoss,
+    TextMomentMatchingLoss,
+    ZeroShotRangeLoss,
+    ZeroShotRangePenaltyLoss,
+)
+
 __all__ = [
+    "AngularSeparationLoss",
+    "DifferenceConfidenceAccuracyLoss",
     "FocalLoss",
+    "LogitNormLoss",
+    "MaximumMeanCalibrationErrorLoss",
+    "MultiClassDifferenceConfidenceAccuracyLoss",
+    "OrthogonalTextLoss",
+    "SmoothedAccuracyConfidenceLoss",
+    "TextMomentMatchingLoss",
+    "ZeroShotRangeLoss",
+    "ZeroShotRangePenaltyLoss",
     "LabelSmoothingLoss",
     "MarginLogitSuppressionLoss",
     "MultiClassMarginLoss",

@@ -107,7 +107,11 @@ def expected_calibration_error(
 
 
 def maximum_calibration_error(
-    probs: np.ndarray, labels: np.ndarray, *, n_bins: int = 15, edges: EdgePolicy = "right",
+    probs: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n_bins: int = 15,
+    edges: EdgePolicy = "right",
     variant: MCEVariant = "unweighted",
 ) -> float:
     """Top-label MCE: the largest ``|acc_b - conf_b|`` over the non-empty bins (or MVC-Bench's
@@ -117,8 +121,13 @@ def maximum_calibration_error(
 
 
 def adaptive_calibration_error(
-    probs: np.ndarray, labels: np.ndarray, *, n_bins: int = 15, variant: ACEVariant = "equal_mass",
-    edges: EdgePolicy = "right", quantile_method: str = "linear",
+    probs: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n_bins: int = 15,
+    variant: ACEVariant = "equal_mass",
+    edges: EdgePolicy = "right",
+    quantile_method: str = "linear",
 ) -> float:
     """Top-label ACE (see the module doc for the three variants). ``edges`` applies to the
     netcal variant, ``quantile_method`` (a ``numpy.percentile`` method) to the MVC-Bench one."""

@@ -4,9 +4,9 @@ training side). Needs the ``torch`` extra.
 * Data (:func:`read_labelled`, :func:`few_shot_indices`): MVC-Bench's class folders with
   ``classnames.txt`` and split files, medibench's native layout, Parquet.
 * Backbones (:func:`load_backbone`): ``clip:PATH``, ``siglip:PATH``, ``hf:PATH``,
-  ``module:callable``.
+  ``open_clip:PATH``, ``open_clip:hf-hub:NAME``, ``module:callable``.
 * Methods (:data:`METHODS`, :data:`DEFAULTS`): zero-shot, linear-probe, coop, cocoop, kgcoop,
-  prograd, maple, promptsrc.
+  prograd, maple, promptsrc, hicropl; losses (:data:`LOSSES`).
 * :func:`train` (``medibench calibration train``) and :func:`run_grid` (``medibench
   calibration grid``).
 """

@@ -6,6 +6,11 @@
   ``save_pretrained`` (with its tokenizer and image processor) in ``PATH``; medical CLIPs
   exported to these formats load the same way. ``hf:PATH`` reads the family from the folder's
   ``config.json`` (``model_type``). Nothing is downloaded (``local_files_only``).
+* ``open_clip:PATH`` / ``open_clip:hf-hub:ORG/NAME``: an OpenCLIP checkpoint (OpenAI CLIP
+  RN50, RN101, ViT-B/16, ViT-B/32 in OpenAI's weights format; BiomedCLIP, QuiltNet in the hub
+  layout), built without OpenCLIP (:mod:`._openclip`).
+* ``medclip:PATH``: MedCLIP needs its own package (``pip install medclip``), which needs
+  torchvision; medibench has no adapter for it, and says so.
 * ``module:callable``: a function (no arguments) returning ``(image_tower, text_tower,
   tokenizer)`` or those plus ``logit_scale`` (the multiplier of the cosine, default 100, CLIP's
   trained value) and ``logit_bias`` (default 0) as floats; the towers meet the
@@ -64,11 +69,18 @@ def load_backbone(spec: str) -> Backbone:
     prefix, sep, rest = spec.partition(":")
     if sep and prefix in ("clip", "siglip", "hf"):
         backbone = _load_hf(Path(rest), prefix, spec)
+    elif sep and prefix == "open_clip":
+        from medibench.prompt_tuning._openclip import load_openclip
+
+        backbone = Backbone(**load_openclip(rest, spec), spec=spec, family="open_clip")
+    elif sep and prefix == "medclip":
+        raise ValueError(_medclip_message(spec))
     elif sep and rest and "/" not in prefix:
         backbone = _load_callable(prefix, rest, spec)
     else:
         raise ValueError(
-            f"--backbone {spec!r}: expected clip:PATH, siglip:PATH, hf:PATH or module:callable"
+            f"--backbone {spec!r}: expected clip:PATH, siglip:PATH, hf:PATH, open_clip:PATH, "
+            "open_clip:hf-hub:NAME or module:callable"
         )
     for tower in (backbone.image, backbone.text):
         if isinstance(tower, torch.nn.Module):
@@ -182,6 +194,21 @@ def _load_callable(module: str, name: str, spec: str) -> Backbone:
         float(out[4]) if len(out) > 4 else 0.0,
         spec,
         "callable",
+    )
+
+
+def _medclip_message(spec: str) -> str:
+    import importlib.util
+
+    if importlib.util.find_spec("medclip") is None:
+        return (
+            f"--backbone {spec!r}: MedCLIP loads through its own package: pip install medclip "
+            "(it needs torchvision, which medibench's torch pin excludes); then wrap it as "
+            "module:callable"
+        )
+    return (
+        f"--backbone {spec!r}: medclip is installed, but medibench has no MedCLIP adapter; "
+        "wrap its towers as module:callable (the contract in medibench.prompt_tuning._towers)"
     )
 
 

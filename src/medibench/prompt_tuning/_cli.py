@@ -17,12 +17,17 @@ __all__ = ["grid_command", "train_command"]
 def train_command(
     dataset: Annotated[str, typer.Option(help="labelled images: PATH or PATH@SPLIT")],
     backbone: Annotated[
-        str, typer.Option(help="clip:PATH, siglip:PATH, hf:PATH or module:callable")
+        str,
+        typer.Option(
+            help="clip:PATH, siglip:PATH, hf:PATH, open_clip:PATH, open_clip:hf-hub:NAME or "
+            "module:callable"
+        ),
     ],
     method: Annotated[
         str,
         typer.Option(
-            help="zero-shot, linear-probe, coop, cocoop, kgcoop, prograd, maple, promptsrc"
+            help="zero-shot, linear-probe, coop, cocoop, kgcoop, prograd, maple, promptsrc, "
+            "hicropl (--set prompt_file=FILE)"
         ),
     ],
     out: Annotated[Path, typer.Option(help="output folder")],
@@ -32,7 +37,10 @@ def train_command(
     ] = 1,
     loss: Annotated[
         list[str] | None,
-        typer.Option(help="NAME[:key=value,...], repeatable: ce, mcm, focal, ls, mbls (weight=W)"),
+        typer.Option(
+            help="NAME[:key=value,...], repeatable: ce, mcm, focal, ls, mbls, dca, mdca, smac, "
+            "mmce, logitnorm, eccv-penalty, eccv-zs, angular, otpt, tmm (weight=W)"
+        ),
     ] = None,
     template: Annotated[str, typer.Option(help="hard prompt, one {} for the class")] = (
         "a photo of a {}."
@@ -51,6 +59,12 @@ def train_command(
     ] = None,
     augment: Annotated[bool, typer.Option(help="random resized crop and flip")] = True,
     device: Annotated[str, typer.Option(help="torch device: cpu, cuda, cuda:1")] = "cpu",
+    teacher_templates: Annotated[
+        str | None,
+        typer.Option(
+            help="promptsrc's frozen teacher: imagenet60 (default), template or FILE of templates"
+        ),
+    ] = None,
 ) -> None:
     """Few-shot prompt tuning of a CLIP-family backbone; writes predictions that `calibration
     score` reads."""

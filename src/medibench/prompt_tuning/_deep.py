@@ -3,13 +3,18 @@
 * MaPLe (Khattak et al., CVPR 2023): text context ``(n, D_t)`` in the first layer and deep
   text prompts ``(n, D_t)`` for layers ``2..J`` (``N(0, 0.02^2)``); the vision prompts of each
   of those layers are linear maps ``D_t -> D_v`` of the text ones (one map per layer), so the
-  two branches are coupled. Prompt depth ``J = 9``.
+  two branches are coupled. Prompt depth ``J = 9``. As the official code
+  (``trainers/maple.py``, ``MultiModalPromptLearner``): the first layer's map is one
+  ``nn.Linear``, the deeper layers' maps are copies of a second, separately initialised one.
 * PromptSRC (Khattak et al., ICCV 2023): independent text and vision prompts (4 + 4 tokens,
   depth 9 each), regularised towards the frozen model: ``text_weight * L1(t, t_zs)`` on the
   normalised class features, ``image_weight * L1(v, v_zs)`` on the normalised image features
-  and ``KL(zero-shot || prompted) / (B * C)`` on the logits; the prompts kept at the end are the
-  Gaussian-weighted average (GPA) of each epoch's prompts, weights ``N(epoch; gpa_mean,
-  gpa_std)`` over epochs 1..E, normalised.
+  and ``KL(zero-shot || prompted) / (B * C)`` on the logits; the frozen text features ``t_zs``
+  (in the L1 term and the zero-shot logits) are the teacher of the official code
+  (``trainers/promptsrc.py``): the class's text features averaged, before normalising, over
+  the ``teacher_templates`` (default the 60 ImageNet templates, :mod:`._templates`); the
+  prompts kept at the end are the Gaussian-weighted average (GPA) of each epoch's prompts,
+  weights ``N(epoch; gpa_mean, gpa_std)`` over epochs 1..E, normalised.
 
 A depth larger than a tower's layer count is lowered to it and the change recorded in
 ``notes`` (tiny test backbones have 1-2 layers).
@@ -27,6 +32,7 @@ from torch import nn
 
 from medibench.prompt_tuning._method import Method, Output
 from medibench.prompt_tuning._prompts import ClassPrompts
+from medibench.prompt_tuning._templates import teacher_templates
 
 __all__ = ["MaPLe", "PromptSRC"]
 
@@ -37,12 +43,13 @@ class MaPLe(Method):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         g = args[-1]
+        self._need_prompted_image()
         text, image = self.bb.text, self.bb.image
         depth = self._depth("depth", min(text.depth, image.depth))
         self._text_prompts(depth, g)
-        first = nn.Linear(text.width, image.width)
-        self.proj = first
-        self.deep_proj = nn.ModuleList([copy.deepcopy(first) for _ in range(depth - 1)])
+        self.proj = nn.Linear(text.width, image.width)
+        deeper = nn.Linear(text.width, image.width)  # one more draw, as the official code
+        self.deep_proj = nn.ModuleList([copy.deepcopy(deeper) for _ in range(depth - 1)])
 
     def forward(self, pixels: torch.Tensor) -> Output:
         deep_text = list(self.deep_text)
@@ -50,7 +57,14 @@ class MaPLe(Method):
         deep_vision = [p(t) for p, t in zip(self.deep_proj, deep_text, strict=True)]
         text = self.prompts(deep=deep_text)
         image = self.bb.image(pixels, prompts=vision, deep=deep_vision)
-        return Output(self.logits(image, text))
+        return Output(self.logits(image, text), text=text)
+
+    def _need_prompted_image(self) -> None:
+        if not getattr(self.bb.image, "takes_prompts", True):
+            raise ValueError(
+                f"{self.name} prompts the image tower, which {self.bb.spec} (a ResNet) does not "
+                "take; use a ViT backbone"
+            )
 
     def _text_prompts(self, depth: int, g: torch.Generator) -> None:
         """The first layer's context (``prompts``) and ``depth - 1`` deep text prompts."""
@@ -80,10 +94,12 @@ class MaPLe(Method):
 
 class PromptSRC(MaPLe):
     name = "promptsrc"
+    teacher_text: torch.Tensor
 
     def __init__(self, *args: Any) -> None:
         Method.__init__(self, *args)
         o, g = self.options, args[-1]
+        self._need_prompted_image()
         text, image = self.bb.text, self.bb.image
         t_depth = self._depth("text_depth", text.depth)
         v_depth = self._depth("vision_depth", image.depth)
@@ -95,19 +111,36 @@ class PromptSRC(MaPLe):
         )
         self._gpa: dict[str, torch.Tensor] | None = None
         self._gpa_total = 0.0
+        templates = teacher_templates(str(o["teacher_templates"]), self.template)
+        self.register_buffer("teacher_text", self._teacher(templates), persistent=False)
+
+    def _teacher(self, templates: list[str]) -> torch.Tensor:
+        """The frozen class features averaged over ``templates`` (not normalised per
+        template, as the official code), then L2-normalised: ``(C, E)``."""
+        total = None
+        with torch.no_grad():
+            for template in templates:
+                prompts = ClassPrompts(
+                    self.bb.text, self.bb.tokenizer, self.class_names, template, n_ctx=0,
+                    init="template",
+                )  # fmt: skip
+                feats = prompts()
+                total = feats if total is None else total + feats
+        assert total is not None
+        return F.normalize(total / len(templates), dim=-1)
 
     def forward(self, pixels: torch.Tensor) -> Output:
         text = self.prompts(deep=list(self.deep_text))
         image = self.bb.image(pixels, prompts=self.vision, deep=list(self.deep_vision))
         logits = self.logits(image, text)
         if not self.training:
-            return Output(logits)
+            return Output(logits, text=text)
         with torch.no_grad():
             zs_image = F.normalize(self.bb.image(pixels), dim=-1)
-            zs_logits = self.logits(zs_image, self.zs_text)
+            zs_logits = self.logits(zs_image, self.teacher_text)
         o = self.options
         terms = {
-            "scl_text": o["text_weight"] * F.l1_loss(F.normalize(text, dim=-1), self.zs_text),
+            "scl_text": o["text_weight"] * F.l1_loss(F.normalize(text, dim=-1), self.teacher_text),
             "scl_image": o["image_weight"] * F.l1_loss(F.normalize(image, dim=-1), zs_image),
             "scl_logits": F.kl_div(
                 F.log_softmax(logits, -1),
@@ -117,7 +150,7 @@ class PromptSRC(MaPLe):
             )
             / logits.numel(),
         }
-        return Output(logits, terms)
+        return Output(logits, terms, text=text)
 
     def gpa_weight(self, epoch: int, epochs: int) -> float:
         """Epoch ``epoch``'s (0-based) share of the Gaussian prompt average."""

@@ -1,5 +1,6 @@
-"""The methods' defaults, as MVC-Bench's scripts run them (see :mod:`._methods`); torch-free,
-so the CLI can list them without importing torch."""
+"""The methods' defaults, as MVC-Bench's scripts run them (see :mod:`._methods`; HiCroPL: its
+own few-shot config, :mod:`._hicropl`); torch-free, so the CLI can list them without importing
+torch."""
 
 from __future__ import annotations
 
@@ -76,15 +77,45 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "image_weight": 10.0,
         "gpa_mean": 15.0,
         "gpa_std": 1.0,
+        "teacher_templates": "imagenet60",
+    },
+    "hicropl": {
+        "epochs": 50,
+        "lr": 0.0025,
+        "batch_size": 32,
+        "n_ctx": 16,
+        "depth": 12,
+        "cross_layer": 6,
+        "lambd": 12.0,
+        "heads": 8,
+        "prompt_file": None,
+        "optimizer": "adam",
+        "adam_eps": 1e-3,
     },
 }
 for _d in DEFAULTS.values():
-    _d.update(_TRAIN)
+    _d.update({k: v for k, v in _TRAIN.items() if k not in _d})
 
 METHODS = tuple(DEFAULTS)
 
 #: The ``--loss`` names (:mod:`._losses`).
-LOSSES = ("ce", "mcm", "focal", "ls", "mbls")
+LOSSES = (
+    "ce",
+    "mcm",
+    "focal",
+    "ls",
+    "mbls",
+    "dca",
+    "mdca",
+    "smac",
+    "mmce",
+    "logitnorm",
+    "eccv-penalty",
+    "eccv-zs",
+    "angular",
+    "otpt",
+    "tmm",
+)
 
 
 def option_value(text: str) -> Any:

@@ -3,8 +3,15 @@ terms, each ``weight * loss(logits, labels)`` (``weight=`` among the keys, defau
 
 Names: ``ce`` (cross-entropy), ``mcm`` (MVC-Bench's Multi-Class Margin loss, CE included:
 ``alpha``, ``beta``, ``variance_mode``, ``include_ce``), ``focal`` (``gamma``), ``ls`` (label
-smoothing: ``alpha``, ``convention``), ``mbls`` (``margin``, ``alpha``): the classes of
-:mod:`medibench.calibration.losses`.
+smoothing: ``alpha``, ``convention``), ``mbls`` (``margin``, ``alpha``), and the rest of
+MVC-Bench's registry: ``dca``, ``mdca``, ``smac`` (``alpha``), ``mmce`` (``bandwidth``),
+``logitnorm`` (``temperature``), ``eccv-penalty``, ``eccv-zs``, ``angular``, ``otpt``, ``tmm``:
+the classes of :mod:`medibench.calibration.losses`. A loss without ``weight=`` gets the weight
+MVC-Bench's ``train.py`` gives it (``dca`` 15, ``eccv-penalty`` 10, ``tmm`` 5, else 1).
+
+Some losses read more than the logits (their ``needs``): the zero-shot logits of the batch
+(``eccv-penalty``, ``eccv-zs``), the prompted class text features (``angular``, ``otpt``,
+``tmm``) and the frozen ones (``tmm``); :meth:`LossTerm.__call__` takes them as keywords.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from torch import nn
 
 from medibench.prompt_tuning._defaults import LOSSES, option_value
 
-__all__ = ["LOSSES", "LossTerm", "parse_losses"]
+__all__ = ["LOSSES", "LossTerm", "loss_classes", "parse_losses"]
 
 
 @dataclass
@@ -33,13 +40,45 @@ class LossTerm:
     loss: nn.Module
     options: dict[str, Any]
 
-    def __call__(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return self.weight * self.loss(logits, labels)
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The context the loss reads besides the logits and labels (module doc)."""
+        return tuple(getattr(self.loss, "needs", ()))
+
+    def __call__(
+        self, logits: torch.Tensor, labels: torch.Tensor, **context: torch.Tensor | None
+    ) -> torch.Tensor:
+        return self.weight * self.loss(logits, labels, **{k: context.get(k) for k in self.needs})
 
 
 class _CrossEntropy(nn.Module):
     def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits, labels)
+
+
+def loss_classes() -> dict[str, type[nn.Module]]:
+    """``--loss`` name -> loss class (the order of :data:`LOSSES`)."""
+    from medibench.calibration import losses as cal
+
+    classes: dict[str, type[nn.Module]] = {
+        "ce": _CrossEntropy,
+        "mcm": cal.MultiClassMarginLoss,
+        "focal": cal.FocalLoss,
+        "ls": cal.LabelSmoothingLoss,
+        "mbls": cal.MarginLogitSuppressionLoss,
+        "dca": cal.DifferenceConfidenceAccuracyLoss,
+        "mdca": cal.MultiClassDifferenceConfidenceAccuracyLoss,
+        "smac": cal.SmoothedAccuracyConfidenceLoss,
+        "mmce": cal.MaximumMeanCalibrationErrorLoss,
+        "logitnorm": cal.LogitNormLoss,
+        "eccv-penalty": cal.ZeroShotRangePenaltyLoss,
+        "eccv-zs": cal.ZeroShotRangeLoss,
+        "angular": cal.AngularSeparationLoss,
+        "otpt": cal.OrthogonalTextLoss,
+        "tmm": cal.TextMomentMatchingLoss,
+    }
+    assert tuple(classes) == LOSSES
+    return classes
 
 
 def parse_losses(specs: list[str] | tuple[str, ...]) -> list[LossTerm]:
@@ -48,15 +87,7 @@ def parse_losses(specs: list[str] | tuple[str, ...]) -> list[LossTerm]:
     Raises:
         ValueError: an unknown name, a malformed ``key=value``, an option the loss does not take.
     """
-    from medibench.calibration import losses as cal
-
-    classes = {
-        "ce": _CrossEntropy,
-        "mcm": cal.MultiClassMarginLoss,
-        "focal": cal.FocalLoss,
-        "ls": cal.LabelSmoothingLoss,
-        "mbls": cal.MarginLogitSuppressionLoss,
-    }
+    classes = loss_classes()
     terms: list[LossTerm] = []
     for spec in specs or ["ce"]:
         name, _, rest = spec.partition(":")
@@ -69,7 +100,7 @@ def parse_losses(specs: list[str] | tuple[str, ...]) -> list[LossTerm]:
             if not eq or not key.strip():
                 raise ValueError(f"--loss {spec!r}: {part!r} is not key=value")
             options[key.strip()] = option_value(value.strip())
-        weight = options.pop("weight", 1.0)
+        weight = options.pop("weight", getattr(classes[name], "default_weight", 1.0))
         _check_numbers(spec, classes[name], {"weight": weight, **options})
         weight = float(weight)
         try:

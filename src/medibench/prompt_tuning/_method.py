@@ -20,11 +20,13 @@ __all__ = ["Method", "Output"]
 @dataclass
 class Output:
     """``logits`` (B, C); ``terms``: the method's own weighted loss terms (name -> scalar);
-    ``teacher``: zero-shot logits (B, C) where the method needs them (ProGrad)."""
+    ``teacher``: zero-shot logits (B, C) where the method needs them (ProGrad); ``text``: the
+    prompted class text features (C, E), not normalised, for the losses that read them."""
 
     logits: torch.Tensor
     terms: dict[str, torch.Tensor] = field(default_factory=dict)
     teacher: torch.Tensor | None = None
+    text: torch.Tensor | None = None
 
 
 class Method(nn.Module):
@@ -33,6 +35,7 @@ class Method(nn.Module):
     name = ""
     zs_text: torch.Tensor
     projects_gradient = False  # ProGrad's gradient projection in the training step
+    has_class_text = True  # one set of class text features per forward (CoCoOp's is per image)
 
     def __init__(
         self,
@@ -65,6 +68,11 @@ class Method(nn.Module):
     def frozen_image(self, pixels: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             return self.bb.image(pixels)
+
+    def zero_shot_logits(self, pixels: torch.Tensor) -> torch.Tensor:
+        """The frozen model's hard-prompt logits (B, C), no gradient."""
+        with torch.no_grad():
+            return self.logits(self.bb.image(pixels), self.zs_text)
 
     def end_epoch(self, epoch: int, epochs: int) -> None:
         """Called after each epoch (0-based); PromptSRC keeps its running prompt average."""

@@ -1,8 +1,8 @@
-"""The prompt-tuning methods: zero-shot, linear probe, CoOp, CoCoOp, KgCoOp, ProGrad (here)
-and MaPLe, PromptSRC (:mod:`._deep`). Each is an ``nn.Module`` whose parameters are only what
-it learns (the backbone is held outside the module tree and never trains); ``forward(pixels)``
-returns :class:`Output`: logits ``(B, C)`` = ``exp(logit_scale) * cos(image, text) + bias``
-and the method's own loss terms.
+"""The prompt-tuning methods: zero-shot, linear probe, CoOp, CoCoOp, KgCoOp, ProGrad (here),
+MaPLe, PromptSRC (:mod:`._deep`) and HiCroPL (:mod:`._hicropl`). Each is an ``nn.Module``
+whose parameters are only what it learns (the backbone is held outside the module tree and
+never trains); ``forward(pixels)`` returns :class:`Output`: logits ``(B, C)`` =
+``exp(logit_scale) * cos(image, text) + bias`` and the method's own loss terms.
 
 Defaults (:data:`DEFAULTS`) are the configurations MVC-Bench's scripts run (CoOp
 ``vit_b16_ep50`` with 16 random context tokens, the class token in the middle; CoCoOp
@@ -53,7 +53,7 @@ class LinearProbe(Method):
 
     def forward(self, pixels: torch.Tensor) -> Output:
         image = F.normalize(self.frozen_image(pixels), dim=-1)
-        return Output(self.bb.scale * (image @ self.weight.T) + self.bias)
+        return Output(self.bb.scale * (image @ self.weight.T) + self.bias, text=self.weight)
 
 
 class CoOp(Method):
@@ -76,7 +76,8 @@ class CoOp(Method):
         )
 
     def forward(self, pixels: torch.Tensor) -> Output:
-        return Output(self.logits(self.frozen_image(pixels), self.prompts()))
+        text = self.prompts()
+        return Output(self.logits(self.frozen_image(pixels), text), text=text)
 
 
 class KgCoOp(CoOp):
@@ -89,7 +90,7 @@ class KgCoOp(CoOp):
         text = self.prompts()
         cos = F.cosine_similarity(F.normalize(text, dim=-1), self.zs_text, dim=-1, eps=1e-7)
         kg = self.options["w"] * (1.0 - cos.mean())
-        return Output(self.logits(self.frozen_image(pixels), text), {"kgcoop": kg})
+        return Output(self.logits(self.frozen_image(pixels), text), {"kgcoop": kg}, text=text)
 
 
 class ProGrad(CoOp):
@@ -102,7 +103,8 @@ class ProGrad(CoOp):
     def forward(self, pixels: torch.Tensor) -> Output:
         image = self.frozen_image(pixels)
         teacher = self.logits(image, self.zs_text).detach()
-        return Output(self.logits(image, self.prompts()), teacher=teacher)
+        text = self.prompts()
+        return Output(self.logits(image, text), teacher=teacher, text=text)
 
     def general_loss(self, out: Output) -> torch.Tensor:
         """``T^2 * mean_i sum_c -softmax(teacher/T) log softmax(logits/T)`` (ProGrad's KL,
@@ -118,6 +120,7 @@ class CoCoOp(CoOp):
     ``Linear(E, E/16) -> ReLU -> Linear(E/16, D)`` of the image feature."""
 
     name = "cocoop"
+    has_class_text = False
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -144,9 +147,10 @@ def build_method(
     generator: torch.Generator,
 ) -> Method:
     """The method ``name`` (a key of :data:`METHODS`) with ``options`` (its defaults merged)."""
-    table: dict[str, type[Method]] = {
-        m.name: m for m in (ZeroShot, LinearProbe, CoOp, CoCoOp, KgCoOp, ProGrad, MaPLe, PromptSRC)
-    }
+    from medibench.prompt_tuning._hicropl import HiCroPL
+
+    methods = (ZeroShot, LinearProbe, CoOp, CoCoOp, KgCoOp, ProGrad, MaPLe, PromptSRC, HiCroPL)
+    table: dict[str, type[Method]] = {m.name: m for m in methods}
     if name not in table:
         raise ValueError(f"unknown method {name!r} (one of {', '.join(METHODS)})")
     return table[name](backbone, class_names, template, options, generator)

@@ -11,7 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["save_tiny_backbone"]
+__all__ = ["char_vocab", "save_tiny_backbone"]
+
+
+def char_vocab() -> dict[str, int]:
+    """A character-level CLIP BPE vocabulary: each printable ASCII character, alone and as a
+    word end (``</w>``), then the start and end tokens (the end token has the highest id, where
+    CLIP pools)."""
+    vocab: dict[str, int] = {}
+    for ch in map(chr, range(33, 127)):
+        vocab.setdefault(ch, len(vocab))
+        vocab.setdefault(ch + "</w>", len(vocab))
+    vocab["<|startoftext|>"] = len(vocab)
+    vocab["<|endoftext|>"] = len(vocab)
+    return vocab
 
 
 def save_tiny_backbone(
@@ -28,12 +41,7 @@ def save_tiny_backbone(
     import torch
     import transformers
 
-    vocab: dict[str, int] = {}
-    for ch in map(chr, range(33, 127)):
-        vocab.setdefault(ch, len(vocab))
-        vocab.setdefault(ch + "</w>", len(vocab))
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
+    vocab = char_vocab()
     tokenizer = transformers.CLIPTokenizer(vocab=vocab, merges=[], model_max_length=64)
     end = vocab["<|endoftext|>"]
     text = dict(

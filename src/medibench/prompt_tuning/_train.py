@@ -67,6 +67,7 @@ class TrainSettings:
     options: dict[str, Any] = field(default_factory=dict)
     augment: bool = True
     device: str = "cpu"
+    teacher_templates: str | None = None
 
 
 def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
@@ -83,7 +84,11 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
         raise ValueError(f"unknown method {settings.method!r} (one of {', '.join(DEFAULTS)})")
     options = _options(settings)
     terms = parse_losses(settings.losses)
-    settings_record = {k: v for k, v in asdict(settings).items() if k != "device"}
+    settings_record = {
+        k: v
+        for k, v in asdict(settings).items()
+        if k != "device" and not (k == "teacher_templates" and v is None)  # runs made before it
+    }
     choice = {
         "settings": settings_record,
         "options": options,
@@ -107,6 +112,7 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
     method = build_method(
         settings.method, backbone, data.class_names, settings.template, options, gen
     )
+    _check_losses(terms, method)
     _to_device(backbone, method, settings.device)
     config = _config(settings, choice, data, shots, backbone, before, method)
     out.mkdir(parents=True, exist_ok=True)
@@ -150,9 +156,7 @@ def train(settings: TrainSettings, *, log: Any = None) -> dict[str, Any]:
 
 
 def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path, say) -> None:
-    opt = torch.optim.SGD(
-        params, lr=options["lr"], momentum=options["momentum"], weight_decay=options["weight_decay"]
-    )
+    opt = _optimizer(params, options)
     epochs, n = int(options["epochs"]), len(labels)
     batch = min(int(options["batch_size"]), n)
     per_epoch = n // batch
@@ -185,7 +189,8 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
             x = _augment(pixels[idx], gen) if augment else pixels[idx]
             y = labels[idx]
             result = method(x)
-            values = {t.label: t(result.logits, y) for t in terms}
+            context = _loss_context(method, result, x, terms)
+            values = {t.label: t(result.logits, y, **context) for t in terms}
             values.update(result.terms)
             loss = sum(values.values())
             opt.zero_grad(set_to_none=True)
@@ -228,6 +233,51 @@ def _fit(method, params, pixels, labels, terms, options, augment, gen, out: Path
         if lines:
             say(f"epoch {epoch + 1}/{epochs}: loss {lines[-1]['loss']:.4f}, lr {lr:.6g}")
     method.eval()
+
+
+def _optimizer(params, options: dict[str, Any]) -> torch.optim.Optimizer:
+    """SGD (momentum, weight decay) or Adam (weight decay, ``adam_eps``), as Dassl builds them."""
+    name = options["optimizer"]
+    if name == "sgd":
+        return torch.optim.SGD(
+            params,
+            lr=options["lr"],
+            momentum=options["momentum"],
+            weight_decay=options["weight_decay"],
+        )
+    if name == "adam":
+        return torch.optim.Adam(
+            params,
+            lr=options["lr"],
+            weight_decay=options["weight_decay"],
+            eps=float(options.get("adam_eps", 1e-8)),
+        )
+    raise ValueError(f"--set optimizer={name!r}: sgd or adam")
+
+
+def _loss_context(method, result, x: torch.Tensor, terms) -> dict[str, torch.Tensor]:
+    """What the loss terms read besides the logits: the batch's zero-shot logits, the prompted
+    class text features (L2-normalised) and the frozen ones."""
+    needs = {k for t in terms for k in t.needs}
+    context: dict[str, torch.Tensor] = {}
+    if "zs_logits" in needs:
+        context["zs_logits"] = method.zero_shot_logits(x)
+    if "text" in needs and result.text is not None:
+        context["text"] = torch.nn.functional.normalize(result.text, dim=-1)
+    if "zs_text" in needs:
+        context["zs_text"] = method.zs_text
+    return context
+
+
+def _check_losses(terms, method) -> None:
+    """Refuse, before training, a loss on text features with a method that has none shared by
+    the batch (CoCoOp's are per image)."""
+    for t in terms:
+        if "text" in t.needs and not method.has_class_text:
+            raise ValueError(
+                f"--loss {t.label}: reads the class text features, which {method.name} does not "
+                "have (one set per image); use it with another method"
+            )
 
 
 def _to_device(backbone: Any, method: Any, device: str) -> None:
@@ -299,8 +349,13 @@ def _options(settings: TrainSettings) -> dict[str, Any]:
             f"(options: {', '.join(sorted(options))})"
         )
     options.update(settings.options)
-    for key in ("epochs", "lr", "batch_size"):
+    for key in ("epochs", "lr", "batch_size", "teacher_templates"):
         if getattr(settings, key) is not None:
+            if key not in options:
+                raise ValueError(
+                    f"--{key.replace('_', '-')}: {settings.method} has no frozen teacher "
+                    "(promptsrc has)"
+                )
             options[key] = getattr(settings, key)
     defaults = DEFAULTS[settings.method]
     for key, value in options.items():
@@ -313,7 +368,7 @@ def _options(settings: TrainSettings) -> dict[str, Any]:
 
 
 #: Options with their own flag (``--lr``); the others are set with ``--set KEY=VALUE``.
-_TRAIN_FLAGS = ("epochs", "lr", "batch_size")
+_TRAIN_FLAGS = ("epochs", "lr", "batch_size", "teacher_templates")
 #: Options that must be >= 1 when given (``None``: the method's own choice).
 _AT_LEAST_ONE = ("n_ctx", "n_ctx_vision", "depth", "text_depth", "vision_depth")
 
