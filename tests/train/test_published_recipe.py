@@ -146,3 +146,24 @@ def test_the_cosine_schedule_is_the_published_formula():
     want = [s / 3 for s in range(3)] + [0.5 * (1 + math.cos(math.pi * (s - 3) / 6)) for s in
                                         range(3, 9)]  # fmt: skip
     assert got == pytest.approx(want, abs=1e-12)
+
+
+def test_a_lora_with_ema_resumed_ends_as_an_uninterrupted_one(tiny_ip2p, triplets, tmp_path):
+    # constant schedule: a re-run with more steps resumes (the raw adapter and the EMA both)
+    def run(out, steps):
+        args = _args(triplets, tiny_ip2p, out, method="lora", rank=2, ema="", random_flip="",
+                     max_steps=steps, checkpoint_every=1)  # fmt: skip
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, res.output[-2000:]
+
+    run(tmp_path / "a", 2)
+    run(tmp_path / "b", 1)
+    run(tmp_path / "b", 2)
+    a, b = tmp_path / "a/checkpoint-2", tmp_path / "b/checkpoint-2"
+    la = safetensors.load_file(a / "pytorch_lora_weights.safetensors")
+    lb = safetensors.load_file(b / "pytorch_lora_weights.safetensors")
+    assert la.keys() == lb.keys() and all(torch.equal(la[k], lb[k]) for k in la)
+    sa, sb = _state(a), _state(b)
+    assert all(torch.equal(sa["trainable"][k], sb["trainable"][k]) for k in sa["trainable"])
+    shadows = zip(sa["ema"]["shadow_params"], sb["ema"]["shadow_params"], strict=True)
+    assert all(torch.equal(x, y) for x, y in shadows)
