@@ -229,3 +229,26 @@ def test_score_csv_is_the_printed_table_as_rows(tmp_path, files):
     assert row["group"] == "all" and row["ece_ci_low"] == "" and float(row["ece"]) > 0
     res = runner.invoke(app, ["calibration", "score", str(test), "--csv", str(tmp_path)])
     assert res.exit_code == 2 and "--csv" in res.output and "is a folder" in res.output
+
+
+def test_half_precision_probabilities_with_the_tolerance_are_divided_not_softmaxed(tmp_path):
+    z, y = make_logits(200, 3, seed=8)
+    p16 = softmax(z).astype(np.float16)
+    assert np.abs(p16.astype(np.float64).sum(axis=1) - 1).max() > 2e-4
+    np.savez(tmp_path / "fp16.npz", probs=p16, labels=y)
+    out = tmp_path / "vl.json"
+    args = ["calibration", "score", str(tmp_path / "fp16.npz"), "--protocol", "mvcbench-vl@paper"]
+    res = runner.invoke(app, [*args, "--prob-tolerance", "1e-3", "--json", str(out),
+                              "--resamples", "0"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert any("each row was divided by its sum" in n for n in data["notes"])
+    p = p16.astype(np.float64)
+    divided = as_predictions(y, probs=p / p.sum(axis=1, keepdims=True))
+    from medibench.calibration import score
+
+    want = score(divided, "mvcbench-vl@paper", n_resamples=0)
+    for name in ("ece", "mce", "ace", "brier", "ovr_ece_macro", "toplabel_ece_macro"):
+        assert data[name] == pytest.approx(want[name], abs=1e-12), name
+    res = runner.invoke(app, [*args, "--resamples", "0"])  # the default tolerance refuses them
+    assert res.exit_code != 0 and "tolerance 0.0001" in " ".join(res.output.split())

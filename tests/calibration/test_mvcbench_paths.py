@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy.special import softmax as scipy_softmax
 from sklearn.preprocessing import KBinsDiscretizer
 
 from medibench.calibration import as_predictions, load_predictions, score, softmax
@@ -134,10 +135,16 @@ def ref_tables(probs, labels, n_bins):
     return out
 
 
-def _official(path, scores, labels):
-    """Every value of one evaluator, the official way."""
+def _official(path, scores, labels, *, from_logits=False):
+    """Every value of one evaluator, the official way: the VL trainer softmaxes the logits
+    (``scipy.special.softmax``) before ``evaluate``, whose ``ensure_probability_matrix`` divides
+    the rows by their sums; its Brier and class-wise calls divide them again."""
     bins = {"dassl": (20, 10, 10, 20), "vl": (10, 10, 10, 10)}[path]
-    probs = ref_dassl_probs(scores) if path == "dassl" else ref_vl_probs(scores)
+    if path == "dassl":
+        probs = again = ref_dassl_probs(scores)
+    else:
+        probs = ref_vl_probs(scipy_softmax(scores, axis=1) if from_logits else scores)
+        again = ref_vl_probs(probs)
     pred = probs.argmax(axis=1)
     conf = probs[np.arange(len(labels)), pred]
     correct = (pred == labels).astype(float)
@@ -147,7 +154,7 @@ def _official(path, scores, labels):
         "ece": ece,
         "mce": ref_mce(conf, correct, bins[1]),
         "ace": ref_ace(conf, correct, bins[2], cut=path == "vl"),
-        **ref_tables(probs, labels, bins[3]),
+        **ref_tables(again, labels, bins[3]),
     }
 
 
@@ -163,7 +170,8 @@ def test_each_path_matches_its_evaluator(path, seed):
     y[y == 4] = 3  # class 4 has no sample: the summaries leave it out
     for given in ({"logits": z}, {"probs": softmax(z)}):
         raw = given.get("logits", given.get("probs"))
-        ours, ref = _ours(f"mvcbench-{path}@paper", y, **given), _official(path, raw, y)
+        ours = _ours(f"mvcbench-{path}@paper", y, **given)
+        ref = _official(path, raw, y, from_logits="logits" in given)
         for name, value in ref.items():
             assert ours[name] == pytest.approx(value, abs=1e-12), name
         assert ours["classwise_ece"] == ours["ovr_ece_macro"]
@@ -190,6 +198,49 @@ def test_vl_renormalisation_moves_a_confidence_across_a_bin_edge():
     assert vl["ece"] != pytest.approx(plain, abs=1e-3)  # without the division it stays below
     dassl = _ours("mvcbench-dassl@paper", y, probs=probs)  # clamped, not renormalised
     assert dassl["ece"] == pytest.approx(_official("dassl", probs, y)["ece"], abs=1e-12)
+
+
+# Rows of tenths sit on the bin edges: the first division lifts 0.4 to 0.4 + 1 ulp (bin
+# (0.4, 0.5]), the second brings it back to 0.4 - 1 ulp (bin (0.3, 0.4]).
+EDGE_ROWS = np.array(
+    [
+        [0.4, 0.3, 0.2, 0.1],
+        [0.5, 0.2, 0.2, 0.1],
+        [0.1, 0.5, 0.3, 0.1],
+        [0.3, 0.4, 0.2, 0.1],
+        [0.35, 0.25, 0.3, 0.1],
+    ]
+)
+EDGE_LABELS = np.array([1, 1, 0, 0, 0])
+
+
+def test_vl_divides_twice_in_its_brier_and_class_wise_calls():
+    probs, y = np.repeat(EDGE_ROWS, 4, axis=0), np.repeat(EDGE_LABELS, 4)
+    once = ref_vl_probs(probs)
+    assert once[0, 0] > 0.4 >= ref_vl_probs(once)[0, 0]  # one ulp each way
+    ours, ref = _ours("mvcbench-vl@paper", y, probs=probs), _official("vl", probs, y)
+    for name, value in ref.items():
+        assert ours[name] == pytest.approx(value, abs=1e-12), name
+    single = ref_tables(once, y, 10)  # the tables on rows divided once are far off
+    assert (ref["ovr_ece_macro"], single["ovr_ece_macro"]) == pytest.approx((0.45, 0.53))
+    assert (ref["toplabel_ece_macro"], single["toplabel_ece_macro"]) == pytest.approx(
+        (0.35, 0.29 / 0.6)
+    )
+
+
+def test_vl_softmaxes_logits_then_divides_by_the_sum():
+    # softmax(log [.6, .3, .1]) is 0.6, one ulp under the edge 6 * 0.1 = 0.6000000000000001;
+    # divided by its sum it is on the edge: ECE's [lo, hi) bins put it with the 0.65 rows
+    rows = np.log([[0.6, 0.3, 0.1]] * 10 + [[0.65, 0.2, 0.15]] * 10)
+    y = np.array([0] * 10 + [1] * 10)
+    assert scipy_softmax(rows, axis=1)[0, 0] < np.linspace(0, 1, 11)[6]
+    ours = _ours("mvcbench-vl@paper", y, logits=rows)
+    ref = _official("vl", rows, y, from_logits=True)
+    for name, value in ref.items():
+        assert ours[name] == pytest.approx(value, abs=1e-12), name
+    # one bin |10 - (6 + 6.5)| / 20, not two: (4 + 6.5) / 20
+    assert ours["ece"] == pytest.approx(0.125, abs=1e-12)
+    assert ours["mce"] == pytest.approx(0.125, abs=1e-12)
 
 
 def test_dassl_ece_bins_with_float32_edges():
@@ -234,15 +285,58 @@ def test_mce_is_count_weighted_on_both_paths():
 def test_half_precision_probabilities_need_the_tolerance_which_is_noted(tmp_path):
     z, y = make_logits(300, 4, seed=9)
     p16 = softmax(z).astype(np.float16)
-    assert np.abs(p16.astype(np.float64).sum(axis=1) - 1).max() > 1e-4
+    assert np.abs(p16.astype(np.float64).sum(axis=1) - 1).max() > 2e-4  # the evaluators softmax
     path = tmp_path / "coop_fp16.npz"
     np.savez(path, probs=p16, labels=y)
     with pytest.raises(ValueError, match="tolerance 0.0001"):
         load_predictions(path)
     pred = load_predictions(path, atol=2e-3)
-    res = score(pred, "mvcbench@paper", n_resamples=0, prob_tolerance=2e-3)
-    assert any("--prob-tolerance 0.002" in n and "off by up to" in n for n in res["notes"])
-    assert res["ece"] == pytest.approx(_official("dassl", p16.astype(np.float64), y)["ece"])
+    p = p16.astype(np.float64)
+    for spec in ("mvcbench-dassl@paper", "mvcbench-vl@paper"):
+        res = score(pred, spec, n_resamples=0, prob_tolerance=2e-3)
+        note = next(n for n in res["notes"] if "--prob-tolerance 0.002" in n)
+        assert "off by up to 0.000305" in note and "divided by its sum" in note
+        assert "never softmaxed a second time" in note
+        path_name = spec.split("@")[0].removeprefix("mvcbench-")
+        # the rows divided by their sums are the softmax of log(p16): the evaluator on those
+        on_logits = _official(path_name, np.log(p), y, from_logits=True)
+        for name, value in on_logits.items():
+            assert res[name] == pytest.approx(value, abs=1e-12), (spec, name)
+        # and within fp16's rounding of the evaluator on the logits they were saved from
+        original = _official(path_name, z, y, from_logits=True)
+        for name, value in original.items():
+            assert res[name] == pytest.approx(value, abs=1e-5), (spec, name)
+        # a second softmax (what the evaluator does to these rows) is far off
+        assert res["ece"] != pytest.approx(_official(path_name, p, y)["ece"], abs=0.05)
+    plain = score(pred, "calibration@1", n_resamples=0, prob_tolerance=2e-3)
+    assert any("each metric uses them as saved" in n for n in plain["notes"])
+
+
+def test_the_tolerance_given_to_score_is_checked():
+    z, y = make_logits(40, 3, seed=4)
+    p = softmax(z)
+    p[5] *= 1.004
+    pred = as_predictions(y, probs=p, atol=1e-2)
+    with pytest.raises(ValueError, match=r"row 5: probabilities sum to 1\.004.*--prob-tolerance"):
+        score(pred, "mvcbench-vl@paper", n_resamples=0, prob_tolerance=1e-3)
+
+
+def test_half_precision_intervals_are_those_of_the_renormalised_rows():
+    z, y = make_logits(120, 3, seed=5)
+    p16 = softmax(z).astype(np.float16).astype(np.float64)
+    got = score(
+        as_predictions(y, probs=p16, atol=2e-3),
+        "mvcbench-vl@paper",
+        n_resamples=40,
+        prob_tolerance=2e-3,
+    )
+    want = score(
+        as_predictions(y, probs=p16 / p16.sum(axis=1, keepdims=True)),
+        "mvcbench-vl@paper",
+        n_resamples=40,
+    )
+    for name, (low, high) in want["ci"].items():
+        assert got["ci"][name] == pytest.approx([low, high], abs=1e-12), name
 
 
 def test_a_file_saved_by_the_two_trainer_lines_is_read(tmp_path):
@@ -259,5 +353,5 @@ def test_a_file_saved_by_the_two_trainer_lines_is_read(tmp_path):
     pred = load_predictions(tmp_path / "predictions_test.npz")
     assert pred.logits is not None and pred.logits.dtype == np.float64 and pred.n == 64
     res = score(pred, "mvcbench@paper", n_resamples=0)
-    ref = _official("dassl", torch.cat([o for o, _ in saved]).numpy(), y)
+    ref = _official("dassl", torch.cat([o for o, _ in saved]).numpy(), y, from_logits=True)
     assert res["ece"] == pytest.approx(ref["ece"], abs=1e-12)

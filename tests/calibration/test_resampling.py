@@ -83,18 +83,38 @@ def test_every_resample_equals_the_metrics_of_its_copy(case):
                 )
 
 
-def test_scores_mixing_probability_rows_and_logits_are_read_per_resample():
-    # MVC-Bench reads a resample as probabilities when all of its rows look like ones
+@pytest.mark.parametrize("spec", ["mvcbench-dassl@paper", "mvcbench-vl@paper"])
+def test_scores_mixing_probability_rows_and_logits_are_read_per_resample(spec):
+    # MVC-Bench reads a resample as probabilities when all of its rows look like ones: Dassl's
+    # evaluator the logits it is handed, the VL evaluator saved probabilities (the VL trainer
+    # softmaxes logits first, which always look like probabilities)
     z = np.random.default_rng(2).normal(size=(40, 3))
     z[:39] = np.exp(z[:39]) / np.exp(z[:39]).sum(axis=1, keepdims=True)
-    pred = as_predictions(np.arange(40) % 3, logits=z)
-    proto = load_calibration_protocol("mvcbench-vl@paper")
+    if spec.startswith("mvcbench-vl"):
+        z[39] = [0.5, 0.3, 0.2005]  # off by 5e-4: the whole file is softmaxed
+        pred = as_predictions(np.arange(40) % 3, probs=z, atol=1e-3)
+    else:
+        pred = as_predictions(np.arange(40) % 3, logits=z)
+    proto = load_calibration_protocol(spec)
     resampled = ResampledMetrics(pred, proto)
     only_probability_rows = np.arange(39).repeat(2)[:40]
     for rows in (np.arange(40), only_probability_rows):
         want = proto.metrics(pred.subset(rows))
         assert resampled(rows) == pytest.approx(want, rel=RTOL, abs=ATOL)
     assert want["ece"] != proto.metrics(pred)["ece"]
+
+
+def test_resamples_of_the_vl_edge_rows_divide_twice():
+    from tests.calibration.test_mvcbench_paths import EDGE_LABELS, EDGE_ROWS
+
+    pred = as_predictions(np.repeat(EDGE_LABELS, 4), probs=np.repeat(EDGE_ROWS, 4, axis=0))
+    proto = load_calibration_protocol("mvcbench-vl@paper")
+    resampled = ResampledMetrics(pred, proto)
+    rng = np.random.default_rng(3)
+    for rows in [np.arange(pred.n), *rng.integers(0, pred.n, size=(20, pred.n))]:
+        assert resampled(rows) == pytest.approx(
+            proto.metrics(pred.subset(rows)), rel=RTOL, abs=ATOL
+        )
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 100])

@@ -1,13 +1,20 @@
 """MVC-Bench's two evaluators, each end to end, as its code computes them (values are fractions;
 the code logs them x100).
 
-* **The VL path** (``evaluators/vl_evaluator.py`` over ``tools/metrics.py``): the scores go
-  through ``ensure_probability_matrix`` (rows that look like probabilities, non-negative within
-  1e-8 and summing to 1 within ``atol = rtol = 1e-4``, are clipped to [0, 1] and **divided by
-  their sum**, so a confidence one ulp under a bin edge can cross it; anything else is
-  softmaxed as logits); every metric at one bin count (``ECE_BINS``): ECE ``[lo, hi)`` with 1.0
-  weighted but in no bin, count-weighted MCE, ``AdaptiveECE`` with its bin count cut to the
-  number of distinct confidences, Brier and the class-wise tables below.
+* **The VL path** (``trainers/classification/base_learner.py`` ``test()`` feeding
+  ``evaluators/vl_evaluator.py`` over ``tools/metrics.py``): the trainer softmaxes the logits
+  (``scipy.special.softmax``) and hands the probabilities to ``evaluate``, which passes them
+  through ``ensure_probability_matrix`` (rows that look like probabilities, non-negative
+  within 1e-8 and summing to 1 within ``atol = rtol = 1e-4``, are clipped to [0, 1] and
+  **divided by their sum**, so a confidence one ulp under a bin edge can cross it; anything
+  else is softmaxed as logits); every metric at one bin count (``ECE_BINS``): ECE ``[lo, hi)``
+  with 1.0 weighted but in no bin, count-weighted MCE, ``AdaptiveECE`` with its bin count cut
+  to the number of distinct confidences. ``multiclass_brier_score``,
+  ``top_label_classwise_ece`` and ``one_vs_rest_classwise_ece`` each call
+  ``ensure_probability_matrix`` **again** on the renormalised rows: the Brier score and the
+  class-wise tables (top-label confidences, predictions and one-vs-rest scores) are taken on
+  rows divided by their sum a second time, whose values can sit one ulp from the first ones,
+  across a bin edge (:func:`vl_probabilities_twice`).
 * **The patched Dassl path** (``Dassl.pytorch/dassl/evaluation/evaluator.py``, the evaluator
   MVC-Bench's ``train.py`` runs): ``logits_to_probs`` (the same test with ``atol = rtol = 1e-4``
   and -1e-7, rows clamped to [0, 1] but **not** renormalised; else softmax); ``ECE_Loss`` over
@@ -31,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from medibench.calibration._mvcbench_bins import _count_weighted_sum, kbins_ace, mvcbench_ece
+from medibench.calibration.metrics import top_label
 
 __all__ = [
     "EXTRA_METRICS",
@@ -40,6 +48,7 @@ __all__ = [
     "kbins_ace",
     "path_metrics",
     "vl_probabilities",
+    "vl_probabilities_twice",
 ]
 
 Path = Literal["vl", "dassl"]
@@ -64,6 +73,19 @@ def vl_probabilities(scores: np.ndarray) -> np.ndarray:
         p = np.clip(s, 0.0, 1.0)
         return p / np.clip(p.sum(axis=1, keepdims=True), 1e-12, None)
     return _softmax(s)
+
+
+def vl_probabilities_twice(
+    scores: np.ndarray, *, from_logits: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The VL path's two readings of the saved ``scores`` (N x C): ``(first, second)``, the
+    rows ``evaluate`` bins (the trainer's softmax of the logits, or the probabilities as
+    saved, through :func:`vl_probabilities`) and those its Brier and class-wise calls bin
+    (``first`` through :func:`vl_probabilities` again: every row divided by its sum once
+    more)."""
+    s = _softmax(np.asarray(scores, dtype=np.float64)) if from_logits else scores
+    first = vl_probabilities(s)
+    return first, vl_probabilities(first)
 
 
 def dassl_probabilities(scores: np.ndarray) -> np.ndarray:
@@ -101,6 +123,7 @@ def path_metrics(
     scores: np.ndarray,
     labels: np.ndarray,
     *,
+    from_logits: bool,
     ece_bins: int,
     mce_bins: int,
     ace_bins: int,
@@ -108,13 +131,14 @@ def path_metrics(
     quantile_method: str = "linear",
 ) -> dict[str, float]:
     """``accuracy``, ``ece``, ``mce``, ``ace``, ``classwise_ece`` (= ``ovr_ece_macro``),
-    ``brier`` and :data:`EXTRA_METRICS` of one path from the saved ``scores`` (logits or
-    probabilities, as the trainer hands them to the evaluator)."""
-    probs = vl_probabilities(scores) if path == "vl" else dassl_probabilities(scores)
-    pred = probs.argmax(axis=1)
-    conf = probs[np.arange(probs.shape[0]), pred]
-    correct = (pred == labels).astype(np.float64)
+    ``brier`` and :data:`EXTRA_METRICS` of one path from the saved ``scores`` (logits, with
+    ``from_logits``, or probabilities, as the trainer hands them to the evaluator)."""
     vl = path == "vl"
+    if vl:
+        probs, again = vl_probabilities_twice(scores, from_logits=from_logits)
+    else:
+        probs = again = dassl_probabilities(scores)
+    conf, correct = top_label(probs, labels)
     out = {
         "accuracy": float(correct.mean()),
         "ece": mvcbench_ece(conf, correct, ece_bins) if vl else dassl_ece(conf, correct, ece_bins),
@@ -123,10 +147,10 @@ def path_metrics(
             conf, correct, ace_bins, cut_to_distinct=vl, clip=vl, quantile_method=quantile_method
         ),
     }
-    per_sample = np.sum((probs - np.eye(probs.shape[1])[labels]) ** 2, axis=1)
+    per_sample = np.sum((again - np.eye(again.shape[1])[labels]) ** 2, axis=1)
     out["brier"] = float(per_sample.mean())
-    out["brier_norm"] = out["brier"] / probs.shape[1]
-    out.update(_classwise(probs, labels, conf, correct, per_sample, classwise_bins, clip=vl))
+    out["brier_norm"] = out["brier"] / again.shape[1]
+    out.update(_classwise(again, labels, per_sample, classwise_bins, clip=vl))
     out["classwise_ece"] = out["ovr_ece_macro"]
     return out
 
@@ -160,7 +184,10 @@ def _binary_ece(scores: np.ndarray, targets: np.ndarray, n_bins: int, clip: bool
     return _count_weighted_sum(index, n_bins, s, targets, s.size)
 
 
-def _classwise(probs, labels, conf, correct, per_sample, n_bins, *, clip) -> dict[str, float]:
+def _classwise(probs, labels, per_sample, n_bins, *, clip) -> dict[str, float]:
+    """The top-label and one-vs-rest tables and the class-wise Brier of ``probs`` (the top
+    label and its confidence taken from ``probs`` itself, as each official call does)."""
+    conf, correct = top_label(probs, labels)
     counts = np.bincount(labels, minlength=probs.shape[1])
     present = np.flatnonzero(counts > 0)
     top = np.array(

@@ -35,7 +35,7 @@ from medibench.calibration._mvcbench_paths import (
     _looks_like_probabilities,
     dassl_probabilities,
     float32_linspace_edges,
-    vl_probabilities,
+    vl_probabilities_twice,
 )
 from medibench.calibration._smooth import GRID_CELLS, smooth_ece_of_grid
 
@@ -57,8 +57,7 @@ class ResampledMetrics:
         base_conf, base_correct = M.top_label(pred.probs, pred.labels)
         probs, self._mixed_rows = pred.probs, None
         if p.path != "medibench":
-            scores = pred.logits if pred.logits is not None else pred.probs
-            probs, self._mixed_rows = _path_probabilities(p.path, scores)
+            probs, again, self._mixed_rows = _path_probabilities(p.path, pred)
         conf, correct = M.top_label(probs, pred.labels)
         order = np.argsort(conf, kind="stable")
         self.rank = np.empty(self.n, dtype=np.intp)
@@ -76,7 +75,7 @@ class ResampledMetrics:
         if p.path == "medibench":
             self._init_medibench(pred, order)
         else:
-            self._init_path(probs[order], order)
+            self._init_path(again[order])
 
     # -- per resample ---------------------------------------------------------------------
     def __call__(self, rows: np.ndarray) -> dict[str, float]:
@@ -142,7 +141,8 @@ class ResampledMetrics:
         return out
 
     # -- MVC-Bench's evaluators -----------------------------------------------------------
-    def _init_path(self, probs: np.ndarray, order: np.ndarray) -> None:
+    def _init_path(self, again: np.ndarray) -> None:
+        """``again``: the rows (in sorted order) of the Brier and class-wise calls."""
         p, conf, vl = self.protocol, self.top.conf, self.protocol.path == "vl"
         if vl:
             self.bins["ece"] = _Bins(mvcbench_ece_index(conf, p.ece_bins), p.ece_bins + 1)
@@ -153,12 +153,13 @@ class ResampledMetrics:
         self.bins["mce"] = _Bins(np.digitize(conf, inner), p.mce_bins)
         c_bins = p.classwise_bins
         inner = np.linspace(0.0, 1.0, c_bins + 1)[1:-1]
-        scores = np.clip(probs, 0.0, 1.0) if vl else probs
+        scores = np.clip(again, 0.0, 1.0) if vl else again
         self.ovr = _OneVsRest(scores, self.labels, np.digitize(scores, inner, right=True), c_bins)
-        top_conf = np.clip(conf, 0.0, 1.0) if vl else conf
+        top_conf, self.top_correct = M.top_label(again, self.labels)
+        top_conf = np.clip(top_conf, 0.0, 1.0) if vl else top_conf
         self.top_conf_terms = top_conf
         self.top_key = self.labels * c_bins + np.digitize(top_conf, inner, right=True)
-        self.brier_terms = np.sum((probs - np.eye(probs.shape[1])[self.labels]) ** 2, axis=1)
+        self.brier_terms = np.sum((again - np.eye(again.shape[1])[self.labels]) ** 2, axis=1)
 
     def _path(self, d: _Draw) -> dict[str, float]:
         p, n, vl = self.protocol, self.n, self.protocol.path == "vl"
@@ -178,7 +179,7 @@ class ResampledMetrics:
         present = np.flatnonzero(counts > 0)
         slots = p.classwise_bins * self.n_classes
         top_conf = np.bincount(self.top_key, weights=d.w * self.top_conf_terms, minlength=slots)
-        top_hits = np.bincount(self.top_key, weights=d.hits, minlength=slots)
+        top_hits = np.bincount(self.top_key, weights=d.w * self.top_correct, minlength=slots)
         top = np.abs(top_hits - top_conf).reshape(self.n_classes, -1).sum(axis=1)
         tables = {
             "toplabel_ece": top[present] / counts[present],
@@ -399,14 +400,23 @@ class _OneVsRest:
         return np.abs(hits - conf).reshape(self.classes, self.slots).sum(axis=1)
 
 
-def _path_probabilities(path: str, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """The path's probabilities of every row, and (when the rows disagree about looking like
-    probabilities, so that a resample's reading depends on its rows) which rows do."""
-    s = np.asarray(scores, dtype=np.float64)
+def _path_probabilities(
+    path: str, pred: Predictions
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The path's two readings of every row (what it bins, what its Brier and class-wise calls
+    bin: :func:`~medibench.calibration._mvcbench_paths.vl_probabilities_twice`; one reading
+    twice for Dassl), and (when saved probabilities disagree about looking like probabilities,
+    so that a resample's reading depends on its rows) which rows do."""
+    if pred.logits is not None and path == "vl":  # the trainer's softmax: always probabilities
+        return (*vl_probabilities_twice(pred.logits, from_logits=True), None)
+    s = pred.logits if pred.logits is not None else pred.probs
     floor = -1e-8 if path == "vl" else -1e-7
-    probs = vl_probabilities(s) if path == "vl" else dassl_probabilities(s)
+    if path == "vl":
+        probs, again = vl_probabilities_twice(s, from_logits=False)
+    else:
+        probs = again = dassl_probabilities(s)
     rows_ok = np.all(s >= floor, axis=1) & (np.abs(s.sum(axis=1) - 1.0) <= 1e-4 + 1e-4 * 1.0)
     if rows_ok.all() or not rows_ok.any():
-        return probs, None
+        return probs, again, None
     assert not _looks_like_probabilities(s, floor=floor)
-    return probs, rows_ok
+    return probs, again, rows_ok

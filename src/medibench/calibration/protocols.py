@@ -11,9 +11,11 @@
   and uncut KBinsDiscretizer ACE at 10 bins; Brier, ``/ C`` Brier and the class-wise tables
   at 20 bins.
 * ``mvcbench-vl@paper``: its VL evaluator (``vl_evaluator.py`` over ``tools/metrics.py``) end to
-  end: rows renormalised by ``ensure_probability_matrix``; every metric at ``ECE_BINS`` = 10
-  (the default of the ``train.py`` that registers this evaluator; MVC-Bench's own defines none);
-  ECE ``[lo, hi)`` with 1.0 weighted but in no bin; ACE bins cut to the distinct confidences.
+  end: logits softmaxed by the trainer, rows renormalised by ``ensure_probability_matrix``, and
+  renormalised a second time inside the Brier and class-wise calls; every metric at
+  ``ECE_BINS`` = 10 (the default of the ``train.py`` that registers this evaluator; MVC-Bench's
+  own defines none); ECE ``[lo, hi)`` with 1.0 weighted but in no bin; ACE bins cut to the
+  distinct confidences.
 * ``mvcbench@paper``: the protocol of MVC-Bench's headline numbers: an alias of
   ``mvcbench-dassl@paper`` (``train.py`` leaves ``TEST.EVALUATOR`` at Dassl's
   ``Classification``, the patched evaluator, and ``parse_test_res.py`` reads its log lines).
@@ -23,7 +25,11 @@ logit; neither evaluator reports an NLL); their smooth ECE is medibench's (the o
 ``ECE_KDE`` is not reproduced).
 
 :func:`score` returns one JSON-ready dict with the protocol's name, version and settings beside
-the values, for the whole file and per group.
+the values, for the whole file and per group. With ``prob_tolerance`` (half-precision
+probabilities, read with a looser row-sum tolerance) a paper protocol is fed each row divided by
+its sum, what the softmax of the logits they were saved from gives, never softmaxed a second
+time (its evaluator would softmax the whole matrix once one row is off by more than 2e-4);
+``calibration@1`` uses them as saved. The stored note says which.
 """
 
 from __future__ import annotations
@@ -158,6 +164,7 @@ class CalibrationProtocol:
             "vl" if self.path == "vl" else "dassl",
             scores,
             pred.labels,
+            from_logits=pred.logits is not None,
             ece_bins=self.ece_bins,
             mce_bins=self.mce_bins,
             ace_bins=self.ace_bins,
@@ -288,13 +295,12 @@ def score(
         "settings": proto.settings(),
         "source": pred.source,
     }
-    out.update(_one(pred, proto, resamples))
+    notes = []
     if prob_tolerance is not None and pred.logits is None:
-        off = float(np.max(np.abs(pred.probs.sum(axis=1) - 1.0)))
-        out["notes"].append(
-            f"probabilities read with --prob-tolerance {prob_tolerance:g}: row sums are off "
-            f"by up to {off:.3g} (half-precision rows); each metric uses them as saved"
-        )
+        pred, note = _within_tolerance(pred, proto, prob_tolerance)
+        notes.append(note)
+    out.update(_one(pred, proto, resamples))
+    out["notes"] += notes
     if by:
         groups: dict[str, Any] = {}
         for values, rows in pred.group_keys(list(by)):
@@ -303,6 +309,33 @@ def score(
             groups[key] = {"by": dict(zip(by, values, strict=True)), **_one(part, proto, resamples)}
         out["groups"] = groups
     return out
+
+
+def _within_tolerance(
+    pred: Predictions, proto: CalibrationProtocol, tolerance: float
+) -> tuple[Predictions, str]:
+    """``pred`` as ``proto`` reads probabilities whose row sums are off by up to
+    ``tolerance`` (the module doc), and the note that says what was done."""
+    sums = pred.probs.sum(axis=1)
+    error = np.abs(sums - 1.0)
+    off = float(error.max())
+    if off > tolerance:
+        row = int(np.argmax(error))
+        raise ValueError(
+            f"{pred.source}: row {row}: probabilities sum to {sums[row]:.6g}, off by more than "
+            f"--prob-tolerance {tolerance:g}"
+        )
+    head = (
+        f"probabilities read with --prob-tolerance {tolerance:g}: row sums are off by up to "
+        f"{off:.3g} (half-precision rows); "
+    )
+    if proto.path == "medibench":
+        return pred, head + "each metric uses them as saved"
+    renormalised = dataclasses.replace(pred, probs=pred.probs / sums[:, None])
+    return renormalised, head + (
+        f"each row was divided by its sum before {proto.spec}'s evaluator (as the softmax of "
+        "the logits they were saved from gives), never softmaxed a second time"
+    )
 
 
 #: The most bootstrap indices one :func:`score` draws (resamples x predictions, twice with

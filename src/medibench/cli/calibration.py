@@ -61,7 +61,8 @@ def score(
         typer.Option(
             min=0.0,
             help="tolerance on probability row sums (default 1e-4); e.g. 1e-3 for half-precision "
-            "probabilities (CoOp's fp16), stored as a note",
+            "probabilities (CoOp's fp16): the paper protocols divide each row by its sum (never "
+            "a second softmax), noted",
         ),
     ] = None,
 ) -> None:

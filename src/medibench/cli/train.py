@@ -28,7 +28,26 @@ def train(
     max_steps: Annotated[int, typer.Option(help="optimizer steps")] = 1000,
     batch_size: Annotated[int, typer.Option(help="samples per micro-batch and process")] = 1,
     grad_accum: Annotated[int, typer.Option(help="micro-batches per optimizer step")] = 1,
-    lr: Annotated[float, typer.Option(help="AdamW learning rate (constant)")] = 1e-4,
+    lr: Annotated[
+        float, typer.Option(help="AdamW learning rate (the schedule's peak, after warm-up)")
+    ] = 1e-4,
+    lr_scheduler: Annotated[
+        str,
+        typer.Option(
+            help="diffusers' get_scheduler schedule: constant, constant_with_warmup, linear, "
+            "cosine, cosine_with_restarts or polynomial"
+        ),
+    ] = "constant",
+    lr_warmup_steps: Annotated[
+        int, typer.Option(help="steps of linear warm-up (a schedule with warm-up)")
+    ] = 0,
+    random_flip: Annotated[
+        bool, typer.Option(help="flip input and target together, left to right, half the time")
+    ] = False,
+    ema: Annotated[
+        bool,
+        typer.Option(help="keep an EMA of the weights (diffusers' EMAModel); checkpoints hold it"),
+    ] = False,
     resolution: Annotated[int | None, typer.Option(help="one resolution bin, pixels")] = None,
     bins: Annotated[
         str | None, typer.Option(help="resolution bins, e.g. 128,256,512 (the default)")

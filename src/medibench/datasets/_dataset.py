@@ -36,12 +36,16 @@ class PredictionIndex:
             reason, never read as a file.
         problems: what the layout could not read and could not pin on a sample (a cut-off line
             without a legible id), one line each, naming the file and line.
+        scope: ``{model: sample ids}`` for a model the layout scores on some samples only
+            (MedGEN's official answer files: the samples of their missions); a model not in it
+            is scored on every sample.
     """
 
     files: dict[str, dict[str, dict[int, Path]]] = field(default_factory=dict)
     unknown: list[tuple[str, Path]] = field(default_factory=list)
     failed: dict[str, dict[str, dict[int, str]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    scope: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
@@ -57,6 +61,10 @@ class PredictionIndex:
         if sample_id in outputs and not outputs[sample_id]:
             del outputs[sample_id]
         self.failed.setdefault(model, {}).setdefault(sample_id, {})[k] = reason
+
+    def scores(self, model: str, sample_id: str) -> bool:
+        """Whether ``model`` is scored on ``sample_id`` (:attr:`scope`)."""
+        return model not in self.scope or sample_id in self.scope[model]
 
     def reason(self, model: str, sample_id: str, k: int) -> str | None:
         """Why output ``k`` of ``sample_id`` is missing, when the layout says; else ``None``."""

@@ -156,9 +156,12 @@ _READ_AHEAD = 2
 
 
 def _predictions(sample, index: PredictionIndex, k: int | None) -> list[Prediction]:
-    """The sample's predictions of every model, in the record order (model, then k)."""
+    """The sample's predictions of every model that is scored on it (``index.scope``), in the
+    record order (model, then k)."""
     preds = []
     for model in index.models:
+        if not index.scores(model, sample.sample_id):
+            continue
         files = index.files[model].get(sample.sample_id, {})
         ks = range(k) if k is not None else (sorted(files) or [0])
         for j in ks:

@@ -2,8 +2,10 @@
 
 A checkpoint holds the weights (the pipeline in the diffusers layout for ``full``, the
 ``pytorch_lora_weights.safetensors`` of ``load_lora_weights`` for ``lora``), ``README.md`` (the
-model card) and ``training_state.pt`` (step, samples seen, the optimizer's state and, for LoRA,
-the adapter's float32 weights): what resuming needs to continue as if never stopped. It is
+model card) and ``training_state.pt`` (step, samples seen, the optimizer's and the learning-rate
+schedule's states and, for LoRA, the adapter's float32 weights; with EMA the folder's weights
+are the EMA ones and the state holds the raw learning weights and the ``EMAModel``'s state):
+what resuming needs to continue as if never stopped. It is
 written into ``checkpoint-N.tmp`` and renamed, so a kill leaves no half checkpoint behind.
 """
 
@@ -41,7 +43,7 @@ def save_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         family.save(tmp, denoiser)
-        if family.config.method == "lora":
+        if family.config.method == "lora" and "trainable" not in state:
             state = {**state, "trainable": family.trainable_state()}
         torch.save(state, tmp / STATE_FILE)
         (tmp / "README.md").write_text(card, encoding="utf-8")
@@ -109,7 +111,7 @@ def read_checkpoint(folder: Path, family: Any) -> tuple[dict[str, Any], dict[str
         if not isinstance(state, dict) or not {"optimizer", "samples_seen"} <= state.keys():
             raise ValueError("not a training state")
         check_weights_files(folder)
-        if family.config.method == "lora":
+        if "trainable" in state:  # LoRA, and any training with EMA (its folder: the EMA)
             weights = state["trainable"]
         else:
             where = folder / family.denoiser_name

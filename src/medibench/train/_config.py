@@ -7,7 +7,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["TRAINABLE", "TrainConfig", "TrainError", "parse_bins", "parse_mix"]
+__all__ = [
+    "LR_SCHEDULERS",
+    "TRAINABLE",
+    "TrainConfig",
+    "TrainError",
+    "parse_bins",
+    "parse_mix",
+]
 
 Method = Literal["full", "lora"]
 MixedPrecision = Literal["no", "bf16", "fp16"]
@@ -19,6 +26,16 @@ TRAINABLE: dict[str, tuple[str, ...]] = {
     "qwen-image-edit": ("lora",),
     "diffusers-inpaint": ("lora",),
 }
+#: diffusers' ``get_scheduler`` names that ``train_instruct_pix2pix.py`` offers (its
+#: ``piecewise_constant`` needs step rules no option gives).
+LR_SCHEDULERS = (
+    "constant",
+    "constant_with_warmup",
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+)
 #: MieDB-100k trains in three resolution bins.
 DEFAULT_BINS = (128, 256, 512)
 
@@ -42,7 +59,16 @@ class TrainConfig:
         max_steps: optimizer steps.
         batch_size: samples per micro-batch and process.
         grad_accum: micro-batches per optimizer step.
-        lr: AdamW learning rate (constant schedule).
+        lr: AdamW learning rate (the peak of ``lr_scheduler``, reached after the warm-up).
+        lr_scheduler: diffusers' ``get_scheduler`` schedule (:data:`LR_SCHEDULERS`) over
+            ``max_steps`` optimizer steps, stepped once per optimizer step.
+        lr_warmup_steps: steps of linear warm-up from 0 (a schedule with warm-up only).
+        random_flip: flip each sample's input and target (and mask) together, left to right,
+            with probability 1/2 (diffusers' ``--random_flip``), drawn from the micro-batch's
+            seed.
+        ema: keep diffusers' ``EMAModel`` of the learning weights with its defaults (decay
+            0.9999, reached through ``(1 + n) / (10 + n)`` at update ``n``), as the example's
+            ``--use_ema``; checkpoints hold the EMA weights, their training state the raw ones.
         bins: resolution bins, pixels of the longer side (aspect kept, sides rounded to the
             model's multiple); one bin is ``--resolution``.
         mix: sampling weight per perspective or task (``{}``: every sample alike).
@@ -89,6 +115,10 @@ class TrainConfig:
     adam_epsilon: float = 1e-8
     gradient_checkpointing: bool = False
     use_8bit_adam: bool = False
+    lr_scheduler: str = "constant"
+    lr_warmup_steps: int = 0
+    random_flip: bool = False
+    ema: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
@@ -120,8 +150,11 @@ class TrainConfig:
 
     def differences(self, other: TrainConfig) -> list[str]:
         """The settings that differ from ``other``'s, ``name: mine != theirs``, except
-        ``max_steps`` and the evaluation ones (a resumed training may go further)."""
+        ``max_steps`` (a resumed training may go further, unless its learning-rate schedule
+        is drawn over ``max_steps``) and the evaluation ones."""
         loose = {"max_steps", "eval_dataset", "eval_every", "eval_limit", "out"}
+        if self.lr_scheduler not in ("constant", "constant_with_warmup"):
+            loose.discard("max_steps")
         a, b = self.to_dict(), other.to_dict()
         return [f"{k}: {a[k]!r} != {b[k]!r}" for k in a if k not in loose and a[k] != b[k]]
 
@@ -161,6 +194,7 @@ class TrainConfig:
             raise TrainError(f"--snr-gamma must be a finite number > 0, got {self.snr_gamma}")
         if self.seed < 0:
             raise TrainError(f"--seed must be >= 0, got {self.seed}")
+        self._check_schedule()
         if self.out.exists() and not self.out.is_dir():
             raise TrainError(f"--out {self.out} is a file; give a training folder")
         if not self.bins or any(b < 8 for b in self.bins):
@@ -191,6 +225,21 @@ class TrainConfig:
             raise TrainError(f"--eval-every must be >= 1, got {self.eval_every}")
         if self.eval_limit is not None and self.eval_limit < 1:
             raise TrainError(f"--eval-limit must be >= 1, got {self.eval_limit}")
+
+    def _check_schedule(self) -> None:
+        if self.lr_scheduler not in LR_SCHEDULERS:
+            raise TrainError(
+                f"--lr-scheduler {self.lr_scheduler!r} is not one of diffusers' schedules: "
+                + ", ".join(LR_SCHEDULERS)
+            )
+        if self.lr_warmup_steps < 0:
+            raise TrainError(f"--lr-warmup-steps must be >= 0, got {self.lr_warmup_steps}")
+        if self.lr_warmup_steps and self.lr_scheduler == "constant":
+            raise TrainError(
+                f"--lr-warmup-steps {self.lr_warmup_steps} with --lr-scheduler constant: the "
+                "constant schedule has no warm-up (diffusers ignores it); use "
+                "constant_with_warmup or another schedule"
+            )
 
 
 def parse_bins(text: str) -> tuple[int, ...]:

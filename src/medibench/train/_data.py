@@ -99,6 +99,21 @@ class TrainingData:
         return (x, y, m) if mask else (x, y)
 
 
+def flipped(
+    pixels: list[tuple[np.ndarray, ...]], seed: int, step: int, micro: int
+) -> list[tuple[np.ndarray, ...]]:
+    """``pixels`` (each sample's input, target and mask) with each sample's arrays flipped
+    left to right together with probability 1/2 (diffusers' ``RandomHorizontalFlip`` on the
+    stacked input and target), the coins drawn from ``(seed, step, micro)``."""
+    coins = np.random.default_rng([seed, int(step), int(micro), 2]).random(len(pixels)) < 0.5
+    return [
+        tuple(np.ascontiguousarray(a[:, ::-1]) if a is not None else None for a in arrays)
+        if flip
+        else arrays
+        for arrays, flip in zip(pixels, coins, strict=True)
+    ]
+
+
 def open_training_data(
     spec: str,
     *,

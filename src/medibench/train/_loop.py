@@ -33,6 +33,7 @@ from medibench.train._data import (
     TrainingData,
     dataset_fingerprint,
     dataset_hash,
+    flipped,
     open_training_data,
 )
 from medibench.train._families import family_class
@@ -218,6 +219,8 @@ class _Training:
         self.optimizer = _optimizer(self.cfg, params)
         self.family.net, self.optimizer = accelerator.prepare(self.family.denoiser, self.optimizer)
         self.params = params
+        self.scheduler = _lr_scheduler(self.cfg, self.optimizer)
+        self.ema = _ema(params) if self.cfg.ema else None
 
     def run(self) -> TrainResult:
         cfg, acc = self.cfg, self.acc
@@ -232,6 +235,7 @@ class _Training:
         last = latest_checkpoint(out)
         for step in range(start, cfg.max_steps):
             t0 = time.perf_counter()
+            lr = self.scheduler.get_last_lr()[0]
             loss = self._step(step, world, rank)
             seen += cfg.batch_size * cfg.grad_accum * world
             done = step + 1
@@ -240,7 +244,7 @@ class _Training:
                     {
                         "step": done,
                         "loss": loss,
-                        "lr": cfg.lr,
+                        "lr": lr,
                         "samples_seen": seen,
                         "time_per_step_s": round(time.perf_counter() - t0, 6),
                     }
@@ -266,6 +270,8 @@ class _Training:
             micro = a * world + rank
             idx = self.data.batch(step, micro, cfg.batch_size)
             pixels = [self.data.pixels(i, mask=fam.needs_mask) for i in idx]
+            if cfg.random_flip:
+                pixels = flipped(pixels, cfg.seed, step, micro)
             prompts = [self.data.items[i].sample.instruction for i in idx]
             gen = torch.Generator(self.acc.device).manual_seed(_micro_seed(cfg.seed, step, micro))
             sync = a == cfg.grad_accum - 1
@@ -277,7 +283,10 @@ class _Training:
         if cfg.max_grad_norm:
             self.acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
         self.optimizer.step()
+        self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.step(self.params)
         mean = self.acc.reduce(total / cfg.grad_accum, reduction="mean")
         return float(mean)
 
@@ -306,6 +315,11 @@ class _Training:
                 continue
             self.family.load_trainable_state(weights)
             self.optimizer.load_state_dict(state["optimizer"])
+            if "lr_scheduler" in state:  # older checkpoints: the constant schedule
+                self.scheduler.load_state_dict(state["lr_scheduler"])
+            if self.ema is not None:
+                self.ema.load_state_dict(state["ema"])
+                self.ema.to(self.acc.device)
             step, seen = step_, int(state["samples_seen"])
             break
         if main and step == 0 and complete_checkpoints(out):
@@ -353,10 +367,24 @@ class _Training:
                 samples=rec["samples"],
                 version=__version__,
             )
-            state = {"step": step, "samples_seen": seen, "optimizer": self.optimizer.state_dict()}
-            save_checkpoint(
-                self.cfg.out, step, self.family, acc.unwrap_model(self.family.net), state, card
-            )
+            state = {
+                "step": step,
+                "samples_seen": seen,
+                "optimizer": self.optimizer.state_dict(),
+                "lr_scheduler": self.scheduler.state_dict(),
+            }
+            net = acc.unwrap_model(self.family.net)
+            if self.ema is None:
+                save_checkpoint(self.cfg.out, step, self.family, net, state, card)
+            else:  # the EMA weights saved (the example's output), the raw ones to resume from
+                state["trainable"] = self.family.trainable_state()
+                state["ema"] = self.ema.state_dict()
+                self.ema.store(self.params)
+                self.ema.copy_to(self.params)
+                try:
+                    save_checkpoint(self.cfg.out, step, self.family, net, state, card)
+                finally:
+                    self.ema.restore(self.params)
         acc.wait_for_everyone()
         return path
 
@@ -458,6 +486,27 @@ def _optimizer(cfg: TrainConfig, params: list[Any]):
     # The fused kernel (CPU and CUDA): one pass over every tensor instead of a loop of small
     # ops per parameter; the same update up to float rounding.
     return torch.optim.AdamW(params, **kwargs, fused=True)
+
+
+def _lr_scheduler(cfg: TrainConfig, optimizer: Any):
+    """diffusers' ``get_scheduler`` over ``max_steps`` optimizer steps (stepped once per
+    step: the example's schedule on one process)."""
+    from diffusers.optimization import get_scheduler
+
+    return get_scheduler(
+        cfg.lr_scheduler,
+        optimizer=optimizer,
+        num_warmup_steps=cfg.lr_warmup_steps,
+        num_training_steps=cfg.max_steps,
+    )
+
+
+def _ema(params: list[Any]):
+    """diffusers' ``EMAModel`` of the learning weights with its defaults, as the example
+    builds it for ``--use_ema``."""
+    from diffusers.training_utils import EMAModel
+
+    return EMAModel(params)
 
 
 def _micro_seed(seed: int, step: int, micro: int) -> int:

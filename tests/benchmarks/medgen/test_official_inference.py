@@ -93,8 +93,44 @@ def test_the_official_layout_scores_all_three_formats_with_nothing_else(tmp_path
     edit = rows["qwen_gpt-image-1", "1", EDIT_ID.replace(":", "-")]
     gt = np.asarray(Image.open(data / "images" / "e_gt.png"), np.float64)
     assert edit.metrics["psnr"] == pytest.approx(10 * np.log10(255**2 / np.mean((gt - 7) ** 2)))
-    # the VQA model made no edit: missing, not 0
-    assert rows["qwen", "code", EDIT_ID.replace(":", "-")].status == "missing"
+    # eval.py scores each file on its own records: the VQA model is not scored on the edit,
+    # the image model not on the VQA samples; every model answered its own file: none missing
+    assert ("qwen", "code", EDIT_ID.replace(":", "-")) not in rows
+    assert sorted({(m, sid.split("-")[1]) for m, _, sid in rows}) == [
+        ("qwen", "VQA"),
+        ("qwen_gpt-image-1", "ImageEditing"),
+        ("qwen_gpt-image-1", "MultimodalGeneration"),
+    ]
+    assert "0 missing" in said and {r.status for r in rows.values()} == {"ok"}
+
+
+def test_a_sample_of_its_own_format_a_model_left_out_is_missing(tmp_path):
+    data, inference = _official_layout(tmp_path)
+    _write(inference / "qwen_vqa.jsonl", [dict(records()["vqa.jsonl"][0], response="B")])
+    rows, said = _score(f"medgen:{data}", inference, tmp_path / "s.jsonl", "--protocol", "medgen@1")
+    assert "1 missing" in said
+    missing = {(m, sid) for (m, _, sid), r in rows.items() if r.status == "missing"}
+    assert missing == {("qwen", "medgen-VQA-report-generation-2")}
+
+
+def test_an_output_in_the_working_folder_is_read_first_as_eval_py_does(tmp_path, monkeypatch):
+    data = _dataset(tmp_path / "MedGEN_data")
+    preds = tmp_path / "inference_jsonl"
+    preds.mkdir()
+    edit = json.loads((data / "edit.jsonl").read_text())
+    _write(preds / "m_x_edit.jsonl", [dict(edit, output_image="out/e.png")])
+    work = tmp_path / "work"
+    for folder, image in ((work, pixels(21)), (preds, np.full((24, 28, 3), 7, np.uint8))):
+        (folder / "out").mkdir(parents=True)
+        Image.fromarray(image).save(folder / "out" / "e.png")
+    monkeypatch.chdir(work)  # resolve_image_path: the working folder before anything else
+    rows, _ = _score(f"medgen:{data}", preds, tmp_path / "s.jsonl", "--protocol", "medgen@code")
+    assert rows["m_x", "code", EDIT_ID.replace(":", "-")].metrics["psnr"] == 100.0  # e_gt.png
+    (work / "out" / "e.png").unlink()  # then beside the JSONL, where eval.py does not look
+    rows, _ = _score(f"medgen:{data}", preds, tmp_path / "t.jsonl", "--protocol", "medgen@code")
+    gt = np.asarray(Image.open(data / "images" / "e_gt.png"), np.float64)
+    expected = 10 * np.log10(255**2 / np.mean((gt - 7) ** 2))
+    assert rows["m_x", "code", EDIT_ID.replace(":", "-")].metrics["psnr"] == pytest.approx(expected)
 
 
 def test_answers_for_a_format_not_loaded_name_the_option(tmp_path):

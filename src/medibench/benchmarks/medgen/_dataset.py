@@ -12,8 +12,10 @@ from typing import Any
 
 from medibench.benchmarks.medgen._formats import format_samples
 from medibench.benchmarks.medgen.inference_files import (
+    SAMPLE_FORMATS,
     answer_lines,
     bad_response,
+    file_formats,
     model_of,
     widen_for,
 )
@@ -100,10 +102,14 @@ class MedGenDataset(Dataset):
         for a repeated id the last record wins; the output is ``k = 0``. A line that is not a
         JSON object (a cut-off last line) and a ``response`` that is not text fail their own
         sample (status ``error``, the file and line named; a line whose id cannot be read is in
-        ``index.problems``); the other records are indexed. A relative
-        ``output_image`` is looked up next to the JSONL file, in its parent folder, in the
-        dataset folder, then in the working folder;
-        a path that exists nowhere is indexed as it is, so scoring reports the missing file.
+        ``index.problems``); the other records are indexed. A relative ``output_image`` is
+        looked up where ``eval.py``'s ``resolve_image_path`` looks, in its order (the working
+        folder, then the dataset folder), then where the official code does not look (next to
+        the JSONL file, then in its parent folder) (:func:`output_path`); a path that exists
+        nowhere is indexed as it would be in the dataset folder, so scoring reports the
+        missing file. A model whose outputs are all in official answer files is scored on the
+        samples of their formats only (``index.scope``), as ``eval.py`` scores one file at a
+        time.
         Records and files whose id is not a sample go to ``unknown``. When a PNG and a JSONL
         record give the same id and k, the JSONL record wins.
         """
@@ -114,6 +120,7 @@ class MedGenDataset(Dataset):
         index = PredictionIndex()
         for name, (png_folder, jsonl_files) in sources.items():
             index.files.setdefault(name, {})
+            files_only = True
             if png_folder is not None:
                 found = index_predictions(
                     {name: png_folder},
@@ -123,9 +130,18 @@ class MedGenDataset(Dataset):
                 )
                 index.files[name].update(found.files.get(name, {}))
                 index.unknown.extend(found.unknown)
+                files_only = not found.files.get(name)
             for jsonl in jsonl_files:
                 self._index_jsonl(index, name, jsonl)
+            if files_only and jsonl_files and all(model_of(p) != p.stem for p in jsonl_files):
+                index.scope[name] = self._samples_of(jsonl_files)
         return index
+
+    def _samples_of(self, jsonl_files: Sequence[Path]) -> frozenset[str]:
+        """The samples of the formats official answer files hold: the ones ``eval.py``
+        scores the model on (:mod:`.inference_files`)."""
+        kinds = {SAMPLE_FORMATS[f] for path in jsonl_files for f in file_formats(path)}
+        return frozenset(s.sample_id for s in self if s.metadata.get("format") in kinds)
 
     def _model_sources(
         self, folder: Path, models: Sequence[str] | None, model: str | None
@@ -166,7 +182,7 @@ class MedGenDataset(Dataset):
                 if wrong and not record.get("error"):
                     index_answer_error(index, name, answer_id, jsonl, wrong)
                     continue
-                find = lambda ref: _output_path(ref, jsonl, self.root)  # noqa: E731
+                find = lambda ref: output_path(ref, jsonl, self.root)  # noqa: E731
                 index_answer_record(index, name, answer_id, record, jsonl, find)
                 continue
             ref = record.get("output_image")
@@ -178,7 +194,7 @@ class MedGenDataset(Dataset):
                 if sid in self:
                     index.add_failed(name, sid, 0, f"the model's edit failed: {ref.strip()}")
                 continue
-            path = _output_path(ref, jsonl, self.root)
+            path = output_path(ref, jsonl, self.root)
             if sid not in self:
                 index.unknown.append((name, path))
                 continue
@@ -186,9 +202,14 @@ class MedGenDataset(Dataset):
             index.failed.get(name, {}).get(sid, {}).pop(0, None)
 
 
-def _output_path(ref: str, jsonl: Path, root: Path) -> Path:
+def output_path(ref: str, jsonl: Path, root: Path) -> Path:
+    """Where a relative ``output_image`` reference of ``jsonl`` is read from: the first of the
+    working folder and the dataset folder ``root`` (``eval.py``'s ``resolve_image_path``, in
+    its order) that holds it, else the first of the JSONL's folder and its parent; a path that
+    exists nowhere is the dataset folder's (the one the official code would fail to open).
+    An absolute reference is itself."""
     path = Path(ref)
     if path.is_absolute():
         return path
-    candidates = [jsonl.parent / path, jsonl.parent.parent / path, root / path, Path.cwd() / path]
-    return next((c.absolute() for c in candidates if c.is_file()), candidates[0].absolute())
+    candidates = [Path.cwd() / path, root / path, jsonl.parent / path, jsonl.parent.parent / path]
+    return next((c.absolute() for c in candidates if c.is_file()), candidates[1].absolute())

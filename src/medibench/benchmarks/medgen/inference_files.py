@@ -5,7 +5,9 @@
 records plus ``response`` (and ``output_image``). The model is the file name without its
 ``_<mission>`` suffix (:func:`model_of`). What a folder of them needs from the dataset is the
 formats of its records (:func:`formats_in`); :func:`widen_for` loads those that
-``medgen:DIR`` did not load by default, or says which option or path loads them.
+``medgen:DIR`` did not load by default, or says which option or path loads them. As
+``eval.py`` scores one answer file at a time, a model is scored on the samples of its files'
+formats only (:func:`file_formats`): a VQA model is not missing every editing sample.
 
 Reading is line by line and forgiving where the official writer can leave damage
 (:func:`answer_lines`): a line cut off by a killed inference (or any line that is not a JSON
@@ -29,7 +31,16 @@ from medibench.io import json_lines
 if TYPE_CHECKING:
     from medibench.benchmarks.medgen._dataset import MedGenDataset
 
-__all__ = ["MISSIONS", "answer_lines", "bad_response", "formats_in", "model_of", "widen_for"]
+__all__ = [
+    "MISSIONS",
+    "SAMPLE_FORMATS",
+    "answer_lines",
+    "bad_response",
+    "file_formats",
+    "formats_in",
+    "model_of",
+    "widen_for",
+]
 
 #: The official missions -> the dataset format their records belong to.
 MISSIONS = {"vqa": "vqa", "generate": "gen", "edit": "edit"}
@@ -41,6 +52,8 @@ _CATEGORY = {
     "imageedit": "edit",
 }
 _CATEGORY["imageediting"] = "edit"
+#: A format -> the ``metadata["format"]`` of its samples.
+SAMPLE_FORMATS = {"edit": "ImageEditing", "vqa": "VQA", "gen": "MultimodalGeneration"}
 _FORMAT_NAMES = {"edit": "image-editing", "vqa": "VQA", "gen": "generation"}
 _SAMPLE_ID = re.compile(r'"sample_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
@@ -100,7 +113,7 @@ def formats_in(folder: Path) -> dict[str, list[Path]]:
             files += sorted(p for p in sub.glob("*.jsonl") if p.is_file())
     found: dict[str, list[Path]] = {}
     for path in files:
-        for fmt in _file_formats(path):
+        for fmt in file_formats(path):
             found.setdefault(fmt, []).append(path)
     return found
 
@@ -148,7 +161,8 @@ def widen_for(dataset: MedGenDataset, folder: Path) -> tuple[MedGenDataset, list
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def _file_formats(path: Path) -> list[str]:
+def file_formats(path: Path) -> list[str]:
+    """The formats of an answer file: its records' ``category``, else its mission's."""
     found: list[str] = []
     for _, record, _, _ in answer_lines(path):
         if record is None:
