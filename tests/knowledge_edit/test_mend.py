@@ -12,15 +12,15 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from tests._cache import cached, digest
+from tests._cli import error_line
+from tests._cli import invoke as _invoke
 from tests._kill import ROOT, kill_mid_write
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from medibench.cli import app  # noqa: E402
 from medibench.knowledge_edit import (  # noqa: E402
     TransformersAnswerer,
     load_editor,
@@ -68,16 +68,9 @@ def _case(ts, request):
                     request.question, request.target)  # fmt: skip
 
 
-def _invoke(args):
-    res = CliRunner().invoke(app, [str(a) for a in args])
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.output[-2000:]
-    return res
-
-
 def _error(res) -> str:
-    text = " ".join(res.output.split())
-    assert res.exit_code == 2 and text.count("error:") == 1 and "Traceback" not in text, text
-    return text[text.index("error:") :]
+    assert res.exit_code == 2, res.output
+    return error_line(res)
 
 
 def _train_args(tasks, model, out, *more):
