@@ -283,3 +283,37 @@ def test_the_mend_editor_takes_no_options_and_refuses_other_weights(tiny, mend24
     editor.record = {**editor.record, "weights": [{"name": "x.weight", "shape": [2, 2]}]}
     with pytest.raises(EditError, match="its hypernetwork was trained for the weights"):
         editor.edit(tiny, EditCase("e", np.zeros((32, 32, 3), np.uint8), "how many ?", "two"))
+
+
+def test_edit_run_with_mend_is_stored_reported_and_kept_apart_from_another_hypernetwork(
+    tiny_path, synthetic, tmp_path
+):
+    from medibench.io import sha256_file
+    from medibench.knowledge_edit._report import editing_tables
+    from medibench.runs import RunStore
+
+    nets = [tmp_path / f"mend{seed}" for seed in (0, 1)]
+    for seed, out in enumerate(nets):
+        trained = _invoke(_train_args(synthetic.root, tiny_path, out, "--max-steps", 1,
+                                      "--seed", seed))  # fmt: skip
+        assert trained.exit_code == 0, trained.output
+    run = tmp_path / "run"
+    args = ["edit", "run", "--tasks", synthetic.root, "--model", tiny_path, "--limit", 1,
+            "--matcher", "exact", "--max-new-tokens", 4, "--out", run]  # fmt: skip
+    res = _invoke([*args, "--editor", f"mend:{nets[0]}"])
+    assert res.exit_code == 0 and "1 edits (single, mend)" in " ".join(res.output.split())
+    with RunStore(run) as store:
+        spec = store.get_meta(f"knowledge_edit/{tiny_path}/mend/single")
+        titles = [t["title"] for t in editing_tables(store)]
+    assert spec["editor"]["hypernetwork"] == str(nets[0])
+    assert spec["editor"]["hypernetwork_sha256"] == sha256_file(nets[0] / HYPERNETWORK_FILE)
+    assert titles == [f"{tiny_path} · mend · single"]  # the report's Model editing section
+    line = _error(_invoke([*args, "--editor", f"mend:{nets[1]}"]))
+    assert "made with another hypernetwork" in line and f"now {nets[1]}, sha256" in line
+    assert _invoke([*args, "--editor", f"mend:{nets[1]}", "--overwrite"]).exit_code == 0
+    config = tmp_path / "c.yaml"
+    config.write_text("lr: 1.0\n")
+    line = _error(_invoke([*args, "--editor", f"mend:{nets[1]}", "--config", config]))
+    assert f"editor config {config}: editor mend: its settings are those of its training" in line
+    line = _error(_invoke([*args, "--editor", "mend"]))
+    assert "the mend editor needs its trained hypernetwork: --editor mend:DIR" in line
