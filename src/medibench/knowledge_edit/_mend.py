@@ -69,7 +69,7 @@ class MendEditor(Editor):
         #: what the run store records of this editor (another hypernetwork: another config)
         self.hypernetwork = str(self.folder)
         self.hypernetwork_sha256 = sha256_file(self.folder / HYPERNETWORK_FILE)
-        self._nets: dict[int, Any] = {}  # one hypernetwork per torch module (id)
+        self._built: Any = None  # the hypernetwork, built on the first edit (torch is optional)
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         m = self._local(model)
@@ -108,11 +108,11 @@ class MendEditor(Editor):
                              time.perf_counter() - t0)  # fmt: skip
 
     def _net(self, torch: Any, weights: dict[str, Any]) -> Any:
-        if id(torch) not in self._nets:
+        if self._built is None:
             net = hypernetwork(torch, weights, self.settings)
             net.load_state_dict(self.state)
-            self._nets[id(torch)] = net.eval()
-        return self._nets[id(torch)]
+            self._built = net.eval()
+        return self._built
 
 
 def read_hypernetwork(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
