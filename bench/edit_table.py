@@ -1,5 +1,5 @@
-"""The README's model-editing table: reliability, generality and locality of ft, lora, grace@paper
-and grace-tokens on the tiny LLaVA (24 synthetic edits, exact match), written or checked.
+"""The README's model-editing table: reliability, generality and locality of ft, lora, grace@paper,
+grace-tokens and MEND on the tiny LLaVA (24 synthetic edits, exact match), written or checked.
 
 Run:  python bench/edit_table.py           # print the table
       python bench/edit_table.py --write   # rewrite the table in README.md
@@ -13,7 +13,8 @@ portable kernels (``ATEN_CPU_CAPABILITY=default``) and MKL's reproducible mode
 oneDNN's ISA-specific float32 kernels). On the SIMD paths the tiny model's teaching (15 epochs of
 Adam) carries a last-bit difference up to other weights, float64 included, and cells move by up
 to 0.218 (measured): ``--paths`` prints the table on each path this CPU has. The editors train
-in whatever dtype the model has (float32 for a user's model).
+in whatever dtype the model has (float32 for a user's model). MEND's hypernetwork is trained
+first, as ``medibench edit train-mend`` trains it with mend@1's settings, on the same 24 edits.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ RUNS = (
     ("grace-tokens, single", "grace-tokens", 0, "immediate"),
     ("lora, sequential-8, right after each edit", "lora", 8, "immediate"),
     ("lora, sequential-8, after the last edit of the sequence", "lora", 8, "final"),
+    ("mend, single", "mend", 0, "immediate"),
+    ("mend, sequential-24, right after each edit", "mend", 24, "immediate"),
+    ("mend, sequential-24, after the last edit of the sequence", "mend", 24, "final"),
 )
 
 
@@ -77,6 +81,7 @@ def table_here(edits: int = 24) -> str:
         synthetic_taskset,
     )
     from medibench.knowledge_edit._build import TEXT_TEMPLATES
+    from medibench.knowledge_edit._mend_train import read_mend_config, train_mend
     from medibench.knowledge_edit.tiny_llava import (
         build_tiny_llava,
         taught_items,
@@ -92,12 +97,14 @@ def table_here(edits: int = 24) -> str:
         texts = [t for r in ts.requests for p in r.probes for t in (p.question, p.answer)]
         build_tiny_llava(root / "tiny", vocabulary([*texts, *TEXT_TEMPLATES]), dtype=DTYPE)
         teach(root / "tiny", taught_items(ts, read_image), epochs=15)
+        train_mend(root / "tasks", root / "tiny", root / "mend", read_mend_config())
         reports = {}
         for label, editor, sequential, stage in RUNS:
             if (editor, sequential) not in reports:
                 model = TransformersAnswerer(root / "tiny", max_new_tokens=4)
+                spec = f"mend:{root / 'mend'}" if editor == "mend" else editor
                 reports[editor, sequential] = run_edits(
-                    ts, model, load_editor(editor), sequential=sequential,
+                    ts, model, load_editor(spec), sequential=sequential,
                     matchers=make_matchers(["exact"], model))  # fmt: skip
             report = reports[editor, sequential]
             s = summarize(report.lines)

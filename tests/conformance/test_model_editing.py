@@ -1,5 +1,7 @@
-"""Model editing (``medibench edit run`` with ft, lora, grace@paper, grace-tokens and in-context)
-on the families of :data:`tests.conformance._matrix.EDITED`, and each editor's undo, bit for bit.
+"""Model editing (``medibench edit run`` with ft, lora, grace@paper, grace-tokens, mend and
+in-context) on the families of :data:`tests.conformance._matrix.EDITED`, and each editor's undo,
+bit for bit. ``mend`` edits with a hypernetwork trained on the family's model first (24 steps of
+``edit train-mend``'s training on the cells' three synthetic edits, cached per family).
 
 ``grace@paper`` trains its value on the answer's tokens alone (as EasyEdit does): the end of the
 answer is the model's own, and a random-weight model keeps talking after it. Its cells are held
@@ -9,6 +11,7 @@ first word), not to an exact free-generated answer."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -28,16 +31,38 @@ def tasks(tmp_path_factory):
     return root / "tasks"
 
 
+@pytest.fixture(scope="session")
+def mend_folder(family_folder, tasks):
+    """``mend_folder(family) -> Path``: a MEND hypernetwork trained on the family's model and the
+    cells' task set (24 steps of mend@1's training; built once, read-only)."""
+    from medibench.knowledge_edit._mend_train import read_mend_config, train_mend
+    from tests._cache import cached, digest
+
+    def get(family: str) -> Path:
+        model = family_folder(family)
+
+        def build(folder: Path) -> None:
+            settings = read_mend_config(max_steps=24, checkpoint_every=24)
+            train_mend(tasks, model, folder, settings)
+
+        sources = ("medibench.knowledge_edit._mend", "medibench.knowledge_edit._mend_train")
+        salt = f"{model.name} {digest(tasks)}"
+        return cached(f"vlm-mend-{family}", build, sources=sources, salt=salt)
+
+    return get
+
+
 @pytest.mark.parametrize("editor", EDITING)
 @pytest.mark.parametrize("family", EDITED)
 def test_edit_run_reaches_each_edit_and_scores_it(family, editor, family_folder, tasks,
-                                                  tmp_path):  # fmt: skip
+                                                  mend_folder, tmp_path):  # fmt: skip
     from medibench.cli import app
 
     run = tmp_path / "run"
     matcher = "token_accuracy" if editor == "grace@paper" else "exact"
+    spec = f"mend:{mend_folder(family)}" if editor == "mend" else editor
     args = ["edit", "run", "--tasks", str(tasks), "--model", str(family_folder(family)),
-            "--editor", editor, "--limit", "2", "--matcher", matcher, "--max-new-tokens", "4",
+            "--editor", spec, "--limit", "2", "--matcher", matcher, "--max-new-tokens", "4",
             "--run", str(run), "--json", str(tmp_path / "scores.json")]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -75,6 +100,31 @@ def test_an_edit_lands_and_undo_restores_the_model_bit_for_bit(family, editor, f
     assert after.keys() == before.keys()
     assert all(torch.equal(after[k], v) for k, v in before.items())
     assert model.answer(image(), QUESTION) == answer_before
+
+
+@pytest.mark.parametrize("family", EDITED)
+def test_a_mend_edit_lands_and_undo_restores_the_model_bit_for_bit(family, family_folder, tasks,
+                                                                   mend_folder):  # fmt: skip
+    import torch
+
+    from medibench.io import read_image
+    from medibench.knowledge_edit import TransformersAnswerer, load_editor, read_taskset
+    from medibench.knowledge_edit._editors import EditCase
+
+    model = TransformersAnswerer(family_folder(family), max_new_tokens=4)
+    ts = read_taskset(tasks)
+    r = ts.requests[0]
+    case = EditCase(r.edit_id, read_image(ts.image_path(r.image), mode="rgb"), r.question,
+                    r.target)  # fmt: skip
+    before = {k: v.clone() for k, v in model.model.state_dict().items()}
+    answer_before = model.answer(case.image, case.question)
+    handle = load_editor(f"mend:{mend_folder(family)}").edit(model, case)
+    assert model.answer(case.image, case.question) == case.target != answer_before
+    handle.undo()
+    after = model.model.state_dict()
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+    assert model.answer(case.image, case.question) == answer_before
 
 
 @pytest.mark.parametrize("family", ["llava", "qwen2_vl", "gemma3", "paligemma"])

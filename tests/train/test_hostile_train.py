@@ -20,22 +20,11 @@ pytest.importorskip("accelerate")
 
 from medibench.cli import app  # noqa: E402
 from medibench.train._checkpoint import load_state  # noqa: E402
+from tests._cli import error_line as _error  # noqa: E402
+from tests._cli import invoke as _invoke  # noqa: E402
 from tests.train.conftest import make_triplets, train_args  # noqa: E402
 
 torch.set_num_threads(1)
-
-
-def _invoke(args):
-    res = CliRunner().invoke(app, [str(a) for a in args])
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.output[-2000:]
-    return res
-
-
-def _error(res) -> str:
-    """The ``error:`` line of the output, whitespace joined (no terminal-width wrap)."""
-    text = " ".join(res.output.split())
-    assert text.count("error:") == 1 and "Traceback" not in text, res.output[-2000:]
-    return text[text.index("error:") :]
 
 
 def _spoil(path, how):

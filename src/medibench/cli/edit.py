@@ -98,7 +98,8 @@ def run(
     editor: Annotated[
         str,
         typer.Option(
-            help="ft, lora, grace@paper, grace-tokens (old name: grace), in-context or easyedit."
+            help="ft, lora, grace@paper, grace-tokens (old name: grace), mend:DIR (a hypernetwork "
+            "edit train-mend trained), in-context or easyedit."
         ),
     ] = "lora",
     sequential: Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")] = 0,
@@ -218,6 +219,59 @@ def run(
         summary = summarize(report.lines)
         print_scores(summary)
         _write_scores(summary, json_out, csv_out)
+
+
+@edit_app.command("train-mend")
+def train_mend(
+    tasks: Annotated[Path, typer.Option("--tasks", help="A task set folder: its edit requests.")],
+    model: Annotated[Path, typer.Option(help="The local model folder MEND will edit.")],
+    out: Annotated[Path, typer.Option("--out", help="The training folder (mend:DIR).")],
+    config: Annotated[
+        Path | None, typer.Option(help="Training settings (YAML; default: mend@1's).")
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Training steps (overrides --config).")
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None, typer.Option(help="Steps between checkpoints (overrides --config).")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seeds the hypernetwork and the order (overrides --config).")
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Start afresh, removing a training already in --out.")
+    ] = False,
+) -> None:
+    """Train MEND's hypernetwork on a task set's edit requests (edit loss on each request, KL
+    locality loss on its locality probes), seeded and checkpointed: the same command resumes a
+    stopped training; --editor mend:DIR then edits with it."""
+    from medibench.knowledge_edit._mend_train import MendTrainError, read_mend_config
+    from medibench.knowledge_edit._mend_train import train_mend as run_training
+    from medibench.runs import RunFolderInUse
+
+    _at_least(max_steps, 1, "--max-steps")
+    _at_least(checkpoint_every, 1, "--checkpoint-every")
+    if config is not None and not config.is_file():
+        fail(f"--config {config} does not exist")
+    try:
+        settings = read_mend_config(
+            config, max_steps=max_steps, checkpoint_every=checkpoint_every, seed=seed
+        )
+        result = run_training(tasks, model, out, settings, overwrite=overwrite)
+    except MendTrainError as exc:
+        fail(" ".join(str(exc).split()))
+    except RunFolderInUse as exc:
+        err.print(labelled("error", exc))
+        raise typer.Exit(code=3) from None
+    done = (f"resumed at step {result.resumed_at}, trained to step {result.steps}"
+            if result.resumed_at else f"trained {result.steps} steps")  # fmt: skip
+    if result.resumed_at == result.steps:
+        done = f"already trained ({result.steps} steps)"
+    last = result.last
+    losses = f"edit loss {last.get('edit_loss', 0):.4f}, locality loss " + (
+        f"{last.get('locality_loss', 0):.4f}"
+    )
+    console.print(f"MEND: {done}; last step: {losses} -> {out}", markup=False)
 
 
 @edit_app.command("score")

@@ -8,7 +8,9 @@
 * Editors: ``edit(model, request) -> handle``, ``handle.undo()``: :class:`FineTuneEditor`,
   :class:`LoraEditor`, :class:`GracePaperEditor` (``grace@paper``),
   :class:`GraceTokensEditor` (``grace-tokens``; ``GraceEditor`` and ``GraceConfig`` are its old
-  names), :class:`InContextEditor`, ``EasyEditEditor``; :func:`load_editor`.
+  names), :class:`MendEditor` (``mend:DIR``; :func:`train_mend` trains its hypernetwork with a
+  :class:`MendTrainConfig`, :func:`read_mend_config` reads one), :class:`InContextEditor`,
+  ``EasyEditEditor``; :func:`load_editor`.
 * Experiment and scores: :func:`run_edits`; the results JSONL (:func:`read_results`,
   :func:`write_results`); :func:`summarize` (reliability, generality, locality per edit, macro
   with bootstrap CIs, micro, per task type and stage); matchers :func:`exact_match`,
@@ -56,6 +58,8 @@ from medibench.knowledge_edit._matching import (
     fuzzy_match,
     normalise_answer,
 )
+from medibench.knowledge_edit._mend import MendEditor
+from medibench.knowledge_edit._mend_train import MendTrainConfig, read_mend_config, train_mend
 from medibench.knowledge_edit._metrics import METRICS, EditValue, edit_values, summarize
 from medibench.knowledge_edit._readers import read_slake, read_vqarad
 from medibench.knowledge_edit._results import (
@@ -114,6 +118,8 @@ __all__ = [
     "LoraEditor",
     "Match",
     "Matcher",
+    "MendEditor",
+    "MendTrainConfig",
     "OpenAIAnswerer",
     "Probe",
     "ResultLine",
@@ -133,6 +139,7 @@ __all__ = [
     "new_taskset_folder",
     "normalise_answer",
     "order_requests",
+    "read_mend_config",
     "read_results",
     "read_slake",
     "read_taskset",
@@ -140,6 +147,7 @@ __all__ = [
     "run_edits",
     "summarize",
     "synthetic_taskset",
+    "train_mend",
     "write_results",
     "write_taskset",
 ]

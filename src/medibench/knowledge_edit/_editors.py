@@ -12,6 +12,9 @@ the model bit for bit.
 * ``grace-tokens`` (alias ``grace``, its name before ``grace@paper`` existed): a GRACE-style
   codebook on one layer's MLP keyed on the MLP's input, one value vector per answer token
   (:mod:`._grace`); undo as ``grace@paper``'s.
+* ``mend:DIR``: MEND (:mod:`._mend`), the hypernetwork ``edit train-mend`` trained in ``DIR``
+  turns the request's gradient into a weight update in one step; the handle keeps the edited
+  weights' originals.
 * ``in-context``: the fact is written before every question (no weights touched).
 * ``easyedit``: one of EasyEdit's multimodal algorithms, where EasyEdit is installed.
 
@@ -44,6 +47,7 @@ from medibench.knowledge_edit._editing import (
 )
 from medibench.knowledge_edit._grace import GraceTokensConfig, GraceTokensEditor
 from medibench.knowledge_edit._grace_paper import GracePaperConfig, GracePaperEditor
+from medibench.knowledge_edit._mend import MendEditor
 
 __all__ = [
     "EDITORS",
@@ -207,7 +211,7 @@ class EasyEditEditor(Editor):
         return self._applied(model, request, restore, elapsed_s=time.perf_counter() - t0)
 
 
-EDITORS = ("ft", "lora", "grace@paper", "grace-tokens", "in-context", "easyedit")
+EDITORS = ("ft", "lora", "grace@paper", "grace-tokens", "mend:DIR", "in-context", "easyedit")
 #: old editor names, kept working: name -> the editor it now means
 EDITOR_ALIASES = {"grace": "grace-tokens"}
 _TRAINED: dict[str, tuple[type[TrainedEditor], type[Any]]] = {
@@ -233,6 +237,15 @@ def load_editor(name: str, config: dict[str, Any] | None = None) -> Editor:
             if k in config:
                 config[k] = tuple(config[k])
         return editor(cls(**config))
+    if name == "mend" or name.startswith("mend:"):
+        folder = name.partition(":")[2]
+        if not folder:
+            raise ValueError("the mend editor needs its trained hypernetwork: --editor mend:DIR "
+                             "(medibench edit train-mend --out DIR trains one)")  # fmt: skip
+        if config:
+            raise ValueError(f"editor mend: its settings are those of its training ({folder}/"
+                             f"mend.json); it takes no options, got {sorted(config)}")  # fmt: skip
+        return MendEditor(folder)
     if name == "in-context":
         return InContextEditor(**config)
     if name == "easyedit":

@@ -66,11 +66,18 @@ def config_conflict(store: Any, *, model: str, editor: str, sequential: int,
     ``editor``, its resolved settings) must not replace the results of (``model``, ``editor``,
     setting) that ``store`` holds: they were made with another config. ``None`` when none are
     stored or the config is the same. A spec stored before configs were kept is compared by its
-    resolved editor settings."""
+    resolved editor settings. A ``mend:DIR`` run is compared by its hypernetwork's sha256."""
     setting = setting_name(sequential)
     previous = store.get_meta(_spec_key(model, editor, setting))
     if previous is None:
         return None
+    nets = [(x.get("editor") or {}).get("hypernetwork_sha256") for x in (previous, spec)]
+    if nets[0] != nets[1]:  # mend:DIR: its settings are its hypernetwork's, not a --config
+        return (
+            f"{store.run_dir} holds results of model {model}, editor {editor}, {setting} made "
+            f"with another hypernetwork ({previous['editor'].get('hypernetwork')}, sha256 "
+            f"{nets[0]}; now {spec['editor'].get('hypernetwork')}, sha256 {nets[1]})"
+        )
     key = "config" if "config" in previous else "editor"
     before, now = previous.get(key), redact_value(_plain(spec.get(key)))
     if before == now:
