@@ -61,7 +61,7 @@ from medibench.knowledge_edit._editing import (
     train_steps,
 )
 
-__all__ = ["DISTANCES", "GracePaperConfig", "GracePaperEditor"]
+__all__ = ["DISTANCES", "GracePaperConfig", "GracePaperEditor", "memory_at", "wrapped_module"]
 
 DISTANCES = ("euclidean", "cosine")
 #: how much less than half their distance an older radius becomes when a conflicting key splits it
@@ -109,7 +109,7 @@ class GracePaperEditor(TrainedEditor):
             raise EditError(f"grace@paper: model {m.path} generates without its key-value cache "
                             "(generation_config.use_cache is false); GRACE looks up one token per "
                             "pass and needs the cache")  # fmt: skip
-        parent, attr, inner = _wrapped_module(m, cfg)
+        parent, attr, inner = wrapped_module(m, cfg)
         book = _codebook_class(torch)
         codebook = inner if isinstance(inner, book) else book(inner, m, cfg.distance)
         setattr(parent, attr, codebook)
@@ -139,12 +139,27 @@ class GracePaperEditor(TrainedEditor):
             model, request, restore, converged, loss, steps, time.perf_counter() - t0
         )
 
+    def memory(self, model: Answerer) -> Any:
+        """The codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
+        return memory_at(self._local(model), self.config, _codebook_class(self._local(model).torch))
 
-def _wrapped_module(m: Any, cfg: GracePaperConfig) -> tuple[Any, str, Any]:
-    """``(parent, attribute, module)`` of ``cfg.module`` in decoder layer ``cfg.layer``."""
+
+def memory_at(m: Any, cfg: Any, kind: type) -> Any:
+    """The ``kind`` module an editor put at ``cfg.layer`` / ``cfg.module`` of local model
+    ``m``, or ``None``."""
+    try:
+        _, _, module = wrapped_module(m, cfg)
+    except EditError:
+        return None
+    return module if isinstance(module, kind) else None
+
+
+def wrapped_module(m: Any, cfg: Any, editor: str = "grace@paper") -> tuple[Any, str, Any]:
+    """``(parent, attribute, module)`` of ``cfg.module`` in decoder layer ``cfg.layer`` (an
+    error names ``editor``)."""
     layers = decoder_layers(m)
     if not -len(layers) <= cfg.layer < len(layers):
-        raise EditError(f"grace@paper: layer {cfg.layer} out of range ({len(layers)} layers)")
+        raise EditError(f"{editor}: layer {cfg.layer} out of range ({len(layers)} layers)")
     parent: Any = layers[cfg.layer]
     *path, attr = cfg.module.split(".")
     for part in path:
@@ -152,7 +167,7 @@ def _wrapped_module(m: Any, cfg: GracePaperConfig) -> tuple[Any, str, Any]:
         if parent is None:
             break
     if parent is None or not isinstance(getattr(parent, attr, None), m.torch.nn.Module):
-        raise EditError(f"grace@paper: decoder layer {cfg.layer} of {m.path} has no module "
+        raise EditError(f"{editor}: decoder layer {cfg.layer} of {m.path} has no module "
                         f"{cfg.module!r} (set the `module` option)")  # fmt: skip
     return parent, attr, getattr(parent, attr)
 
@@ -235,6 +250,30 @@ def _codebook_class(torch: Any) -> Any:
             else:
                 dists = torch.cdist(q, keys)
             return dists.min(dim=1)
+
+        # -- the router's reading (EditMemory) -------------------------------------------
+        def query(self, model: Any, image: Any, question: str) -> Any:
+            """The wrapped module's input at the last token of ``question``'s prompt: ``(d,)``."""
+            seen: dict[str, Any] = {}
+
+            def hook(_mod: Any, args: Any, _out: Any) -> None:
+                seen["x"] = args[0][0, -1].detach()
+
+            forward_with_hook(model, self.inner, model.encode([image], [question]), hook)
+            return seen["x"]
+
+        def route_distance(self, hidden: Any) -> float:
+            """The distance of ``hidden`` (``(d,)``) to the nearest key (``inf``: no key)."""
+            if not self.keys:
+                return float("inf")
+            return float(self.nearest(hidden.reshape(1, -1))[0][0])
+
+        def fires(self, hidden: Any) -> bool:
+            """Whether ``hidden`` is within its nearest key's radius."""
+            if not self.keys:
+                return False
+            dist, idx = self.nearest(hidden.reshape(1, -1))
+            return bool(float(dist[0]) <= self.radii[int(idx[0])])
 
         def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
             out = self.inner(x, *args, **kwargs)
