@@ -1,5 +1,6 @@
-"""The README's model-editing table: reliability, generality and locality of ft, lora, grace@paper
-and grace-tokens on the tiny LLaVA (24 synthetic edits, exact match), written or checked.
+"""The README's model-editing table: reliability, generality and locality of ft, lora, grace@paper,
+grace-tokens, balancedit and wise on the tiny LLaVA (24 synthetic edits, exact match), written or
+checked.
 
 Run:  python bench/edit_table.py           # print the table
       python bench/edit_table.py --write   # rewrite the table in README.md
@@ -46,8 +47,12 @@ RUNS = (
     ("lora, single", "lora", 0, "immediate"),
     ("grace@paper, single", "grace@paper", 0, "immediate"),
     ("grace-tokens, single", "grace-tokens", 0, "immediate"),
+    ("balancedit, single", "balancedit", 0, "immediate"),
+    ("wise, single", "wise", 0, "immediate"),
     ("lora, sequential-8, right after each edit", "lora", 8, "immediate"),
     ("lora, sequential-8, after the last edit of the sequence", "lora", 8, "final"),
+    ("balancedit, sequential-24, after the last edit", "balancedit", 24, "final"),
+    ("wise, sequential-24, after the last edit", "wise", 24, "final"),
 )
 
 

@@ -315,3 +315,21 @@ def test_reliability_of_single_edits_on_the_readme_setting(synthetic24, taught24
         right += model.answer(case.image, case.question) == case.target
         handle.undo()
     assert right / 24 >= 0.9
+
+
+def test_both_runs_are_stored_and_the_reports_section_shows_them(tmp_path, taught_path,
+                                                                  synthetic):  # fmt: skip
+    from medibench.knowledge_edit import make_matchers, run_edits
+    from medibench.knowledge_edit._report import editing_tables
+    from medibench.knowledge_edit._store import store_edit_run
+    from medibench.runs import RunStore
+
+    model = TransformersAnswerer(taught_path, max_new_tokens=4, batch_size=64)
+    with RunStore(tmp_path / "run") as store:
+        for name, sequential in (("balancedit", 0), ("wise", 2)):
+            report = run_edits(synthetic, model, load_editor(name), sequential=sequential,
+                               matchers=make_matchers(["exact"], model), limit=2)  # fmt: skip
+            assert [e.error for e in report.edits] == [None, None] and model.edits == []
+            store_edit_run(store, report, model="tiny", editor=name, sequential=sequential)
+        titles = [t["title"] for t in editing_tables(store)]
+    assert titles == ["tiny · balancedit · single", "tiny · wise · sequential-2"]
