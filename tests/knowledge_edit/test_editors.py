@@ -221,7 +221,7 @@ def test_locality_on_a_taught_tiny_model(taught_path, synthetic, sequential):
 @pytest.mark.parametrize("name", ["ft", "lora", "grace-tokens", "grace@paper", "balancedit",
                                   "wise"])  # fmt: skip
 def test_an_edit_that_fails_midway_leaves_the_model_as_it_was(tiny, synthetic, monkeypatch, name):
-    from medibench.knowledge_edit import _balancedit, _editors, _grace, _grace_paper, _wise
+    from medibench.knowledge_edit import _editors, _grace, _grace_paper, _wise
 
     real, real_steps, real_margin = _editors.train, _grace_paper.train_steps, _wise.margin_loss
     calls = []
@@ -243,7 +243,6 @@ def test_an_edit_that_fails_midway_leaves_the_model_as_it_was(tiny, synthetic, m
     monkeypatch.setattr(_editors, "train", failing)
     monkeypatch.setattr(_grace, "train", failing)
     monkeypatch.setattr(_grace_paper, "train_steps", failing_steps)
-    monkeypatch.setattr(_balancedit, "train_steps", failing_steps)
     monkeypatch.setattr(_wise, "margin_loss", failing_margin)
     before = _state(tiny)
     modules = [n for n, _ in tiny.model.named_modules()]

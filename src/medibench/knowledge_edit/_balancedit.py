@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -54,13 +54,13 @@ from medibench.knowledge_edit._editing import (
     EditHandle,
     TrainedEditor,
     forward_with_hook,
-    train_steps,
 )
 from medibench.knowledge_edit._grace_paper import (
     _SPLIT_MARGIN,
-    DISTANCES,
+    CodebookConfig,
     _codebook_class,
     memory_at,
+    train_value,
     wrapped_module,
 )
 
@@ -68,27 +68,20 @@ __all__ = ["BalancEditConfig", "BalancEditEditor", "balanced_radius"]
 
 
 @dataclass(frozen=True)
-class BalancEditConfig:
-    """``layer``, ``module``: where the codebook sits (as ``grace@paper``); ``alpha``: the
-    radius's weight on the positive sample's distance; ``positive_noise``: the positive sample's
-    Gaussian noise (grey levels, seeded by ``seed``); ``negative_fill``: the negative sample's
-    blank grey level; ``lr``, ``n_iter``, ``tol``, ``distance``, ``seed``: as ``grace@paper``."""
+class BalancEditConfig(CodebookConfig):
+    """``grace@paper``'s codebook settings (:class:`CodebookConfig`: ``layer``, ``module``,
+    ``lr``, ``n_iter``, ``distance``, ``tol``, ``seed``) and ``alpha``: the radius's weight on
+    the positive sample's distance; ``positive_noise``: the positive sample's Gaussian noise
+    (grey levels, seeded by ``seed``); ``negative_fill``: the negative sample's blank grey
+    level."""
 
-    layer: int = -2
-    module: str = "mlp.down_proj"
+    editor: ClassVar[str] = "balancedit"
     alpha: float = 0.2
     positive_noise: float = 8.0
     negative_fill: int = 255
-    lr: float = 1.0
-    n_iter: int = 20
-    distance: Literal["euclidean", "cosine"] = "euclidean"
-    tol: float = 0.1
-    seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.distance not in DISTANCES:
-            raise ValueError(f"balancedit: distance must be one of {', '.join(DISTANCES)}, "
-                             f"got {self.distance!r}")  # fmt: skip
+        super().__post_init__()
         if not 0 <= self.alpha <= 1:
             raise ValueError(f"balancedit: alpha must be in [0, 1], got {self.alpha}")
         if self.positive_noise < 0:
@@ -99,8 +92,6 @@ class BalancEditConfig:
             raise ValueError(
                 f"balancedit: negative_fill must be a grey level 0-255, got {self.negative_fill}"
             )
-        if self.n_iter < 1:
-            raise ValueError(f"balancedit: n_iter must be at least 1, got {self.n_iter}")
 
 
 def balanced_radius(d_pos: float, d_neg: float, alpha: float) -> float:
@@ -133,28 +124,21 @@ class BalancEditEditor(TrainedEditor):
                 setattr(parent, attr, codebook.inner)
                 codebook.watch.remove()
 
-        try:
-            batch, n = m.teacher_batch(request.image, request.question, request.target)
-            labels = batch["labels"].clone()
-            labels[0, -1] = -100  # the end of turn: the answer's tokens alone, as grace@paper
-            batch["labels"] = labels
+        batch, n = m.teacher_batch(request.image, request.question, request.target)
+        labels = batch["labels"].clone()
+        labels[0, -1] = -100  # the end of turn: the answer's tokens alone, as grace@paper
+        batch["labels"] = labels
+
+        def admit() -> int:
             answer = tuple(int(t) for t in labels[0, n:-1])
             key, width = codebook.probe(m, batch, n)
             positive, negative = _samples(request.image, cfg)
             d_pos = codebook.distance_between(key, codebook.query(m, positive, request.question))
             d_neg = codebook.distance_between(key, codebook.query(m, negative, request.question))
             radius = balanced_radius(d_pos, d_neg, cfg.alpha)
-            entry = codebook.admit_balanced(key, answer, width, radius, cfg.seed)
-            converged, loss, steps = train_steps(
-                m, batch, n, [codebook.values[entry]], lr=cfg.lr, steps=cfg.n_iter, tol=cfg.tol
-            )
-        except BaseException:  # a failed edit leaves the model as it was
-            restore()
-            raise
-        codebook.values[entry].requires_grad_(False)
-        return self._applied(
-            model, request, restore, converged, loss, steps, time.perf_counter() - t0
-        )
+            return int(codebook.admit_balanced(key, answer, width, radius, cfg.seed))
+
+        return train_value(self, model, request, codebook, (batch, n), restore, t0, admit)
 
     def memory(self, model: Answerer) -> Any:
         """The pooled codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""

@@ -48,7 +48,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from medibench.knowledge_edit._answerers import Answerer
 from medibench.knowledge_edit._editing import (
@@ -61,7 +61,15 @@ from medibench.knowledge_edit._editing import (
     train_steps,
 )
 
-__all__ = ["DISTANCES", "GracePaperConfig", "GracePaperEditor", "memory_at", "wrapped_module"]
+__all__ = [
+    "DISTANCES",
+    "CodebookConfig",
+    "GracePaperConfig",
+    "GracePaperEditor",
+    "memory_at",
+    "train_value",
+    "wrapped_module",
+]
 
 DISTANCES = ("euclidean", "cosine")
 #: how much less than half their distance an older radius becomes when a conflicting key splits it
@@ -69,17 +77,17 @@ _SPLIT_MARGIN = 1e-5
 
 
 @dataclass(frozen=True)
-class GracePaperConfig:
-    """``layer``: the decoder layer (negative from the end); ``module``: the wrapped module's
-    dotted path inside that layer; ``eps``: a new key's radius (``epsilon_init``); ``lr``,
-    ``n_iter``: Adam's learning rate and its steps, all run (EasyEdit's ``edit_lr``,
-    ``n_iter``); ``distance``: ``euclidean`` or ``cosine``; ``tol``: the loss at most which,
-    with every answer token the argmax after the last step, an edit counts as converged;
-    ``seed``: the value's random start."""
+class CodebookConfig:
+    """What a codebook editor's config holds (``grace@paper``'s, ``balancedit``'s): ``layer``:
+    the decoder layer (negative from the end); ``module``: the wrapped module's dotted path
+    inside that layer; ``lr``, ``n_iter``: Adam's learning rate and its steps, all run
+    (EasyEdit's ``edit_lr``, ``n_iter``); ``distance``: ``euclidean`` or ``cosine``; ``tol``:
+    the loss at most which, with every answer token the argmax after the last step, an edit
+    counts as converged; ``seed``: the value's random start."""
 
+    editor: ClassVar[str] = "grace@paper"
     layer: int = -2
     module: str = "mlp.down_proj"
-    eps: float = 1.0
     lr: float = 1.0
     n_iter: int = 20
     distance: Literal["euclidean", "cosine"] = "euclidean"
@@ -88,12 +96,22 @@ class GracePaperConfig:
 
     def __post_init__(self) -> None:
         if self.distance not in DISTANCES:
-            raise ValueError(f"grace@paper: distance must be one of {', '.join(DISTANCES)}, "
+            raise ValueError(f"{self.editor}: distance must be one of {', '.join(DISTANCES)}, "
                              f"got {self.distance!r}")  # fmt: skip
+        if self.n_iter < 1:
+            raise ValueError(f"{self.editor}: n_iter must be at least 1, got {self.n_iter}")
+
+
+@dataclass(frozen=True)
+class GracePaperConfig(CodebookConfig):
+    """:class:`CodebookConfig`'s settings and ``eps``: a new key's radius (``epsilon_init``)."""
+
+    eps: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.eps > 0:
             raise ValueError(f"grace@paper: eps must be positive, got {self.eps}")
-        if self.n_iter < 1:
-            raise ValueError(f"grace@paper: n_iter must be at least 1, got {self.n_iter}")
 
 
 class GracePaperEditor(TrainedEditor):
@@ -126,22 +144,33 @@ class GracePaperEditor(TrainedEditor):
             if not codebook.keys:
                 setattr(parent, attr, codebook.inner)
 
-        try:
-            entry = codebook.admit(key, answer, width, cfg)
-            converged, loss, steps = train_steps(
-                m, batch, n, [codebook.values[entry]], lr=cfg.lr, steps=cfg.n_iter, tol=cfg.tol
-            )
-        except BaseException:  # a failed edit leaves the model as it was
-            restore()
-            raise
-        codebook.values[entry].requires_grad_(False)
-        return self._applied(
-            model, request, restore, converged, loss, steps, time.perf_counter() - t0
-        )
+        return train_value(self, model, request, codebook, (batch, n), restore, t0,
+                           lambda: codebook.admit(key, answer, width, cfg))  # fmt: skip
 
     def memory(self, model: Answerer) -> Any:
         """The codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
         return memory_at(self._local(model), self.config, _codebook_class(self._local(model).torch))
+
+
+def train_value(editor: Any, model: Answerer, request: EditCase, codebook: Any,
+                teacher: tuple[Any, int], restore: Any, t0: float,
+                admit: Any) -> EditHandle:  # fmt: skip
+    """A codebook editor's edit: ``admit()`` gives the entry, whose value is trained for the
+    config's ``n_iter`` Adam steps on the ``teacher`` batch (``(batch, prompt length)``), then
+    frozen; any failure runs ``restore`` first. The edit's handle."""
+    cfg = editor.config
+    try:
+        entry = admit()
+        converged, loss, steps = train_steps(editor._local(model), *teacher,
+                                             [codebook.values[entry]], lr=cfg.lr,
+                                             steps=cfg.n_iter, tol=cfg.tol)  # fmt: skip
+    except BaseException:  # a failed edit leaves the model as it was
+        restore()
+        raise
+    codebook.values[entry].requires_grad_(False)
+    return editor._applied(
+        model, request, restore, converged, loss, steps, time.perf_counter() - t0
+    )
 
 
 def memory_at(m: Any, cfg: Any, kind: type) -> Any:
