@@ -37,6 +37,10 @@ edit request alone, so here it is ``locality_question`` on a blank image (every 
 of its score (the same as one row alone). Its masks come from numpy's global random state; here
 from a generator seeded by ``seed`` and the edit count. WISE-Merge (``retrieve: false``) and
 replay are not offered (the vision-language files set ``retrieve: true``, ``replay: false``).
+Those files name layer 23 of their 28-layer 7B models; here ``layer`` defaults to the
+second-to-last (as ``grace@paper``; the tiny test models have two). EasyEdit reports no
+convergence; here ``converged`` and the loss are read from one more teacher-forced pass through
+the router after training (every answer token the argmax and the loss at most ``tol``).
 Undo restores the side memory, its mask, shards, thresholds and counts as they were; the last
 undo puts the original module back, so the model's state dict is as before, bit for bit.
 """
