@@ -1,5 +1,6 @@
 """The README's model-editing table: reliability, generality and locality of ft, lora, grace@paper,
-grace-tokens and MEND on the tiny LLaVA (24 synthetic edits, exact match), written or checked.
+grace-tokens, balancedit, wise and MEND on the tiny LLaVA (24 synthetic edits, exact match),
+written or checked.
 
 Run:  python bench/edit_table.py           # print the table
       python bench/edit_table.py --write   # rewrite the table in README.md
@@ -47,11 +48,15 @@ RUNS = (
     ("lora, single", "lora", 0, "immediate"),
     ("grace@paper, single", "grace@paper", 0, "immediate"),
     ("grace-tokens, single", "grace-tokens", 0, "immediate"),
+    ("balancedit, single", "balancedit", 0, "immediate"),
+    ("wise, single", "wise", 0, "immediate"),
     ("lora, sequential-8, right after each edit", "lora", 8, "immediate"),
     ("lora, sequential-8, after the last edit of the sequence", "lora", 8, "final"),
     ("mend, single", "mend", 0, "immediate"),
     ("mend, sequential-24, right after each edit", "mend", 24, "immediate"),
     ("mend, sequential-24, after the last edit of the sequence", "mend", 24, "final"),
+    ("balancedit, sequential-24, after the last edit", "balancedit", 24, "final"),
+    ("wise, sequential-24, after the last edit", "wise", 24, "final"),
 )
 
 

@@ -21,7 +21,7 @@ FAMILIES = {
     "internvl": ("InternVL 3", "OpenGVLab/InternVL3-1B-hf"),
 }
 ANSWERING = ("transformers-vlm", "edit answerer", "medgen vqa")
-EDITING = ("ft", "lora", "grace@paper", "grace-tokens", "mend", "in-context")
+EDITING = ("ft", "lora", "grace@paper", "grace-tokens", "balancedit", "wise", "mend", "in-context")
 #: the families the editing cells run on
 EDITED = ("llava", "llava_next", "llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3",
           "paligemma", "idefics3", "internvl")  # fmt: skip

@@ -133,12 +133,15 @@ STATED: tuple[Check, ...] = (
         "one run each",
         UNRECORDED,
         ("README.md", "avx512 (21-30 s at load average 3-4; 250 s at load average 9", "its time"),
+        ("README.md", "5 min 4 s at load average 16-22 with the four", "its time, ten rows"),
     ),
     _stated(
         "`python bench/edit_table.py --paths` (the table on ATen's default, avx2, avx512 paths)",
         "the largest difference over the three",
         "stated; three runs of the table (minutes), measured on the AMD EPYC machine",
-        ("README.md", "gives cells up to 0.218 away from these on avx2", "SIMD paths' spread"),
+        ("README.md", "gives cells up to 0.350 away from these on avx2", "SIMD paths' spread"),
+        ("README.md", "(up to 0.218 in the ft, lora and GRACE rows", "their rows' spread"),
+        ("README.md", "wise's single-edit reliability is 0.875 on avx512", "wise's on avx512"),
     ),
     _stated(
         "`python bench/knowledge_edit.py`",

@@ -218,11 +218,19 @@ def test_locality_on_a_taught_tiny_model(taught_path, synthetic, sequential):
         assert s["by_stage"]["final"]["n_edits"] == len(synthetic)
 
 
-@pytest.mark.parametrize("name", ["ft", "lora", "grace-tokens", "grace@paper"])
+@pytest.mark.parametrize("name", ["ft", "lora", "grace-tokens", "grace@paper", "balancedit",
+                                  "wise"])  # fmt: skip
 def test_an_edit_that_fails_midway_leaves_the_model_as_it_was(tiny, synthetic, monkeypatch, name):
-    from medibench.knowledge_edit import _editors, _grace, _grace_paper
+    from medibench.knowledge_edit import _editors, _grace, _grace_paper, _wise
 
-    real, real_steps = _editors.train, _grace_paper.train_steps
+    real, real_steps, real_margin = _editors.train, _grace_paper.train_steps, _wise.margin_loss
+    calls = []
+
+    def failing_margin(*args):
+        calls.append(1)
+        if len(calls) % 2 == 0:  # each edit's side memory has taken a step: then it fails
+            raise RuntimeError("out of memory (scripted)")
+        return real_margin(*args)
 
     def failing(m, request, params, cfg):
         real(m, request, params, cfg)  # the weights (or adapters) have moved: then it fails
@@ -235,6 +243,7 @@ def test_an_edit_that_fails_midway_leaves_the_model_as_it_was(tiny, synthetic, m
     monkeypatch.setattr(_editors, "train", failing)
     monkeypatch.setattr(_grace, "train", failing)
     monkeypatch.setattr(_grace_paper, "train_steps", failing_steps)
+    monkeypatch.setattr(_wise, "margin_loss", failing_margin)
     before = _state(tiny)
     modules = [n for n, _ in tiny.model.named_modules()]
     grads = [p.requires_grad for p in tiny.model.parameters()]

@@ -98,8 +98,8 @@ def run(
     editor: Annotated[
         str,
         typer.Option(
-            help="ft, lora, grace@paper, grace-tokens (old name: grace), mend:DIR (a hypernetwork "
-            "edit train-mend trained), in-context or easyedit."
+            help="ft, lora, grace@paper, grace-tokens (old name: grace), balancedit, wise, "
+            "mend:DIR (a hypernetwork edit train-mend trained), in-context or easyedit."
         ),
     ] = "lora",
     sequential: Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")] = 0,

@@ -9,8 +9,11 @@
   :class:`LoraEditor`, :class:`GracePaperEditor` (``grace@paper``),
   :class:`GraceTokensEditor` (``grace-tokens``; ``GraceEditor`` and ``GraceConfig`` are its old
   names), :class:`MendEditor` (``mend:DIR``; :func:`train_mend` trains its hypernetwork with a
-  :class:`MendTrainConfig`, :func:`read_mend_config` reads one), :class:`InContextEditor`,
-  ``EasyEditEditor``; :func:`load_editor`.
+  :class:`MendTrainConfig`, :func:`read_mend_config` reads one), :class:`BalancEditEditor`
+  (``balancedit``), :class:`WiseEditor` (``wise``), :class:`InContextEditor`, ``EasyEditEditor``;
+  :func:`load_editor` (over the versioned hyper-parameter files of :data:`EDITOR_CONFIGS`). A
+  memory editor's ``memory(model)`` gives its router in an edited model (:class:`EditMemory`:
+  ``query``, ``route_distance``, ``fires``).
 * Experiment and scores: :func:`run_edits`; the results JSONL (:func:`read_results`,
   :func:`write_results`); :func:`summarize` (reliability, generality, locality per edit, macro
   with bootstrap CIs, micro, per task type and stage); matchers :func:`exact_match`,
@@ -25,9 +28,12 @@ from medibench.knowledge_edit._answerers import (
     TransformersAnswerer,
     load_answerer,
 )
+from medibench.knowledge_edit._balancedit import BalancEditConfig, BalancEditEditor
 from medibench.knowledge_edit._build import VQARow, build_requests, order_requests
+from medibench.knowledge_edit._editing import EditMemory
 from medibench.knowledge_edit._editors import (
     EDITOR_ALIASES,
+    EDITOR_CONFIGS,
     EDITORS,
     EasyEditEditor,
     EditCase,
@@ -40,6 +46,7 @@ from medibench.knowledge_edit._editors import (
     LoraConfig,
     LoraEditor,
     TrainConfig,
+    editor_config,
     load_editor,
 )
 from medibench.knowledge_edit._experiment import (
@@ -81,6 +88,7 @@ from medibench.knowledge_edit._tasks import (
     read_taskset,
     write_taskset,
 )
+from medibench.knowledge_edit._wise import WiseConfig, WiseEditor
 
 #: the old names of ``grace-tokens``'s editor and config (it was ``grace`` before ``grace@paper``)
 GraceEditor, GraceConfig = GraceTokensEditor, GraceTokensConfig
@@ -88,6 +96,7 @@ GraceEditor, GraceConfig = GraceTokensEditor, GraceTokensConfig
 __all__ = [
     "EDITORS",
     "EDITOR_ALIASES",
+    "EDITOR_CONFIGS",
     "KINDS",
     "MATCHERS",
     "METRICS",
@@ -95,11 +104,14 @@ __all__ = [
     "TASK_TYPES",
     "Answerer",
     "AnswererError",
+    "BalancEditConfig",
+    "BalancEditEditor",
     "CallableAnswerer",
     "EasyEditEditor",
     "EditCase",
     "EditError",
     "EditHandle",
+    "EditMemory",
     "EditRecord",
     "EditRequest",
     "EditRunReport",
@@ -129,8 +141,11 @@ __all__ = [
     "TrainConfig",
     "TransformersAnswerer",
     "VQARow",
+    "WiseConfig",
+    "WiseEditor",
     "build_requests",
     "edit_values",
+    "editor_config",
     "exact_match",
     "fuzzy_match",
     "load_answerer",

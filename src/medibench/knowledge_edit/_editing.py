@@ -9,13 +9,15 @@ import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from medibench.knowledge_edit._answerers import Answerer, TransformersAnswerer
 
 __all__ = [
+    "AttentionMaskWatch",
+    "EditMemory",
     "forward_with_hook",
     "EditCase",
     "EditError",
@@ -78,13 +80,37 @@ class TrainConfig:
     seed: int = 0
 
 
+class EditMemory(Protocol):
+    """The router or codebook of a memory editor (``grace@paper``, ``balancedit``, ``wise``) as
+    it sits in an edited model: :meth:`Editor.memory` finds it.
+
+    ``query(model, image, question)``: the hidden state the router reads for that question on
+    ``model`` (a tensor: ``(d,)`` for a codebook key, ``(tokens, d)`` for WISE's activations);
+    ``route_distance(hidden)``: the router's reading of it (a codebook's distance to its
+    nearest key; WISE's activation score of the memory it would pick); ``fires(hidden)``:
+    whether the memory would act on it (within the nearest key's radius; WISE: at or above a
+    memory's threshold)."""
+
+    def query(self, model: Any, image: np.ndarray, question: str) -> Any: ...
+
+    def route_distance(self, hidden: Any) -> float: ...
+
+    def fires(self, hidden: Any) -> bool: ...
+
+
 class Editor:
-    """The interface: ``edit(model, request) -> EditHandle``."""
+    """The interface: ``edit(model, request) -> EditHandle``; a memory editor's
+    :meth:`memory` gives its router (:class:`EditMemory`) in an edited model."""
 
     name = "editor"
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         raise NotImplementedError
+
+    def memory(self, model: Answerer) -> EditMemory | None:
+        """The memory this editor's edits put in ``model`` (``None``: none there, or an editor
+        without one)."""
+        return None
 
     def _applied(
         self, model: Answerer, request: EditCase, restore: Any, *result: Any, **more: Any
@@ -210,3 +236,28 @@ def forward_with_hook(m: Any, module: Any, batch: Mapping[str, Any], hook: Any) 
             m.model(**{k: v for k, v in batch.items() if k != "labels"})
     finally:
         handle.remove()
+
+
+class AttentionMaskWatch:
+    """The attention mask of the model pass under way (a forward pre-hook on the whole model),
+    so that a wrapped module can leave padded positions out; :meth:`remove` takes the hook
+    away."""
+
+    def __init__(self, model: Any) -> None:
+        self.mask: Any = None
+        self._handle = model.register_forward_pre_hook(self._seen, with_kwargs=True)
+
+    def _seen(self, _mod: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+        self.mask = kwargs.get("attention_mask")
+
+    def rows(self, x: Any) -> Any:
+        """``(rows, tokens)`` weights of ``x``'s positions (``(rows, tokens, d)``): 1 for a real
+        token, 0 for padding (all 1 when the pass's mask does not cover ``x``'s tokens: a cached
+        generation step)."""
+        mask = self.mask
+        if mask is None or mask.ndim != 2 or tuple(mask.shape) != tuple(x.shape[:2]):
+            return x.new_ones(x.shape[:2])
+        return mask.to(x.dtype)
+
+    def remove(self) -> None:
+        self._handle.remove()

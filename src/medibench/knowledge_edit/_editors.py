@@ -12,6 +12,12 @@ the model bit for bit.
 * ``grace-tokens`` (alias ``grace``, its name before ``grace@paper`` existed): a GRACE-style
   codebook on one layer's MLP keyed on the MLP's input, one value vector per answer token
   (:mod:`._grace`); undo as ``grace@paper``'s.
+* ``balancedit``: BalancEdit (:mod:`._balancedit`): ``grace@paper``'s codebook keyed on the
+  prompt's pooled input, each key's radius ``(1 - alpha) * d_neg + alpha * d_pos`` from a
+  positive and a negative sample of the edit; undo as ``grace@paper``'s.
+* ``wise``: WISE as EasyEdit implements it (:mod:`._wise`): a side memory (a copy of one
+  ``down_proj``'s weight) trained on a random mask of its entries, routed by activation score,
+  saved as shards and merged (TIES); undo restores the memory (the last undo, the module).
 * ``mend:DIR``: MEND (:mod:`._mend`), the hypernetwork ``edit train-mend`` trained in ``DIR``
   turns the request's gradient into a weight update in one step; the handle keeps the edited
   weights' originals.
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from medibench.knowledge_edit._answerers import Answerer, TransformersAnswerer
+from medibench.knowledge_edit._balancedit import BalancEditConfig, BalancEditEditor
 from medibench.knowledge_edit._editing import (
     EditCase,
     EditError,
@@ -48,10 +55,12 @@ from medibench.knowledge_edit._editing import (
 from medibench.knowledge_edit._grace import GraceTokensConfig, GraceTokensEditor
 from medibench.knowledge_edit._grace_paper import GracePaperConfig, GracePaperEditor
 from medibench.knowledge_edit._mend import MendEditor
+from medibench.knowledge_edit._wise import WiseConfig, WiseEditor
 
 __all__ = [
     "EDITORS",
     "EDITOR_ALIASES",
+    "EDITOR_CONFIGS",
     "EditCase",
     "EditError",
     "EditHandle",
@@ -61,6 +70,7 @@ __all__ = [
     "InContextEditor",
     "LoraEditor",
     "TrainConfig",
+    "editor_config",
     "load_editor",
 ]
 
@@ -211,7 +221,8 @@ class EasyEditEditor(Editor):
         return self._applied(model, request, restore, elapsed_s=time.perf_counter() - t0)
 
 
-EDITORS = ("ft", "lora", "grace@paper", "grace-tokens", "mend:DIR", "in-context", "easyedit")
+EDITORS = ("ft", "lora", "grace@paper", "grace-tokens", "balancedit", "wise", "mend:DIR",
+           "in-context", "easyedit")  # fmt: skip
 #: old editor names, kept working: name -> the editor it now means
 EDITOR_ALIASES = {"grace": "grace-tokens"}
 _TRAINED: dict[str, tuple[type[TrainedEditor], type[Any]]] = {
@@ -219,14 +230,31 @@ _TRAINED: dict[str, tuple[type[TrainedEditor], type[Any]]] = {
     "lora": (LoraEditor, LoraConfig),
     "grace@paper": (GracePaperEditor, GracePaperConfig),
     "grace-tokens": (GraceTokensEditor, GraceTokensConfig),
+    "balancedit": (BalancEditEditor, BalancEditConfig),
+    "wise": (WiseEditor, WiseConfig),
 }
+
+
+#: editors whose hyper-parameters are a versioned file of ``knowledge_edit/configs/``: the
+#: defaults that ``--config`` options override
+EDITOR_CONFIGS = {"balancedit": "balancedit@1", "wise": "wise@1"}
+
+
+def editor_config(name: str) -> dict[str, Any]:
+    """The hyper-parameters of :data:`EDITOR_CONFIGS`'s file for editor ``name``."""
+    import yaml
+
+    path = Path(__file__).with_name("configs") / f"{EDITOR_CONFIGS[name]}.yaml"
+    return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
 
 
 def load_editor(name: str, config: dict[str, Any] | None = None) -> Editor:
     """An editor by name (or an alias of :data:`EDITOR_ALIASES`) with its hyper-parameters (a
-    mapping, e.g. from a YAML file)."""
+    mapping, e.g. from a YAML file; over the versioned file of :data:`EDITOR_CONFIGS`)."""
     config = dict(config or {})
     name = EDITOR_ALIASES.get(name, name)
+    if name in EDITOR_CONFIGS:
+        config = {**editor_config(name), **config}
     if name in _TRAINED:
         editor, cls = _TRAINED[name]
         known = {f.name for f in dataclasses.fields(cls)}

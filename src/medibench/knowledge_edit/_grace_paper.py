@@ -48,7 +48,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from medibench.knowledge_edit._answerers import Answerer
 from medibench.knowledge_edit._editing import (
@@ -61,7 +61,15 @@ from medibench.knowledge_edit._editing import (
     train_steps,
 )
 
-__all__ = ["DISTANCES", "GracePaperConfig", "GracePaperEditor"]
+__all__ = [
+    "DISTANCES",
+    "CodebookConfig",
+    "GracePaperConfig",
+    "GracePaperEditor",
+    "memory_at",
+    "train_value",
+    "wrapped_module",
+]
 
 DISTANCES = ("euclidean", "cosine")
 #: how much less than half their distance an older radius becomes when a conflicting key splits it
@@ -69,17 +77,17 @@ _SPLIT_MARGIN = 1e-5
 
 
 @dataclass(frozen=True)
-class GracePaperConfig:
-    """``layer``: the decoder layer (negative from the end); ``module``: the wrapped module's
-    dotted path inside that layer; ``eps``: a new key's radius (``epsilon_init``); ``lr``,
-    ``n_iter``: Adam's learning rate and its steps, all run (EasyEdit's ``edit_lr``,
-    ``n_iter``); ``distance``: ``euclidean`` or ``cosine``; ``tol``: the loss at most which,
-    with every answer token the argmax after the last step, an edit counts as converged;
-    ``seed``: the value's random start."""
+class CodebookConfig:
+    """What a codebook editor's config holds (``grace@paper``'s, ``balancedit``'s): ``layer``:
+    the decoder layer (negative from the end); ``module``: the wrapped module's dotted path
+    inside that layer; ``lr``, ``n_iter``: Adam's learning rate and its steps, all run
+    (EasyEdit's ``edit_lr``, ``n_iter``); ``distance``: ``euclidean`` or ``cosine``; ``tol``:
+    the loss at most which, with every answer token the argmax after the last step, an edit
+    counts as converged; ``seed``: the value's random start."""
 
+    editor: ClassVar[str] = "grace@paper"
     layer: int = -2
     module: str = "mlp.down_proj"
-    eps: float = 1.0
     lr: float = 1.0
     n_iter: int = 20
     distance: Literal["euclidean", "cosine"] = "euclidean"
@@ -88,12 +96,22 @@ class GracePaperConfig:
 
     def __post_init__(self) -> None:
         if self.distance not in DISTANCES:
-            raise ValueError(f"grace@paper: distance must be one of {', '.join(DISTANCES)}, "
+            raise ValueError(f"{self.editor}: distance must be one of {', '.join(DISTANCES)}, "
                              f"got {self.distance!r}")  # fmt: skip
+        if self.n_iter < 1:
+            raise ValueError(f"{self.editor}: n_iter must be at least 1, got {self.n_iter}")
+
+
+@dataclass(frozen=True)
+class GracePaperConfig(CodebookConfig):
+    """:class:`CodebookConfig`'s settings and ``eps``: a new key's radius (``epsilon_init``)."""
+
+    eps: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.eps > 0:
             raise ValueError(f"grace@paper: eps must be positive, got {self.eps}")
-        if self.n_iter < 1:
-            raise ValueError(f"grace@paper: n_iter must be at least 1, got {self.n_iter}")
 
 
 class GracePaperEditor(TrainedEditor):
@@ -109,7 +127,7 @@ class GracePaperEditor(TrainedEditor):
             raise EditError(f"grace@paper: model {m.path} generates without its key-value cache "
                             "(generation_config.use_cache is false); GRACE looks up one token per "
                             "pass and needs the cache")  # fmt: skip
-        parent, attr, inner = _wrapped_module(m, cfg)
+        parent, attr, inner = wrapped_module(m, cfg)
         book = _codebook_class(torch)
         codebook = inner if isinstance(inner, book) else book(inner, m, cfg.distance)
         setattr(parent, attr, codebook)
@@ -126,25 +144,51 @@ class GracePaperEditor(TrainedEditor):
             if not codebook.keys:
                 setattr(parent, attr, codebook.inner)
 
-        try:
-            entry = codebook.admit(key, answer, width, cfg)
-            converged, loss, steps = train_steps(
-                m, batch, n, [codebook.values[entry]], lr=cfg.lr, steps=cfg.n_iter, tol=cfg.tol
-            )
-        except BaseException:  # a failed edit leaves the model as it was
-            restore()
-            raise
-        codebook.values[entry].requires_grad_(False)
-        return self._applied(
-            model, request, restore, converged, loss, steps, time.perf_counter() - t0
-        )
+        return train_value(self, model, request, codebook, (batch, n), restore, t0,
+                           lambda: codebook.admit(key, answer, width, cfg))  # fmt: skip
+
+    def memory(self, model: Answerer) -> Any:
+        """The codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
+        return memory_at(self._local(model), self.config, _codebook_class(self._local(model).torch))
 
 
-def _wrapped_module(m: Any, cfg: GracePaperConfig) -> tuple[Any, str, Any]:
-    """``(parent, attribute, module)`` of ``cfg.module`` in decoder layer ``cfg.layer``."""
+def train_value(editor: Any, model: Answerer, request: EditCase, codebook: Any,
+                teacher: tuple[Any, int], restore: Any, t0: float,
+                admit: Any) -> EditHandle:  # fmt: skip
+    """A codebook editor's edit: ``admit()`` gives the entry, whose value is trained for the
+    config's ``n_iter`` Adam steps on the ``teacher`` batch (``(batch, prompt length)``), then
+    frozen; any failure runs ``restore`` first. The edit's handle."""
+    cfg = editor.config
+    try:
+        entry = admit()
+        converged, loss, steps = train_steps(editor._local(model), *teacher,
+                                             [codebook.values[entry]], lr=cfg.lr,
+                                             steps=cfg.n_iter, tol=cfg.tol)  # fmt: skip
+    except BaseException:  # a failed edit leaves the model as it was
+        restore()
+        raise
+    codebook.values[entry].requires_grad_(False)
+    return editor._applied(
+        model, request, restore, converged, loss, steps, time.perf_counter() - t0
+    )
+
+
+def memory_at(m: Any, cfg: Any, kind: type) -> Any:
+    """The ``kind`` module an editor put at ``cfg.layer`` / ``cfg.module`` of local model
+    ``m``, or ``None``."""
+    try:
+        _, _, module = wrapped_module(m, cfg)
+    except EditError:
+        return None
+    return module if isinstance(module, kind) else None
+
+
+def wrapped_module(m: Any, cfg: Any, editor: str = "grace@paper") -> tuple[Any, str, Any]:
+    """``(parent, attribute, module)`` of ``cfg.module`` in decoder layer ``cfg.layer`` (an
+    error names ``editor``)."""
     layers = decoder_layers(m)
     if not -len(layers) <= cfg.layer < len(layers):
-        raise EditError(f"grace@paper: layer {cfg.layer} out of range ({len(layers)} layers)")
+        raise EditError(f"{editor}: layer {cfg.layer} out of range ({len(layers)} layers)")
     parent: Any = layers[cfg.layer]
     *path, attr = cfg.module.split(".")
     for part in path:
@@ -152,7 +196,7 @@ def _wrapped_module(m: Any, cfg: GracePaperConfig) -> tuple[Any, str, Any]:
         if parent is None:
             break
     if parent is None or not isinstance(getattr(parent, attr, None), m.torch.nn.Module):
-        raise EditError(f"grace@paper: decoder layer {cfg.layer} of {m.path} has no module "
+        raise EditError(f"{editor}: decoder layer {cfg.layer} of {m.path} has no module "
                         f"{cfg.module!r} (set the `module` option)")  # fmt: skip
     return parent, attr, getattr(parent, attr)
 
@@ -235,6 +279,30 @@ def _codebook_class(torch: Any) -> Any:
             else:
                 dists = torch.cdist(q, keys)
             return dists.min(dim=1)
+
+        # -- the router's reading (EditMemory) -------------------------------------------
+        def query(self, model: Any, image: Any, question: str) -> Any:
+            """The wrapped module's input at the last token of ``question``'s prompt: ``(d,)``."""
+            seen: dict[str, Any] = {}
+
+            def hook(_mod: Any, args: Any, _out: Any) -> None:
+                seen["x"] = args[0][0, -1].detach()
+
+            forward_with_hook(model, self.inner, model.encode([image], [question]), hook)
+            return seen["x"]
+
+        def route_distance(self, hidden: Any) -> float:
+            """The distance of ``hidden`` (``(d,)``) to the nearest key (``inf``: no key)."""
+            if not self.keys:
+                return float("inf")
+            return float(self.nearest(hidden.reshape(1, -1))[0][0])
+
+        def fires(self, hidden: Any) -> bool:
+            """Whether ``hidden`` is within its nearest key's radius."""
+            if not self.keys:
+                return False
+            dist, idx = self.nearest(hidden.reshape(1, -1))
+            return bool(float(dist[0]) <= self.radii[int(idx[0])])
 
         def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
             out = self.inner(x, *args, **kwargs)
