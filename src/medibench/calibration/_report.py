@@ -124,7 +124,7 @@ def _score_tables(
     # one run read as before | after.
     sources = list(dict.fromkeys(r["source"] for r in rows))
     drawn = {s: {p.stem: p for p in diagram_folder(run_dir, s).glob("*.svg")} for s in sources}
-    figures = []
+    figures: list[dict[str, Any]] = []
     for stem in sorted({stem for found in drawn.values() for stem in found}):
         parts = [
             {"title": label[s], "svg": _inline(drawn[s][stem].read_text(encoding="utf-8"))}
