@@ -43,6 +43,26 @@ def judged_report(tmp_path_factory):
     return build_report(judged_run(root / "run"), root / "report", plots=False)
 
 
+@pytest.fixture(scope="session")
+def icl_run(tmp_path_factory):
+    """An in-context run with K = 0, 1, 2 (tests/runs/icl_data.py's editor that averages its
+    demonstrations' targets, its ten-sample dataset, native@1); read-only."""
+    from medibench.runs import RunConfig, run
+    from tests.runs.icl_data import TEMPTING, write_dataset
+
+    root = tmp_path_factory.mktemp("icl")
+    data = write_dataset(root / "data", TEMPTING)
+    config = RunConfig(
+        dataset=f"native:{data}",
+        models=("tests.runs.icl_data:make_mean",),
+        out=root / "run",
+        icl_k=(0, 1, 2),
+        protocols=("native@1",),
+    )
+    run(config, progress=False).close()
+    return root / "run"
+
+
 def pytest_collection_modifyitems(items):
     """The slow tests first (a stable sort, the same on every xdist worker): the scheduler hands
     them out while the rest of the suite fills the gaps, so no long test starts last."""

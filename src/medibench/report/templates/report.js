@@ -100,6 +100,15 @@
   var current = [];
 
   function $(id) { return document.getElementById(id); }
+  var byId = null;
+  function sampleById() {
+    if (byId === null) {
+      byId = {};
+      samples.forEach(function (x) { byId[x.id] = x; });
+    }
+    return byId;
+  }
+
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
     if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
@@ -345,12 +354,21 @@
       st.appendChild(tr);
     });
     box.appendChild(st);
-    // In-context demonstrations (--icl-k): the pool samples each output was shown, in order.
+    // In-context demonstrations (--icl-k): the pool samples each output was shown, in order,
+    // as thumbnails of their input where the pool is the run's dataset (else their ids only).
     shownModels().forEach(function (i) {
       var d = s.runs[i].demos;
       if (!d || !d.length) return;
       box.appendChild(el("p", { "class": "small demos" },
         models[i] + ": in-context demonstrations " + d.join(", ")));
+      var row = el("div", { "class": "pics demo-pics", "data-model": models[i] });
+      d.forEach(function (id, n) {
+        var shown = sampleById()[id];
+        var pic = shown ? shown.pics.input : null;
+        row.appendChild(picture(pic, "demo " + (n + 1) + ": " + id, true,
+          "not a sample of this run"));
+      });
+      box.appendChild(row);
     });
     shownModels().forEach(function (i) {
       (s.runs[i].judge || []).forEach(function (g) { box.appendChild(judgeAnswers(models[i], s.runs[i], g)); });
