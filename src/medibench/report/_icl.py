@@ -86,7 +86,9 @@ def k_curves(
             low, high = r.get(f"{metric}_ci_low"), r.get(f"{metric}_ci_high")
             point = [int(m["k"]), value, *(v if _finite(v) else None for v in (low, high))]
             curves.setdefault(m["base"], []).append(point)
-        kept = {b: sorted(p, key=lambda x: float(x[0] or 0)) for b, p in curves.items() if len(p) > 1}
+        kept = {
+            b: sorted(p, key=lambda x: float(x[0] or 0)) for b, p in curves.items() if len(p) > 1
+        }
         if kept:
             out[metric] = dict(sorted(kept.items()))
     return out
