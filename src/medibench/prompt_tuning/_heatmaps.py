@@ -94,7 +94,7 @@ def _draw(
     low, high = scale
     middle = (low + high) / 2
     drawn: dict[str, dict[str, dict[str, float]]] = {}
-    image = None
+    image: Any = None
     for ax, name in zip(axes.flat, names, strict=False):
         grid = np.full((len(methods), len(losses)), np.nan)
         for r in panels[name]:
