@@ -51,3 +51,36 @@ def test_k_curves_keep_models_with_two_k_and_their_intervals():
     ]  # fmt: skip
     assert k_curves(rows, ["s", "absent"]) == {"s": {"m": [[0, 0.2, None, None],
                                                            [2, 0.5, 0.4, 0.6]]}}  # fmt: skip
+
+
+def test_demonstrations_from_another_pool_show_that_pools_images(tmp_path):
+    """``--icl-pool`` another dataset whose ids are the run's own (a0 ... a9; other patients,
+    images and pixels, a train split): the
+    sample view's thumbnails are the pool's images, never the run's samples of the same id."""
+    import numpy as np
+
+    from medibench.io import read_image
+    from medibench.runs import RunConfig, RunStore, run
+    from medibench.runs._demos import read_demonstrations
+    from tests.runs.icl_data import TEMPTING, write_dataset
+
+    data = write_dataset(tmp_path / "data", TEMPTING)
+    others = {sid: (f"Q{i}", f"J{i}", task, modality, "train", True, None)
+              for i, (sid, (_, _, task, modality, *_)) in enumerate(TEMPTING.items())}  # fmt: skip
+    pool = write_dataset(tmp_path / "pool", others, offset=100)
+    config = RunConfig(dataset=f"native:{data}", models=("tests.runs.icl_data:make_mean",),
+                       out=tmp_path / "run", icl_k=(1,), icl_pool=f"native:{pool}",
+                       protocols=("native@1",))  # fmt: skip
+    run(config, progress=False).close()
+    with RunStore(tmp_path / "run") as store:
+        shown = read_demonstrations(store)[("mean-of-examples@icl-1", "a0", 0)]["demo_ids"]
+    index = build_report(tmp_path / "run", tmp_path / "report", n_resamples=50, plots=False,
+                         workers=1)  # fmt: skip
+    text = index.read_text(encoding="utf-8")
+    blob = json.loads(text.split('id="report-data">', 1)[1].split("</script>", 1)[0])
+    assert blob["demo_pool"]["spec"] == f"native:{pool}" and blob["demo_pool"]["error"] is None
+    (sid,) = shown
+    picture = blob["demo_pool"]["pictures"][sid]
+    copied = read_image(tmp_path / "report" / picture["full"], mode="rgb")
+    assert np.array_equal(copied, read_image(pool / "img" / f"{sid}.png", mode="rgb"))
+    assert not np.array_equal(copied, read_image(data / "img" / f"{sid}.png", mode="rgb"))

@@ -355,18 +355,24 @@
     });
     box.appendChild(st);
     // In-context demonstrations (--icl-k): the pool samples each output was shown, in order,
-    // as thumbnails of their input where the pool is the run's dataset (else their ids only).
+    // as thumbnails of their inputs (the run's samples', or those of its --icl-pool dataset).
     shownModels().forEach(function (i) {
       var d = s.runs[i].demos;
       if (!d || !d.length) return;
       box.appendChild(el("p", { "class": "small demos" },
         models[i] + ": in-context demonstrations " + d.join(", ")));
       var row = el("div", { "class": "pics demo-pics", "data-model": models[i] });
+      var pool = data.demo_pool;
       d.forEach(function (id, n) {
-        var shown = sampleById()[id];
-        var pic = shown ? shown.pics.input : null;
-        row.appendChild(picture(pic, "demo " + (n + 1) + ": " + id, true,
-          "not a sample of this run"));
+        var pic = null, absent = "not in the run";
+        if (pool) {
+          pic = pool.pictures[id] || null;
+          absent = pool.error ? "pool " + pool.spec + " not read: " + pool.error
+                              : "not in pool " + pool.spec;
+        } else if (sampleById()[id]) {
+          pic = sampleById()[id].pics.input;
+        }
+        row.appendChild(picture(pic, "demo " + (n + 1) + ": " + id, true, absent));
       });
       box.appendChild(row);
     });
