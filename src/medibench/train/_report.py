@@ -129,9 +129,11 @@ def write_training_report(folder: Path, out: Path | None = None) -> Path | None:
         return None
     out = Path(out) if out is not None else folder / "report"
     out.mkdir(parents=True, exist_ok=True)
-    panel = training_panel(None, folder)
+    panel = training_panel(None, folder) or {}  # never None: the folder holds its log
     config = json.loads((folder / "train_config.json").read_text(encoding="utf-8"))
-    blob = {"samples": [], "models": [], "metrics": [], "predictions": {}, "scores": {}}
+    blob: dict[str, Any] = {
+        "samples": [], "models": [], "metrics": [], "predictions": {}, "scores": {}
+    }  # fmt: skip
     return write_html(
         out,
         run_dir=folder,
