@@ -43,6 +43,50 @@ def judged_report(tmp_path_factory):
     return build_report(judged_run(root / "run"), root / "report", plots=False)
 
 
+@pytest.fixture(scope="session")
+def icl_run(tmp_path_factory):
+    """An in-context run with K = 0, 1, 2 (tests/runs/icl_data.py's editor that averages its
+    demonstrations' targets, its ten-sample dataset, native@1); read-only."""
+    from medibench.runs import RunConfig, run
+    from tests.runs.icl_data import TEMPTING, write_dataset
+
+    root = tmp_path_factory.mktemp("icl")
+    data = write_dataset(root / "data", TEMPTING)
+    config = RunConfig(
+        dataset=f"native:{data}",
+        models=("tests.runs.icl_data:make_mean",),
+        out=root / "run",
+        icl_k=(0, 1, 2),
+        protocols=("native@1",),
+    )
+    run(config, progress=False).close()
+    return root / "run"
+
+
+@pytest.fixture(scope="session")
+def evaluated_training(tiny_ip2p, tmp_path_factory):
+    """``medibench train`` of the tiny InstructPix2Pix (full, 3 steps, 32 px) evaluated at every
+    step on one held-out sample (``--eval-every 1 --eval-limit 1``, 2 denoising steps): the base
+    model at step 0, then checkpoints 1, 2 and 3. Returns ``(folder, the command's output)``;
+    read-only."""
+    pytest.importorskip("accelerate")
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+    from tests.train.conftest import make_triplets, train_args
+
+    root = tmp_path_factory.mktemp("training")
+    triplets = make_triplets(root / "train")
+    held_out = make_triplets(root / "eval", n=2, prefix="e")
+    options = {"max_steps": 3, "eval_every": 1, "eval_limit": 1}
+    args = train_args(triplets, tiny_ip2p, root / "run", eval_dataset=f"native:{held_out}",
+                      **options)  # fmt: skip
+    args += ["--eval-model-option", "steps=2", "--eval-model-option", "resolution=null"]
+    result = CliRunner().invoke(app, list(map(str, args)))
+    assert result.exit_code == 0, result.output
+    return root / "run", result.output
+
+
 def pytest_collection_modifyitems(items):
     """The slow tests first (a stable sort, the same on every xdist worker): the scheduler hands
     them out while the rest of the suite fills the gaps, so no long test starts last."""

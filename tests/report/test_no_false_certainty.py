@@ -59,3 +59,26 @@ def test_pairing_sensitivity_of_one_pair_says_n_1():
     table = sensitivity_table(rows)
     assert "| blank | m | psnr | 1 | 20.000 | 15.000 | 5.000 | n=1 |" in table
     assert "| 5.000 | [4.000, 6.000] |" in table
+
+
+def test_values_that_are_all_equal_have_no_interval():
+    # identity's context preservation is 1 on every sample (medibench demo): no spread to resample
+    agg = Aggregation(k_modes=(("@1", "first"),), group_by=("region",), ci_resamples=50)
+    scores = [_score("p1", 0, dice=1.0, psnr=30.0), _score("p2", 0, dice=1.0, psnr=32.0)]
+    rows = summarize(scores, SAMPLES, agg, metrics=["dice", "psnr"])
+    micro = next(r for r in rows if r["group"] == "micro")
+    assert micro["dice"] == 1.0 and micro["dice_n"] == 2
+    assert micro["dice_ci_low"] is micro["dice_ci_high"] is None
+    assert micro["psnr_ci_low"] < micro["psnr_ci_high"]
+
+
+def test_an_interval_narrower_than_three_decimals_shows_more():
+    from medibench.report._formats import interval_ends, markdown_table
+    from medibench.report._html import _cell
+
+    assert interval_ends(4.074744276, 4.074765799) == ("4.0747", "4.0748")
+    assert interval_ends(0.25, 0.75) == ("0.250", "0.750")
+    row = {"mean_diff": 4.0747550, "n": 2, "diff_ci_low": 4.074744276, "diff_ci_high": 4.074765799}
+    assert _cell(row, "mean_diff", ("diff_ci_low", "diff_ci_high"))["ci"] == "[4.0747, 4.0748]"
+    table = markdown_table([row], ["mean_diff"], ci={"mean_diff": ("diff_ci_low", "diff_ci_high")})
+    assert "4.075 [4.0747, 4.0748]" in table and not ZERO_WIDTH.search(table)

@@ -119,11 +119,23 @@ def _score_tables(
                           "[low, high]: the protocol's bootstrap interval"],
             }
         )  # fmt: skip
-    figures = []
-    for source in sorted({s for s, _, _ in grouped}):
-        for svg in sorted(diagram_folder(run_dir, source).glob("*.svg")):
-            text = svg.read_text(encoding="utf-8")
-            figures.append({"title": f"{label[source]}: {svg.stem}", "svg": _inline(text)})
+    # One figure per diagram (overall, each group), every file's side by side in the order they
+    # were scored: predictions before and after a calibrator (`calibration apply`) scored into
+    # one run read as before | after.
+    sources = list(dict.fromkeys(r["source"] for r in rows))
+    drawn = {s: {p.stem: p for p in diagram_folder(run_dir, s).glob("*.svg")} for s in sources}
+    figures: list[dict[str, Any]] = []
+    for stem in sorted({stem for found in drawn.values() for stem in found}):
+        parts = [
+            {"title": label[s], "svg": _inline(drawn[s][stem].read_text(encoding="utf-8"))}
+            for s in sources
+            if stem in drawn[s]
+        ]
+        title = f"{stem}: " + " | ".join(p["title"] for p in parts)
+        if len(parts) == 1:
+            figures.append({"title": title, "svg": parts[0]["svg"]})
+        else:
+            figures.append({"title": f"{title} (side by side)", "parts": parts})
     return tables, figures
 
 

@@ -24,6 +24,12 @@ __all__ = ["FORMATS", "reliability_diagram", "write_diagrams"]
 
 FORMATS = ("png", "svg")
 
+#: The gap bars: (face colour, edge colour, legend label), over-confident then under-confident.
+_GAPS = (
+    ("#e8a0a0", "#b03030", "gap, over-confident (confidence > accuracy)"),
+    ("#a8c8ec", "#2a5d9a", "gap, under-confident (accuracy > confidence)"),
+)
+
 
 def reliability_diagram(
     pred: Predictions,
@@ -78,6 +84,7 @@ def write_diagrams(
 
 def _figure(bins, n_bins: int, ece: float, n: int, title: str):
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     fig = Figure(figsize=(4.2, 5.8))
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
@@ -99,10 +106,7 @@ def _figure(bins, n_bins: int, ece: float, n: int, title: str):
     # The gap is its own bar, coloured by its side: above the accuracy bar where the model is
     # over-confident (confidence > accuracy), below its top where it is under-confident.
     gap_lo = np.minimum(acc, conf)
-    for side, color, edge, label in (
-        (conf > acc, "#e8a0a0", "#b03030", "gap, over-confident (confidence > accuracy)"),
-        (conf < acc, "#a8c8ec", "#2a5d9a", "gap, under-confident (accuracy > confidence)"),
-    ):
+    for side, (color, edge, label) in zip((conf > acc, conf < acc), _GAPS, strict=True):
         shown = full & side
         top.bar(
             lo[shown],
@@ -122,7 +126,18 @@ def _figure(bins, n_bins: int, ece: float, n: int, title: str):
     top.set_ylim(0, 1)
     top.set_ylabel("accuracy")
     fig.suptitle(title, fontsize=9)
-    top.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), fontsize=7, frameon=False)
+    # Handles of their own: an empty bar set (no over-confident bin, say) would lend its legend
+    # entry matplotlib's default blue instead of its colour.
+    handles = [
+        Patch(facecolor="#3b6ea8", edgecolor="black", linewidth=0.5, label="accuracy"),
+        *(
+            Patch(facecolor=color, edgecolor=edge, alpha=0.7, hatch="//", linewidth=0.5,
+                  label=label)
+            for color, edge, label in _GAPS
+        ),
+    ]  # fmt: skip
+    top.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.01), fontsize=7,
+               frameon=False)  # fmt: skip
     top.text(
         0.97,
         0.05,

@@ -198,6 +198,8 @@ def _flat(row: dict) -> dict:
 
 
 def _with_ci(row: dict, key: str) -> str:
+    from medibench.stats import interval_text
+
     low, high = row[f"{key}_ci_low"], row[f"{key}_ci_high"]
-    ci = "" if low != low else f" [{low:.3f}, {high:.3f}]"  # NaN: no bootstrap
+    ci = "" if low != low else f" {interval_text(low, high, row['n'])}"  # NaN: no bootstrap
     return f"{row[key]:.3f}{ci}"

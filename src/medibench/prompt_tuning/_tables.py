@@ -16,7 +16,9 @@
   diagrams of each (method, loss) pooled over seeds, templates and backbones.
 
 ``OUT`` is a run folder (its ``run.sqlite`` holds no samples): ``medibench report OUT`` shows
-``grid.json`` and the diagrams in the "Prompt tuning grid" panel (:func:`grid_panel`).
+``grid.json`` (columns in plain words), a heat map per metric
+(:mod:`medibench.prompt_tuning._heatmaps`) and the diagrams in the "Prompt tuning grid" panel
+(:func:`grid_panel`).
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ def grid_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
     path = next((p for p in found if p.is_file()), None)
     if path is None:
         return None
+    from medibench.prompt_tuning._heatmaps import grid_heatmaps, plain_column
+
     data = json.loads(path.read_text("utf-8"))
     tables = []
     for key, title in (
@@ -107,12 +111,12 @@ def grid_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
             tables.append(
                 {
                     "title": title,
-                    "columns": cols,
+                    "columns": [plain_column(c) for c in cols],
                     "rows": [[_cell(r[c]) for c in cols] for r in rows],
                     "notes": [],
                 }
             )
-    figures = []
+    figures = grid_heatmaps(data["spread"])  # a heat map per metric, then the diagrams
     for svg in sorted((path.parent / "diagrams").rglob("*.svg")):
         text = svg.read_text("utf-8")
         figures.append(

@@ -198,7 +198,7 @@ def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
 
 def _add_cis(row, sids, hierarchy, values, samples, aggregation, names) -> None:
     """``<metric>_ci_low`` / ``<metric>_ci_high``: bootstrap CI of the row's mean (``None``
-    from fewer than two values, or with an infinite one),
+    from fewer than two values, from values that are all equal, or with an infinite one),
     from the per-sample ``values`` of its ``sids`` (in ``ci_order``); hierarchical over the
     ``hierarchy`` fields when there are any."""
     from medibench.stats._bootstrap import bootstrap_ci, hierarchical_bootstrap_ci
@@ -212,6 +212,9 @@ def _add_cis(row, sids, hierarchy, values, samples, aggregation, names) -> None:
         present = [(s, v) for s in sids if (v := values[s][1].get(m)) is not None]
         vals = [v for _, v in present]
         if len(vals) < 2 or any(math.isinf(v) for v in vals):  # n=1: no spread to resample
+            row[f"{m}_ci_low"] = row[f"{m}_ci_high"] = None
+            continue
+        if min(vals) == max(vals):  # all equal: no spread either, never a [v, v] interval
             row[f"{m}_ci_low"] = row[f"{m}_ci_high"] = None
             continue
         if hierarchy:

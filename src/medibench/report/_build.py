@@ -194,6 +194,7 @@ def build_report(
     )
     attach_attention(blob, attention, run_dir, out)
     attach_demonstrations(blob, demos)
+    blob["demo_pool"] = _pool_pictures(demos, meta, out, thumb_size, images)
     return _html.write_html(
         out,
         run_dir=run_dir,
@@ -210,6 +211,39 @@ def build_report(
         build_seconds=time.perf_counter() - t0,
         panels=[*([bins_panel(sections)] if by_bins else []), *panels],
     )
+
+
+def _pool_pictures(
+    demos: dict[tuple[str, str, int], dict[str, Any]],
+    meta: dict[str, Any],
+    out: Path,
+    thumb_size: int,
+    images: ImageMode,
+) -> dict[str, Any] | None:
+    """The inputs of the demonstrations a run showed from another dataset (``--icl-pool``) as
+    ``{"spec", "pictures": {sample id: picture}, "error"}`` for the sample view; ``None`` when
+    the pool is the run's own dataset (its samples' pictures are the page's already). A pool
+    that no longer loads is named with its error, and its demonstrations shown by id alone."""
+    from medibench.datasets import load_dataset
+    from medibench.runs._icl import OWN_POOL
+
+    spec = ((meta.get("config") or {}).get("icl") or {}).get("pool")
+    wanted = {i for row in demos.values() for i in row["demo_ids"]}
+    if not spec or spec == OWN_POOL or not wanted:
+        return None
+
+    try:
+        pool = [s for s in load_dataset(spec) if s.sample_id in wanted]
+    except Exception as exc:  # noqa: BLE001 - any loader's failure is shown, the rest still builds
+        return {"spec": spec, "pictures": {}, "error": f"{type(exc).__name__}: {exc}"}
+    jobs = [
+        {"sid": f"icl-pool__{s.sample_id}", "input": s.input, "target": None, "mask": None,
+         "outputs": []}
+        for s in pool
+    ]  # fmt: skip
+    drawn = render_all(jobs, out, thumb_size=thumb_size, images=images)
+    pictures = {s.sample_id: d["input"] for s, d in zip(pool, drawn, strict=True)}
+    return {"spec": spec, "pictures": pictures, "error": None}
 
 
 def _sections(scores: list[Score], overrides: dict[str, Any]) -> list[ProtocolSection]:

@@ -27,6 +27,7 @@ from medibench.report._csv import write_rows_csv
 __all__ = [
     "HEADERS",
     "format_number",
+    "interval_ends",
     "latex_table",
     "leaderboard_ci",
     "markdown_table",
@@ -74,6 +75,19 @@ def format_number(v: Any, *, digits: int = 3, column: str = "", latex: bool = Fa
     if column in _P_VALUES:
         return f"{v:.3g}"
     return f"{v:.{digits}f}"
+
+
+def interval_ends(
+    low: float, high: float, *, digits: int = 3, latex: bool = False
+) -> tuple[str, str]:
+    """An interval's two ends as :func:`format_number` writes them, with more decimals (up to
+    12) where ``digits`` would write two different ends alike: an interval narrower than the
+    shown precision never reads ``[x, x]``."""
+    for d in range(digits, 13):
+        lo, hi = (format_number(v, digits=d, latex=latex) for v in (low, high))
+        if lo != hi or low == high:
+            break
+    return lo, hi
 
 
 def markdown_table(
@@ -168,8 +182,7 @@ def _cell(row, column, ci, digits, *, latex: bool) -> str:
     if ci and column in ci and row.get(column) is not None:
         low, high = (row.get(k) for k in ci[column])
         if low is not None and high is not None and not (math.isinf(low) and low == high):
-            lo = format_number(low, digits=digits, latex=latex)
-            hi = format_number(high, digits=digits, latex=latex)
+            lo, hi = interval_ends(low, high, digits=digits, latex=latex)
             text += f" [{lo}, {hi}]"
     return text
 

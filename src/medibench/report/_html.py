@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 
 from medibench.io import atomic_write_text
-from medibench.report._formats import HEADERS, format_number
+from medibench.report._formats import HEADERS, format_number, interval_ends
 
 #: The columns of a paired comparison, in the CSV and the HTML table.
 COMPARE_COLUMNS = (
@@ -175,7 +175,7 @@ def _cell(row: dict[str, Any], col: str, ci: tuple[str, str] | None) -> dict[str
             # One value has no spread to resample: a zero-width interval would claim certainty.
             cell["ci"] = f"n={n}"
         elif low is not None and high is not None and not (math.isinf(low) and low == high):
-            cell["ci"] = f"[{format_number(low)}, {format_number(high)}]"
+            cell["ci"] = "[{}, {}]".format(*interval_ends(low, high))
     return cell
 
 

@@ -2,6 +2,9 @@
 
 A panel is ``{"id", "title", "tables": [{"title", "columns", "rows", "notes"}], "figures":
 [{"title", "svg"}]}``: plain data, rendered by the page template after the protocol sections.
+A figure may instead hold ``"parts": [{"title", "svg"}]``, drawn side by side (before and after
+a calibrator), and ``"data"``: ``{name: value}`` set as the figure's ``data-*`` attributes (what a
+page or a test reads, such as a plotted point).
 Each provider is a ``"module:function"`` taking the open run store and the run folder and
 returning a panel, or ``None`` when the run has nothing of its kind; providers import lazily,
 so a run without model editing never imports torch.

@@ -10,6 +10,9 @@ A protocol with more than :data:`MAX_SINGLE_METRICS` metrics (MedGEN-Bench's thi
 figure per metric *family* instead (:func:`metric_families`): bars as small multiples, and heat
 maps only for the family's first metric, so eight samples no longer make a hundred plots.
 
+An in-context run (entries ``MODEL@icl-K``) also gets the score-vs-K figure
+(:func:`medibench.report._icl.score_vs_k`): each model's overall mean against K with CI bars.
+
 With ``--by-bins``, a figure per property: mean vs bin per model with CI bars, a panel per
 metric (above :data:`MAX_SINGLE_METRICS`, the metrics of no family and each family's first:
 PaintBench's iou, edit and preservation accuracy, cie76_0; every value is in the table).
@@ -21,7 +24,7 @@ import json
 from concurrent.futures import Executor
 from pathlib import Path
 
-from medibench.report import _plots
+from medibench.report import _icl, _plots
 
 __all__ = ["describe", "draw", "plan", "run", "scatter_pair"]
 
@@ -62,7 +65,7 @@ def describe(tasks: list[tuple], paths: list[list[Path]], out: Path) -> list[dic
 def draw(task: tuple) -> list[Path]:
     """Draw one planned figure; return its ``[png, svg]`` paths."""
     _, _, fn, args = task
-    return getattr(_plots, fn)(*args)
+    return (getattr(_plots, fn, None) or getattr(_icl, fn))(*args)
 
 
 def plan(sec, out: Path) -> list[tuple]:
@@ -137,6 +140,11 @@ def plan(sec, out: Path) -> list[tuple]:
             stem = folder / f"bins_{_slug(table.spec.prop)}"
             add("bins", f"by {table.spec.prop} ({label})", "bin_lines", slim_bins, shown,
                 table.labels, title, stem)  # fmt: skip
+    curves = _icl.k_curves(rows, [members[0] for members in families.values()])
+    if curves:  # an in-context run: each model's mean against K (K = 0 included when run)
+        ci = f"{sec.aggregation.ci_level:.0%} CI"
+        title = f"{sec.label} ({label}): mean vs K in-context demonstrations, {ci}"
+        add("icl", f"score vs K ({label})", "score_vs_k", curves, title, folder / "score_vs_k")
     pair = scatter_pair(plotted, sec.judged)
     if pair:
         x, y = pair

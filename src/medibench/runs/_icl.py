@@ -67,8 +67,12 @@ __all__ = [
     "expected_answer",
     "pixel_hash",
     "plan_icl",
+    "OWN_POOL",
     "thumbnail_embedding",
 ]
+
+#: The pool label (``config["icl"]["pool"]``) of a run whose demonstrations are its own samples.
+OWN_POOL = "(the run's dataset)"
 
 #: ``--icl-select`` values.
 SELECTIONS = ICL_SELECTIONS
@@ -398,7 +402,7 @@ def plan_icl(
         others = {k: v for k, v in dataset_options.items() if k != "split"}
         members, label = list(load_dataset(dataset, **others)), f"{dataset} (every split)"
     else:
-        members, label = list(loaded), "(the run's dataset)"
+        members, label = list(loaded), OWN_POOL
     if not members:
         raise DemonstrationError(f"the demonstration pool {label} has no samples")
     members.sort(key=lambda s: s.sample_id)

@@ -404,10 +404,18 @@ class _Training:
         return folder
 
     def _evaluate_done(self, start: int):
-        """Finish the evaluations of checkpoints made before a resume (a run resumes)."""
+        """The base model's evaluation (step 0), then the evaluations of checkpoints made before
+        a resume (each finishes what it has not done: a run resumes)."""
+        from medibench.train._eval import BASE_STEP, evaluate_base
+
         every = self.cfg.eval_every
         if not every:
             return
+        folder = self.cfg.out / "eval" / f"step-{BASE_STEP}"
+        if self.acc.is_main_process:
+            evaluate_base(self.cfg, folder, self.eval_options, self.console)
+        self.acc.wait_for_everyone()
+        yield folder
         for step in range(every, start + 1, every):
             ckpt = self.cfg.out / f"checkpoint-{step}"
             if ckpt.is_dir():

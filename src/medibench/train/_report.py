@@ -15,9 +15,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["learning_curve", "training_panel", "write_training_report"]
+from medibench.train._eval import BASE_STEP
+
+__all__ = ["EMA_BETA", "ema", "learning_curve", "training_panel", "write_training_report"]
 
 LOG_FILE = "train.jsonl"
+#: The smoothing of the loss curve drawn over the raw trace (:func:`ema`).
+EMA_BETA = 0.9
 _STEP = re.compile(r"^step-(\d+)$")
 
 
@@ -91,12 +95,25 @@ def training_panel(store: Any, run_dir: Path) -> dict[str, Any] | None:
             "notes": [],
         },
     )
+    svg, drawn = _figure(curve)
+    evaluated = sorted({e["step"] for e in curve["evals"]})
+    base = "step 0: the base model, before training; " if BASE_STEP in evaluated else ""
+    title = (
+        f"loss (raw, and its EMA with beta {EMA_BETA}) and each metric by step, mean with its "
+        f"CI; {base}y axes from 0 unless a panel says otherwise"
+    )
+    figure = {
+        "title": title,
+        "svg": svg,
+        "data": {"kind": "learning-curve", "steps": ",".join(map(str, evaluated)),
+                 "drawn": json.dumps(drawn)},
+    }  # fmt: skip
     return {
         "id": "training",
         "title": "Training: learning curve",
-        "summary": f"{len(steps)} steps, {len({e['step'] for e in curve['evals']})} evaluated",
+        "summary": f"{len(steps)} steps, {len(evaluated)} evaluated",
         "tables": tables,
-        "figures": [{"title": "loss and metrics by step", "svg": _figure(curve)}],
+        "figures": [figure],
     }
 
 
@@ -112,9 +129,11 @@ def write_training_report(folder: Path, out: Path | None = None) -> Path | None:
         return None
     out = Path(out) if out is not None else folder / "report"
     out.mkdir(parents=True, exist_ok=True)
-    panel = training_panel(None, folder)
+    panel = training_panel(None, folder) or {}  # never None: the folder holds its log
     config = json.loads((folder / "train_config.json").read_text(encoding="utf-8"))
-    blob = {"samples": [], "models": [], "metrics": [], "predictions": {}, "scores": {}}
+    blob: dict[str, Any] = {
+        "samples": [], "models": [], "metrics": [], "predictions": {}, "scores": {}
+    }  # fmt: skip
     return write_html(
         out,
         run_dir=folder,
@@ -186,7 +205,20 @@ def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.4g}"
 
 
-def _figure(curve: dict[str, Any]) -> str:
+def ema(values: list[float], beta: float = EMA_BETA) -> list[float]:
+    """The exponential moving average of ``values``: ``s_1 = v_1``, ``s_t = beta * s_{t-1} +
+    (1 - beta) * v_t`` (the smoothed loss drawn over the raw trace)."""
+    out: list[float] = []
+    for v in values:
+        out.append(v if not out else beta * out[-1] + (1 - beta) * v)
+    return out
+
+
+def _figure(curve: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The learning-curve SVG and what it draws (read back from the plotted lines): ``{"loss":
+    [[step, raw]], "ema": [[step, smoothed]], "metrics": {"metric (protocol)": [[step, mean]]},
+    "from_zero": {panel: bool}}``. Each y axis starts at 0 unless a value is negative (then the
+    panel's title says so); the x axis starts at step 0, the base model's evaluation."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,12 +226,21 @@ def _figure(curve: dict[str, Any]) -> str:
 
     metrics = sorted({(e["protocol"], m) for e in curve["evals"] for m in e["metrics"]})
     fig, axes = plt.subplots(
-        1, 1 + len(metrics), figsize=(3.2 * (1 + len(metrics)), 2.6), squeeze=False
+        1, 1 + len(metrics), figsize=(3.2 * (1 + len(metrics)), 2.8), squeeze=False
     )
+    drawn: dict[str, Any] = {"loss": [], "ema": [], "metrics": {}, "from_zero": {}}
+    last = max([s for s, _ in curve["loss"]] + [e["step"] for e in curve["evals"]] + [1])
     ax = axes[0][0]
     if curve["loss"]:
-        ax.plot(*zip(*curve["loss"], strict=True), lw=1)
-    ax.set(title="train loss", xlabel="step")
+        steps, raw = (list(v) for v in zip(*curve["loss"], strict=True))
+        (line,) = ax.plot(steps, raw, lw=0.8, alpha=0.35, color="C0", label="raw")
+        drawn["loss"] = _read_back(line)
+        (line,) = ax.plot(steps, ema(raw), lw=1.6, color="C0", label=f"EMA, beta {EMA_BETA}")
+        drawn["ema"] = _read_back(line)
+        ax.legend(fontsize=7, frameon=False)
+    drawn["from_zero"]["train loss"] = _from_zero(ax, [v for _, v in curve["loss"]], "train loss")
+    ax.set(xlabel="step")
+    ax.set_xlim(0, last * 1.04)
     for ax, (proto, m) in zip(axes[0][1:], metrics, strict=True):
         pts = [
             (e["step"], *e["metrics"][m])
@@ -209,11 +250,37 @@ def _figure(curve: dict[str, Any]) -> str:
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         lo = [p[1] - p[2] if p[2] is not None else 0 for p in pts]
         hi = [p[3] - p[1] if p[3] is not None else 0 for p in pts]
-        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3)
-        ax.set(title=f"{m} ({proto})", xlabel="step")
+        bars = ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3)
+        name = f"{m} ({proto})"
+        drawn["metrics"][name] = _read_back(bars.lines[0])
+        base = [(x, y) for x, y in zip(xs, ys, strict=True) if x == BASE_STEP]
+        if base:  # the base model, before any training step
+            ax.plot(*base[0], marker="s", markersize=7, mfc="white", mec="C3", ls="none",
+                    label="base model (step 0)")  # fmt: skip
+            ax.legend(fontsize=7, frameon=False)
+        drawn["from_zero"][name] = _from_zero(
+            ax, [v for p in pts for v in (p[1], p[2]) if v is not None], name
+        )
+        ax.set(xlabel="step")
+        ax.set_xlim(0 - last * 0.04, last * 1.04)
     fig.tight_layout()
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.find("<svg") :]
+    return text[text.find("<svg") :], drawn
+
+
+def _from_zero(ax: Any, values: list[float], title: str) -> bool:
+    """Start ``ax``'s y axis at 0 when no value is negative; otherwise say so in the title."""
+    if values and min(values) < 0:
+        ax.set_title(f"{title}\n(y axis not from 0: negative values)", fontsize=9)
+        return False
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=9)
+    return True
+
+
+def _read_back(line: Any) -> list[list[float]]:
+    xs, ys = line.get_data()
+    return [[float(x), float(y)] for x, y in zip(xs, ys, strict=True)]

@@ -168,3 +168,45 @@ def test_the_command_refuses_an_extractor_without_a_text_tower(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert "has no text tower" in " ".join(result.output.split())
+
+
+def test_a_group_of_one_sample_has_no_interval():
+    matched = np.array([0.31, 0.28, 0.35])
+    shuffled = np.array([0.25, 0.27, 0.30])
+    groups = {"task": ["edit", "edit", "gen"]}
+    rows = similarity_rows(matched, shuffled, groups, n_resamples=200, seed=1)
+    alone = next(r for r in rows if r.group == "gen")
+    assert alone.n == 1 and alone.matched == pytest.approx(0.35)
+    assert alone.matched_ci == alone.shuffled_ci == alone.difference_ci == (None, None)
+    assert alone.pvalue is None
+    pair = next(r for r in rows if r.group == "edit")
+    low, high = pair.matched_ci
+    assert low is not None and high is not None and low < high
+
+
+def test_the_command_shows_n_1_and_writes_no_zero_width_interval(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from medibench.cli import app
+
+    result = {
+        "rows": [
+            similarity_rows(np.array([0.4, 0.2]), np.array([0.1, 0.3]), {"task": ["a", "b"]},
+                            n_resamples=100, seed=0)[i].__dict__ for i in range(3)
+        ]
+    }  # fmt: skip
+    monkeypatch.setattr(
+        "medibench.benchmarks.medgen.similarity.image_instruction_similarity",
+        lambda *a, **k: result,
+    )
+    monkeypatch.setattr("medibench.datasets.load_dataset", lambda *a, **k: [object()])
+    monkeypatch.setattr("medibench.analysis.features.load_extractor", lambda *a, **k: object())
+    csv_out = tmp_path / "rows.csv"
+    args = ["medgen", "similarity", "--dataset", "native:x", "--features", "clip:x"]
+    res = CliRunner().invoke(app, [*args, "--csv", str(csv_out)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert res.output.count("n=1") == 6  # matched, shuffled, difference of groups a and b
+    lines = csv_out.read_text().splitlines()
+    head = lines[0].split(",")
+    row_a = dict(zip(head, lines[2].split(","), strict=True))
+    assert row_a["group"] == "a" and row_a["matched_ci_low"] == row_a["matched_ci_high"] == ""

@@ -60,11 +60,11 @@ class SimilarityRow:
     group: str
     n: int
     matched: float
-    matched_ci: tuple[float, float]
+    matched_ci: tuple[float | None, float | None]
     shuffled: float
-    shuffled_ci: tuple[float, float]
+    shuffled_ci: tuple[float | None, float | None]
     difference: float
-    difference_ci: tuple[float, float]
+    difference_ci: tuple[float | None, float | None]
     pvalue: float | None
 
 
@@ -146,14 +146,17 @@ def similarity_rows(
 ) -> list[SimilarityRow]:
     """The overall row, then one row per value of each field of ``groups`` (field -> a label
     per sample), values sorted. CIs: :func:`medibench.stats.bootstrap_ci` (``seed``) of the
-    matched, shuffled and difference values; ``n_resamples=0`` gives no interval (NaN)."""
+    matched, shuffled and difference values; ``n_resamples=0`` gives no interval (NaN), a group
+    of one sample none either (``None``: one value has no spread to resample, shown ``n=1``)."""
     from medibench.stats import bootstrap_ci, paired_wilcoxon
 
     m, s = np.asarray(matched, dtype=np.float64), np.asarray(shuffled, dtype=np.float64)
 
-    def ci(values: np.ndarray) -> tuple[float, float]:
+    def ci(values: np.ndarray) -> tuple[float | None, float | None]:
         if n_resamples == 0:
             return (float("nan"), float("nan"))
+        if values.size < 2:  # a zero-width interval would claim a certainty there is none
+            return (None, None)
         return bootstrap_ci(values, n_resamples=n_resamples, seed=seed, level=level)
 
     def row(field: str, group: str, idx: np.ndarray) -> SimilarityRow:

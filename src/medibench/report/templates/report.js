@@ -100,6 +100,15 @@
   var current = [];
 
   function $(id) { return document.getElementById(id); }
+  var byId = null;
+  function sampleById() {
+    if (byId === null) {
+      byId = {};
+      samples.forEach(function (x) { byId[x.id] = x; });
+    }
+    return byId;
+  }
+
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
     if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
@@ -345,12 +354,27 @@
       st.appendChild(tr);
     });
     box.appendChild(st);
-    // In-context demonstrations (--icl-k): the pool samples each output was shown, in order.
+    // In-context demonstrations (--icl-k): the pool samples each output was shown, in order,
+    // as thumbnails of their inputs (the run's samples', or those of its --icl-pool dataset).
     shownModels().forEach(function (i) {
       var d = s.runs[i].demos;
       if (!d || !d.length) return;
       box.appendChild(el("p", { "class": "small demos" },
         models[i] + ": in-context demonstrations " + d.join(", ")));
+      var row = el("div", { "class": "pics demo-pics", "data-model": models[i] });
+      var pool = data.demo_pool;
+      d.forEach(function (id, n) {
+        var pic = null, absent = "not in the run";
+        if (pool) {
+          pic = pool.pictures[id] || null;
+          absent = pool.error ? "pool " + pool.spec + " not read: " + pool.error
+                              : "not in pool " + pool.spec;
+        } else if (sampleById()[id]) {
+          pic = sampleById()[id].pics.input;
+        }
+        row.appendChild(picture(pic, "demo " + (n + 1) + ": " + id, true, absent));
+      });
+      box.appendChild(row);
     });
     shownModels().forEach(function (i) {
       (s.runs[i].judge || []).forEach(function (g) { box.appendChild(judgeAnswers(models[i], s.runs[i], g)); });
