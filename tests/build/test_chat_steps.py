@@ -286,3 +286,24 @@ def test_a_missing_key_a_down_endpoint_and_bad_keys_are_clear_errors(tmp_path, m
         source.write_text(base + block + "\n")
         with pytest.raises(BuildError, match=problem):
             read_source(source)
+
+
+def test_a_damaged_cached_answer_is_named_and_a_refused_rephrasing_is_an_error(tmp_path, key):
+    with FakeJudgeServer(Scripted()) as server:
+        source = tiny_source(tmp_path / "src", server.base_url, verify=None)
+        build("transformation", source, tmp_path / "t", exports=())
+        damaged = sorted((tmp_path / "t" / ".build" / "calls").glob("*/*.json"))[0]
+        damaged.write_text('{"answer": ')
+        with pytest.raises(BuildError, match=f"rephrase: the cached answer {damaged} is damaged; "
+                           "delete it to ask again"):  # fmt: skip
+            build("transformation", source, tmp_path / "t", exports=())
+
+    def refuse(body, n):
+        return Reply(None, refusal="I cannot help with that.")
+
+    with FakeJudgeServer(refuse) as server:
+        source = tiny_source(tmp_path / "src2", server.base_url, verify=None)
+        with pytest.raises(BuildError, match=r"sample 'tiny-transformation-img\d-[a-z0-9-]+'.*: "
+                           r"the rephrase answer of chat-m: the model refused \(I cannot help "
+                           r"with that\.\); the answer had no text \(and 12 more\)"):  # fmt: skip
+            build("transformation", source, tmp_path / "t2", exports=())

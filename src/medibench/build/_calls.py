@@ -133,8 +133,8 @@ class ChatStep:
     """One build step's chat model (``rephrase`` or ``verify``), its prompt file and its cache.
 
     ``ask`` returns, per request, the parsed answer and a record of the call (model, endpoint,
-    prompt, seed, the full answer, whether it came from the cache); ``made`` and ``cached``
-    count the calls.
+    prompt, seed, cache key, the full answer); ``made`` counts the HTTP calls made (retries
+    included) and ``cached`` the answers taken from the cache.
     """
 
     kind: str
@@ -271,7 +271,12 @@ class ChatStep:
         path = self._path(key)
         if not path.is_file():
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise BuildError(
+                f"{self.kind}: the cached answer {path} is damaged; delete it to ask again"
+            ) from None
 
     def _write(self, key: str, answer: dict[str, Any], c: Any) -> None:
         from medibench.io import atomic_write_text
@@ -291,6 +296,6 @@ def _parses(parse: Parse, stored: dict[str, Any], index: int) -> bool:
 
 def _excerpt(text: str | None, chars: int = 300) -> str:
     if text is None:
-        return "no text"
+        return "the answer had no text"
     shown = text if len(text) <= chars else text[:chars] + "..."
     return f"the answer was {redact(shown)!r}"

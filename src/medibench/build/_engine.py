@@ -266,6 +266,8 @@ def _run_ray(job: dict[str, Any], todo: list[str], address: str | None):
         try:
             record = ray.get(ref)
         except Exception as exc:  # the worker died: the item is not finished, the build goes on
+            if isinstance(getattr(exc, "cause", None), CallFailed):
+                raise exc.cause from None  # type: ignore[attr-defined]  # the endpoint is down
             record = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
         yield item_id, record
 
