@@ -38,6 +38,7 @@ from medibench.build._perception import check_operators, perception, transformat
 from medibench.build._post import assign_splits, near_duplicates, phash, split_groups
 from medibench.build._records import BuildContext, Triplet
 from medibench.build._source import ItemSpec, SourceSpec, read_source
+from medibench.build._steps import add_counts, chat_steps
 from medibench.io import atomic_write_text, encode_image, sha256_file
 from medibench.io._write import DiskFullError, is_disk_full
 from medibench.samples import Sample
@@ -157,7 +158,7 @@ def build(
                 result.failures[item_id] = record["error"]
                 continue
             for kind, counts in record.get("calls", {}).items():
-                _add_counts(result.calls, kind, counts)
+                add_counts(result.calls, kind, counts)
             atomic_write_text(folder / ITEMS / f"{item_id}.json", json.dumps(record))
             result.built.append(item_id)
             if on_item is not None:
@@ -167,14 +168,8 @@ def build(
             result.samples, result.filters = summary["samples"], summary["filters"]
             result.exports = summary["exports"]
             for kind, counts in summary["calls"].items():
-                _add_counts(result.calls, kind, counts)
+                add_counts(result.calls, kind, counts)
     return result
-
-
-def _add_counts(total: dict[str, dict[str, int]], kind: str, counts: dict[str, int]) -> None:
-    mine = total.setdefault(kind, {})
-    for name, value in counts.items():
-        mine[name] = mine.get(name, 0) + int(value)
 
 
 def finalize(
@@ -346,22 +341,6 @@ def _plugins(job: dict[str, Any], source: SourceSpec) -> tuple[Any, Any, Any]:
             vlm,
         )
     return _PLUGINS[key]
-
-
-def chat_steps(source: SourceSpec, perspective: str, folder: Path) -> dict[str, Any]:
-    """The chat-model steps of a build, each holding its :class:`~medibench.build._calls.ChatStep`
-    as ``step``: the rephrasing (``rephrase:``), and in modification builds the VLM verifier
-    (``verify:``)."""
-    steps: dict[str, Any] = {}
-    if source.rephrase is not None:
-        from medibench.build._rephrase import Rephraser
-
-        steps["rephrase"] = Rephraser(source.rephrase, folder)
-    if source.verify is not None and perspective == "modification":
-        from medibench.build._vlm import VLMVerifier
-
-        steps["verify"] = VLMVerifier(source.verify, folder)
-    return steps
 
 
 def _write(
