@@ -187,7 +187,7 @@ def _summary(report_dir: Path) -> None:
         if len(vlm["rejections"]) > _SHOWN:
             console.print(f"  ... {len(vlm['rejections']) - _SHOWN} more in the report")
     if numbers.get("rephrased"):
-        console.print(f"rephrased: {numbers['rephrased']} instructions")
+        console.print(f"rephrased: the instructions of {numbers['rephrased']} samples")
     if numbers["leaking_patients"]:
         err.print(labelled("leakage", numbers["leaking_patients"]))
     console.print(f"report: {report_dir / 'quality.md'}")

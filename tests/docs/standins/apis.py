@@ -17,8 +17,8 @@ requests by what they are:
 - the plan prompt of a compositional system (``VLM + EDITOR``): its JSON plan, with the
   instruction as the editor's prompt;
 - the build's rephrasing request (docs/build.md): the ``n`` rephrasings it asks for, each
-  keeping the instruction's words; the build's inpainting check: a verdict drawn from a hash of
-  the request (one fill in three rejected, with a reason);
+  keeping the instruction's words; the build's inpainting check: the first fill a server is
+  shown is rejected (:data:`REJECTION`), every other accepted (:class:`ChatReplies`);
 - anything else (a VLM's question): one short sentence.
 """
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -71,7 +72,7 @@ def standins(
 
         tiny(env, "instruct-pix2pix", build_tiny_ip2p)
     _protocols()  # built here, once, not by the server's first requests
-    with FakeImageAPI(chat=chat_reply) as api:
+    with FakeImageAPI(chat=ChatReplies()) as api:
         env.update(
             OPENAI_BASE_URL=f"{api.url}/v1",
             GOOGLE_GEMINI_BASE_URL=api.url,
@@ -95,10 +96,8 @@ def chat_reply(body: dict[str, Any], n: int) -> Reply:
         return Reply(_scores(fields, digest, text, body.get("response_format")))
     if '{"rephrasings"' in text:
         return Reply(json.dumps({"rephrasings": _rephrasings(text)}))
-    if '"verdict"' in text and "INPAINTED" in text:
-        reject = digest[0] % 3 == 0
-        reason = REJECTION if reject else "No lesion is visible and the fill matches the tissue."
-        return Reply(json.dumps({"verdict": "reject" if reject else "accept", "reason": reason}))
+    if _is_check(text):
+        return _check_reply(rejected=False)
     if '"edit_prompt"' in text and '"output_text"' in text:
         instruction = text.split("Instruction:", 1)[-1].split("Reply with", 1)[0].strip()
         plan = {"output_text": VLM_ANSWER, "edit_prompt": instruction or "Edit the image."}
@@ -110,6 +109,32 @@ def chat_reply(body: dict[str, Any], n: int) -> Reply:
 #: The fake VLM's reason for rejecting an inpainting.
 REJECTION = "A faint rim of the lesion is still visible at its border."
 _WAYS = ("Please {}", "{} Leave everything else as it is.", "Edit the image: {}", "{} Thanks.")
+
+
+class ChatReplies:
+    """:func:`chat_reply`, but the first inpainting check this server is shown is rejected (so
+    docs/build.md's block shows a rejection, its reason and the retry)."""
+
+    def __init__(self) -> None:
+        self.checks = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any], n: int) -> Reply:
+        if not _is_check(first_text(body)):
+            return chat_reply(body, n)
+        with self._lock:
+            self.checks += 1
+            first = self.checks == 1
+        return _check_reply(rejected=first)
+
+
+def _is_check(text: str) -> bool:
+    return '"verdict"' in text and "INPAINTED" in text
+
+
+def _check_reply(*, rejected: bool) -> Reply:
+    reason = REJECTION if rejected else "No lesion is visible and the fill matches the tissue."
+    return Reply(json.dumps({"verdict": "reject" if rejected else "accept", "reason": reason}))
 
 
 def _rephrasings(text: str) -> list[str]:
@@ -208,6 +233,7 @@ def _check_llm_build(out: Path) -> None:
     assert shown and all(json.loads(a["vlm"]["answer"])["reason"] == a["vlm"]["reason"]
                          for a in shown)  # fmt: skip
     quality = json.loads((out / "report" / "quality.json").read_text())
-    rejected = [a for a in shown if not a["accepted"]]
-    assert quality["vlm_verifier"]["rejected"] == len(rejected)
-    assert all(r["reason"] == REJECTION for r in quality["vlm_verifier"]["rejections"])
+    verdicts = quality["vlm_verifier"]  # the counts and the rejection docs/build.md shows
+    assert (verdicts["asked"], verdicts["accepted"], verdicts["rejected"]) == (4, 3, 1)
+    assert [(r["slice"], r["attempt"], r["reason"]) for r in verdicts["rejections"]] == [
+        ("ct-s000", 0, REJECTION)]  # fmt: skip
