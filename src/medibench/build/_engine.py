@@ -29,6 +29,7 @@ from typing import Any
 
 import cv2
 
+from medibench.build._calls import CallFailed
 from medibench.build._errors import BuildError
 from medibench.build._exports import EXPORTS
 from medibench.build._items import Slice, item_slices
@@ -37,6 +38,7 @@ from medibench.build._perception import check_operators, perception, transformat
 from medibench.build._post import assign_splits, near_duplicates, phash, split_groups
 from medibench.build._records import BuildContext, Triplet
 from medibench.build._source import ItemSpec, SourceSpec, read_source
+from medibench.build._steps import add_counts, chat_steps
 from medibench.io import atomic_write_text, encode_image, sha256_file
 from medibench.io._write import DiskFullError, is_disk_full
 from medibench.samples import Sample
@@ -65,7 +67,8 @@ _PNG = [cv2.IMWRITE_PNG_COMPRESSION, 1] + (
 @dataclass
 class BuildResult:
     """What a build did: the folder, samples kept, items built now and skipped (finished
-    before), failed items with their errors, filter counts."""
+    before), failed items with their errors, filter counts, and the chat-model steps' counts
+    (``calls["rephrase"]``, ``calls["verify"]``: calls ``made`` now and answers ``cached``)."""
 
     out: Path
     samples: int
@@ -74,6 +77,7 @@ class BuildResult:
     failures: dict[str, str] = field(default_factory=dict)
     filters: dict[str, int] = field(default_factory=dict)
     exports: dict[str, Path] = field(default_factory=dict)
+    calls: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def build(
@@ -129,6 +133,9 @@ def build(
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise BuildError(f"--out {folder} is a file; give a folder for the build")
+    steps = chat_steps(spec, perspective, folder)
+    for owner in steps.values():
+        owner.step.check_key(str(source))  # a missing key fails before anything is built
     job = {
         "version": BUILD_VERSION, "perspective": perspective,
         "source": str(Path(source).resolve()), "source_sha256": sha256_file(source),
@@ -137,6 +144,7 @@ def build(
         "inpainter_options": dict(inpainter_options or {}),
         "verifier": verifier or ("statistics" if perspective == "modification" else None),
         "options": dict(options or {}), "out": str(folder.resolve()),
+        "steps": {k: owner.step.provenance()["prompt"] for k, owner in steps.items()} or None,
     }  # fmt: skip
     with run_folder_lock(folder):
         _check_config(folder, job)
@@ -149,6 +157,8 @@ def build(
             if record["status"] != "ok":
                 result.failures[item_id] = record["error"]
                 continue
+            for kind, counts in record.get("calls", {}).items():
+                add_counts(result.calls, kind, counts)
             atomic_write_text(folder / ITEMS / f"{item_id}.json", json.dumps(record))
             result.built.append(item_id)
             if on_item is not None:
@@ -157,13 +167,16 @@ def build(
             summary = finalize(folder, spec, exports=exports)
             result.samples, result.filters = summary["samples"], summary["filters"]
             result.exports = summary["exports"]
+            for kind, counts in summary["calls"].items():
+                add_counts(result.calls, kind, counts)
     return result
 
 
 def finalize(
     folder: Path, source: SourceSpec, *, exports: Sequence[str] = ("miedb", "omnigen2")
 ) -> dict[str, Any]:
-    """Dedupe, split and write ``samples.jsonl``, the attempt log, the report and the exports."""
+    """Dedupe, split, rephrase (``rephrase:`` of the source) and write ``samples.jsonl``, the
+    attempt log, the report and the exports."""
     from medibench.build._exports import export_build
     from medibench.build._report import write_report
     from medibench.datasets import write_native
@@ -173,12 +186,15 @@ def finalize(
     dropped = near_duplicates(samples, source.dedupe_bits)
     groups = split_groups(source)
     splits = assign_splits(list(groups.values()), source.split)
-    kept = []
-    for s in samples:
-        if s["sample_id"] in dropped:
-            continue
-        group = groups[s["metadata"]["item"]]
-        kept.append(Sample.parse({**s, "split": splits[group]}))
+    rows = [{**s, "split": splits[groups[s["metadata"]["item"]]]}
+            for s in samples if s["sample_id"] not in dropped]  # fmt: skip
+    calls = {}
+    if source.rephrase is not None and rows:
+        from medibench.build._rephrase import Rephraser
+
+        rows = json.loads(json.dumps(rows))  # the items' records keep their templates
+        calls["rephrase"] = Rephraser(source.rephrase, folder).apply(source.name, rows)
+    kept = [Sample.parse(row) for row in rows]
     attempts = [a for r in records for a in r["attempts"]]
     atomic_write_text(folder / ATTEMPTS, "".join(json.dumps(a) + "\n" for a in attempts))
     filters: Counter = Counter()
@@ -195,7 +211,7 @@ def finalize(
     dataset = list(write_native(folder, kept, overwrite=True))  # read back: absolute paths
     write_report(folder, samples=dataset)
     written = export_build(folder, dataset, formats=exports, name=source.name)
-    return {"samples": len(kept), "filters": dict(filters), "exports": written}
+    return {"samples": len(kept), "filters": dict(filters), "exports": written, "calls": calls}
 
 
 def read_records(folder: Path, source: SourceSpec) -> list[dict[str, Any]]:
@@ -245,6 +261,8 @@ def _run_ray(job: dict[str, Any], todo: list[str], address: str | None):
         try:
             record = ray.get(ref)
         except Exception as exc:  # the worker died: the item is not finished, the build goes on
+            if isinstance(getattr(exc, "cause", None), CallFailed):
+                raise exc.cause from None  # type: ignore[attr-defined]  # the endpoint is down
             record = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
         yield item_id, record
 
@@ -254,10 +272,13 @@ def build_item(job: dict[str, Any], item_id: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     source = _source(job["source"], job["source_sha256"])
     item = next(it for it in source.items if it.id == item_id)
+    vlm = None
     try:
         ctx = BuildContext(job["seed"], options=job["options"])
         if job["perspective"] == "modification":
-            ctx.inpainter, ctx.verifier = _plugins(job)
+            ctx.inpainter, ctx.verifier, vlm = _plugins(job, source)
+            ctx.vlm = vlm
+        before = (vlm.step.made, vlm.step.cached) if vlm is not None else (0, 0)
         make = PERSPECTIVES[job["perspective"]]
         filters: Counter = Counter()
         samples: list[dict[str, Any]] = []
@@ -269,6 +290,8 @@ def build_item(job: dict[str, Any], item_id: str) -> dict[str, Any]:
             filters.update(made.filters)
             attempts += made.attempts
             samples += _write(Path(job["out"]), source, job, sl, made.triplets)
+    except CallFailed:
+        raise  # the endpoint cannot answer: the build stops; finished items are kept
     except BuildError as exc:
         return {"status": "error", "error": str(exc)}
     except DiskFullError:
@@ -280,14 +303,17 @@ def build_item(job: dict[str, Any], item_id: str) -> dict[str, Any]:
     except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
         # an item that cannot be built fails alone: the other items still are
         return {"status": "error", "error": f"item '{item_id}': {type(exc).__name__}: {exc}"}
+    calls = {}
+    if vlm is not None:
+        calls["verify"] = {"made": vlm.step.made - before[0], "cached": vlm.step.cached - before[1]}
     return {
         "status": "ok", "item": item.id, "patient": item.patient, "slices": n_slices,
-        "samples": samples, "filters": dict(filters), "attempts": attempts,
+        "samples": samples, "filters": dict(filters), "attempts": attempts, "calls": calls,
         "elapsed_s": round(time.perf_counter() - t0, 3),
     }  # fmt: skip
 
 
-_PLUGINS: dict[str, tuple[Any, Any]] = {}
+_PLUGINS: dict[str, tuple[Any, Any, Any]] = {}
 _SOURCES: dict[tuple[str, str], SourceSpec] = {}
 
 
@@ -299,17 +325,20 @@ def _source(path: str, sha256: str) -> SourceSpec:
     return _SOURCES[key]
 
 
-def _plugins(job: dict[str, Any]) -> tuple[Any, Any]:
-    """The inpainter and verifier of ``job``, made once per process (a diffusers pipeline
-    loads once for all items a worker builds)."""
+def _plugins(job: dict[str, Any], source: SourceSpec) -> tuple[Any, Any, Any]:
+    """The inpainter, verifier and VLM verifier (or None) of ``job``, made once per process
+    (a diffusers pipeline loads once for all items a worker builds)."""
     from medibench.build._inpaint import load_inpainter
     from medibench.build._verify import load_verifier
 
-    key = json.dumps([job["inpainter"], job["inpainter_options"], job["verifier"]], default=str)
+    key = json.dumps([job["inpainter"], job["inpainter_options"], job["verifier"], job["out"],
+                      job["source_sha256"]], default=str)  # fmt: skip
     if key not in _PLUGINS:
+        vlm = chat_steps(source, "modification", Path(job["out"])).get("verify")
         _PLUGINS[key] = (
             load_inpainter(job["inpainter"], options=job["inpainter_options"]),
             load_verifier(job["verifier"]),
+            vlm,
         )
     return _PLUGINS[key]
 

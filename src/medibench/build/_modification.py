@@ -7,7 +7,8 @@ For each lesion of a slice (a label named in the source's ``lesions``, its fract
 3. restore the background: outside the dilated region the original pixels come back, blended
    over a seam of ``seam_px`` pixels (weight ``1 - d / (seam_px + 1)`` at distance ``d``), so
    nothing beyond the seam changes;
-4. ask the verifier (:mod:`medibench.build._verify`); a rejection retries with a new seed, up
+4. ask the verifier (:mod:`medibench.build._verify`), then, when it accepts and the source has
+   ``verify:``, the VLM (:mod:`medibench.build._vlm`); a rejection retries with a new seed, up
    to ``max_attempts``. A fill the inpainter refuses (``ContentRefusedError``: a safety
    checker's flag) is an attempt rejected as ``refused: <why>``, not shown to the verifier.
 
@@ -19,6 +20,7 @@ accepted fill gives two samples: ``remove-<lesion>`` (input the original, target
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -89,7 +91,8 @@ def _attempts(
     region_name = sl.item.region or source.region or "surrounding"
     prompt = f"healthy {region_name} tissue, {source.modality}"
     context = {"lesion": name, "lesions": all_lesions, "modality": source.modality,
-               "item": sl.item.id, "slice": sl.key}  # fmt: skip
+               "item": sl.item.id, "slice": sl.key,
+               "region": sl.item.region or source.region}  # fmt: skip
     for attempt in range(int(options["max_attempts"])):
         seed, _ = seeded(source.name, "modification", sl.key, name, ctx.seed, attempt)
         dilation = int(options["dilation_px"]) + 2 * attempt
@@ -105,6 +108,12 @@ def _attempts(
                 sl.image, filled, region, int(options["seam_px"])
             )
             verdict = verdict_of(verifier(sl.image, composite, region, context), verifier.name)
+            if verdict.accepted and ctx.vlm is not None:  # the paid check last
+                where = (f"item '{sl.item.id}' slice {sl.key} lesion '{name}' attempt {attempt} "
+                         f"(samples {source.name}-modification-{sl.key}-remove-{slug(name)} and "
+                         f"-add-{slug(name)})")  # fmt: skip
+                asked = ctx.vlm.check(sl.image, composite, region, context, where)
+                verdict = replace(asked, statistics=verdict.statistics)
         log = {
             "slice": sl.key, "item": sl.item.id, "lesion": name, "attempt": attempt,
             "retry": attempt > 0, "seed": seed, "dilation_px": dilation,
@@ -113,6 +122,8 @@ def _attempts(
             "statistics": verdict.statistics, "modality": source.modality,
             "elapsed_s": round(time.perf_counter() - t0, 4),
         }  # fmt: skip
+        if verdict.details:
+            log["vlm"] = verdict.details
         out.attempts.append(log)
         if verdict.accepted:
             record = {"seed": seed, "attempt": attempt, "attempts": attempt + 1,
@@ -120,6 +131,8 @@ def _attempts(
                       "inpainter": _spec(inpainter), "verifier": _spec(verifier),
                       "verdict": verdict.reason, "statistics": verdict.statistics,
                       "prompt": prompt}  # fmt: skip
+            if verdict.details:
+                record["vlm"] = verdict.details
             return composite, changed, record
     return None
 

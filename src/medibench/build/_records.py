@@ -42,11 +42,12 @@ class SliceOutput:
 
 @dataclass
 class BuildContext:
-    """What every slice of a build shares: the seed, the options, plug-ins, the item's seen
-    digests (exact duplicates)."""
+    """What every slice of a build shares: the seed, the options, plug-ins (``vlm``: the VLM
+    verifier of ``verify:``, or None), the item's seen digests (exact duplicates)."""
 
     seed: int
     options: dict[str, Any] = field(default_factory=dict)
     inpainter: Any = None
     verifier: Any = None
+    vlm: Any = None
     seen: set[str] = field(default_factory=set)

@@ -4,8 +4,10 @@ It audits the files as written: for every perception sample the mask is recovere
 target overlay (:func:`~medibench.metrics.overlay_to_mask`) and compared with the stored mask
 (Dice), with means for grayscale and RGB sources (MieDB-100k reports 0.999 and 0.970). It also
 gives the filter counts, near-duplicates removed, the acceptance rates of modification per
-modality (from ``attempts.jsonl``), counts per modality, task, perspective and split, and the
-leakage check (patients found in more than one split; must be none).
+modality (from ``attempts.jsonl``), the VLM verifier's verdicts with every rejection's reason
+(``verify:``), how many instructions were rephrased (``rephrase:``), counts per modality, task,
+perspective and split, and the leakage check (patients found in more than one split; must be
+none).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from medibench.io import atomic_write_text, read_image, read_mask
 from medibench.metrics import dice, overlay_to_mask
 
-__all__ = ["leaking_patients", "quality", "write_report"]
+__all__ = ["leaking_patients", "quality", "vlm_verdicts", "write_report"]
 
 REPORT = "report"
 
@@ -63,7 +65,36 @@ def quality(folder: str | Path, *, samples: list[Any] | None = None) -> dict[str
             "n_rgb": sum(not r["grayscale"] for r in dice_rows),
         },
         "acceptance": _acceptance(root / "attempts.jsonl"),
+        "vlm_verifier": vlm_verdicts(root / "attempts.jsonl"),
+        "rephrased": sum("rephrase" in s.metadata for s in samples),
         "leaking_patients": leaking_patients(samples),
+    }
+
+
+def vlm_verdicts(path: Path) -> dict[str, Any] | None:
+    """The VLM verifier's verdicts (``verify:``) in an attempt log: fills asked about,
+    accepted, rejected, and every rejection with the VLM's reason and full answer; None when
+    no attempt was shown to a VLM."""
+    asked = [a for a in _attempt_log(path) if a.get("vlm")]
+    if not asked:
+        return None
+    rejected = [a for a in asked if not a["accepted"]]
+    return {
+        "models": sorted({a["vlm"]["model"] for a in asked}),
+        "asked": len(asked),
+        "accepted": len(asked) - len(rejected),
+        "rejected": len(rejected),
+        "rejections": [
+            {
+                "item": a["item"],
+                "slice": a["slice"],
+                "lesion": a["lesion"],
+                "attempt": a["attempt"],
+                "reason": a["vlm"]["reason"],
+                "answer": a["vlm"]["answer"],
+            }
+            for a in rejected
+        ],  # fmt: skip
     }
 
 
@@ -98,10 +129,14 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _acceptance(path: Path) -> dict[str, Any]:
+def _attempt_log(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
-        return {}
-    attempts = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _acceptance(path: Path) -> dict[str, Any]:
+    attempts = _attempt_log(path)
     by_modality: dict[str, dict[str, Any]] = {}
     for modality in sorted({a["modality"] for a in attempts}):
         mine = [a for a in attempts if a["modality"] == modality]
@@ -119,6 +154,18 @@ def _acceptance(path: Path) -> dict[str, Any]:
             "rejection_reasons": dict(reasons),
         }
     return by_modality
+
+
+def _vlm_markdown(v: dict[str, Any] | None) -> list[str]:
+    if v is None:
+        return []
+    lines = ["## VLM verifier", "", f"{v['asked']} fills shown to {', '.join(v['models'])}: "
+             f"{v['accepted']} accepted, {v['rejected']} rejected.", ""]  # fmt: skip
+    if v["rejections"]:
+        lines += ["| item | slice | lesion | attempt | the VLM's reason |", "|---|---|---|---|---|"]
+        lines += [f"| {r['item']} | {r['slice']} | {r['lesion']} | {r['attempt']} | "
+                  f"{r['reason'].replace('|', '/')} |" for r in v["rejections"]] + [""]  # fmt: skip
+    return lines
 
 
 def _plots(numbers: dict[str, Any], out: Path) -> list[str]:
@@ -185,6 +232,10 @@ def _markdown(n: dict[str, Any], plots: list[str]) -> str:
             lines.append(f"| {m} | {a['lesions']} | {a['lesions_accepted']} | {rate} | "
                          f"{a['attempts']} | {a['retries']} | {why} |")  # fmt: skip
         lines.append("")
+    lines += _vlm_markdown(n["vlm_verifier"])
+    if n["rephrased"]:
+        lines += ["## Rephrasing", "", f"{n['rephrased']} instructions rephrased by a chat model "
+                  "(each sample's `metadata.rephrase` keeps its template).", ""]  # fmt: skip
     leaks = n["leaking_patients"]
     lines += ["## Leakage", "", "No patient is in more than one split." if not leaks else
               f"Patients in more than one split: {leaks}", ""]  # fmt: skip

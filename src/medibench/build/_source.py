@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from medibench.build._calls import ModelCall, model_call
 from medibench.build._errors import BuildError
 from medibench.datasets._base import inside_problem
 
@@ -42,6 +43,8 @@ SOURCE_KEYS: dict[str, bool] = {
     "dedupe_bits": False,
     "label_threshold": False,
     "missing_labels": False,
+    "rephrase": False,
+    "verify": False,
 }
 ITEM_KEYS = ("image", "label", "labels", "patient", "id", "region", "split")
 GLOB_KEYS = ("glob", "label", "patient", "region", "split")
@@ -85,7 +88,8 @@ class ItemSpec:
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """A checked SOURCE.yaml (paths absolute)."""
+    """A checked SOURCE.yaml (paths absolute); ``rephrase`` and ``verify`` are its optional
+    chat-model steps (:mod:`medibench.build._calls`)."""
 
     path: Path | None
     name: str
@@ -106,6 +110,8 @@ class SourceSpec:
     dedupe_bits: int = 0
     label_threshold: float = 0.0
     missing_labels: str = "error"
+    rephrase: ModelCall | None = None
+    verify: ModelCall | None = None
 
     def structure_names(self) -> list[str]:
         """Every structure name the source declares (label values, then binary maps)."""
@@ -180,6 +186,8 @@ def source_from_dict(data: Any, *, base: Path, where: str = "source") -> SourceS
         missing_labels=_choice(
             data.get("missing_labels", "error"), ("error", "skip"), "missing_labels", where
         ),
+        rephrase=model_call(data.get("rephrase"), "rephrase", where),
+        verify=model_call(data.get("verify"), "verify", where),
     )
     if spec.min_fraction >= spec.max_fraction:
         raise BuildError(f"{where}: min_fraction must be below max_fraction")

@@ -31,11 +31,13 @@ __all__ = ["StatisticsVerifier", "Verdict", "load_verifier", "verdict_of"]
 
 @dataclass(frozen=True)
 class Verdict:
-    """A verifier's answer: accepted or not, why, and the numbers it looked at."""
+    """A verifier's answer: accepted or not, why, the numbers it looked at, and anything else
+    to store with it (the VLM verifier: its model, prompt and full answer)."""
 
     accepted: bool
     reason: str
     statistics: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 class StatisticsVerifier:

@@ -19,6 +19,8 @@ from medibench.cli._app import console, err, fail
 from medibench.cli._options import RayAddressOption
 
 build_app = typer.Typer(no_args_is_help=True, add_completion=False)
+#: VLM rejections printed after a build (the report lists them all).
+_SHOWN = 5
 
 Source = Annotated[Path, typer.Option(help="the source description, SOURCE.yaml (docs/build.md)")]
 Out = Annotated[Path, typer.Option(help="build folder (created; re-running resumes)")]
@@ -144,6 +146,11 @@ def _build(
     )
     for fmt, path in result.exports.items():
         console.print(f"export {fmt}: {path}")
+    for kind, counts in sorted(result.calls.items()):
+        console.print(
+            f"{kind} calls: {counts.get('made', 0)} made, {counts.get('cached', 0)} answered "
+            "from the cache"
+        )
     _summary(out / "report")
 
 
@@ -165,6 +172,22 @@ def _summary(report_dir: Path) -> None:
             + ("" if rate is None else f" ({rate:.0%})")
             + f", {a['attempts']} attempts, {a['retries']} retries"
         )
+    vlm = numbers.get("vlm_verifier")
+    if vlm:
+        console.print(
+            f"VLM verifier ({', '.join(vlm['models'])}): {vlm['asked']} fills asked, "
+            f"{vlm['accepted']} accepted, {vlm['rejected']} rejected"
+        )
+        for r in vlm["rejections"][:_SHOWN]:
+            console.print(
+                f"  rejected {r['slice']} {r['lesion']} attempt {r['attempt']}: {r['reason']}",
+                markup=False,
+                highlight=False,
+            )  # the VLM's words
+        if len(vlm["rejections"]) > _SHOWN:
+            console.print(f"  ... {len(vlm['rejections']) - _SHOWN} more in the report")
+    if numbers.get("rephrased"):
+        console.print(f"rephrased: the instructions of {numbers['rephrased']} samples")
     if numbers["leaking_patients"]:
         err.print(labelled("leakage", numbers["leaking_patients"]))
     console.print(f"report: {report_dir / 'quality.md'}")

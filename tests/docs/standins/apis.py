@@ -16,6 +16,9 @@ requests by what they are:
   reference answer, else ``{"correct": false}``;
 - the plan prompt of a compositional system (``VLM + EDITOR``): its JSON plan, with the
   instruction as the editor's prompt;
+- the build's rephrasing request (docs/build.md): the ``n`` rephrasings it asks for, each
+  keeping the instruction's words; the build's inpainting check: the first fill a server is
+  shown is rejected (:data:`REJECTION`), every other accepted (:class:`ChatReplies`);
 - anything else (a VLM's question): one short sentence.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -68,7 +72,7 @@ def standins(
 
         tiny(env, "instruct-pix2pix", build_tiny_ip2p)
     _protocols()  # built here, once, not by the server's first requests
-    with FakeImageAPI(chat=chat_reply) as api:
+    with FakeImageAPI(chat=ChatReplies()) as api:
         env.update(
             OPENAI_BASE_URL=f"{api.url}/v1",
             GOOGLE_GEMINI_BASE_URL=api.url,
@@ -90,11 +94,54 @@ def chat_reply(body: dict[str, Any], n: int) -> Reply:
     fields = _judge_fields(text)
     if fields:
         return Reply(_scores(fields, digest, text, body.get("response_format")))
+    if '{"rephrasings"' in text:
+        return Reply(json.dumps({"rephrasings": _rephrasings(text)}))
+    if _is_check(text):
+        return _check_reply(rejected=False)
     if '"edit_prompt"' in text and '"output_text"' in text:
         instruction = text.split("Instruction:", 1)[-1].split("Reply with", 1)[0].strip()
         plan = {"output_text": VLM_ANSWER, "edit_prompt": instruction or "Edit the image."}
         return Reply(json.dumps(plan))
     return Reply(VLM_ANSWER)
+
+
+# -- the build's chat-model steps ----------------------------------------------------------------
+#: The fake VLM's reason for rejecting an inpainting.
+REJECTION = "A faint rim of the lesion is still visible at its border."
+_WAYS = ("Please {}", "{} Leave everything else as it is.", "Edit the image: {}", "{} Thanks.")
+
+
+class ChatReplies:
+    """:func:`chat_reply`, but the first inpainting check this server is shown is rejected (so
+    docs/build.md's block shows a rejection, its reason and the retry)."""
+
+    def __init__(self) -> None:
+        self.checks = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any], n: int) -> Reply:
+        if not _is_check(first_text(body)):
+            return chat_reply(body, n)
+        with self._lock:
+            self.checks += 1
+            first = self.checks == 1
+        return _check_reply(rejected=first)
+
+
+def _is_check(text: str) -> bool:
+    return '"verdict"' in text and "INPAINTED" in text
+
+
+def _check_reply(*, rejected: bool) -> Reply:
+    reason = REJECTION if rejected else "No lesion is visible and the fill matches the tissue."
+    return Reply(json.dumps({"verdict": "reject" if rejected else "accept", "reason": reason}))
+
+
+def _rephrasings(text: str) -> list[str]:
+    instruction = text.split("Instruction: ", 1)[1].split("\n", 1)[0].strip()
+    n = int(re.search(r"Write (\d+) different rephrasings", text).group(1))
+    low = instruction[0].lower() + instruction[1:]
+    return [way.format(low if way.startswith("Please") else instruction) for way in _WAYS[:n]]
 
 
 # -- the knowledge-edit answer judge ------------------------------------------------------------
@@ -156,7 +203,11 @@ def _scores(fields, digest: bytes, text: str, response_format: dict | None) -> s
 
 def check(file: str, blocks: frozenset[int], work: Path) -> None:
     """README block 5: the clone's published outputs were judged in their own run folder (every
-    output read where it lies, editing accuracy filled for each scored one)."""
+    output read where it lies, editing accuracy filled for each scored one). docs/build.md block
+    3: every sample's instruction is one of the fake's rephrasings of its template, stored beside
+    it; every fill shown to the fake VLM has its verdict and full answer in the attempt log."""
+    if file == "docs/build.md" and 3 in blocks:
+        _check_llm_build(work / "built" / "liver-llm")
     if file != "README.md" or 5 not in blocks:
         return
     from medibench.runs import RunStore
@@ -167,3 +218,22 @@ def check(file: str, blocks: frozenset[int], work: Path) -> None:
     clone = (work / "MedEBench" / "generated_images").resolve()
     assert predictions and all(p.path.startswith(str(clone)) for p in predictions)
     assert scores and all(s.metrics.get("ea") is not None for s in scores)
+
+
+def _check_llm_build(out: Path) -> None:
+    samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    assert samples
+    for s in samples:
+        r = s["metadata"]["rephrase"]
+        assert len(r["rephrasings"]) == 3 and s["instruction"] == r["rephrasings"][r["chosen"]]
+        assert r["template"] in s["paraphrases"] and r["template"] in r["rephrasings"][1]
+        assert s["metadata"]["vlm"]["verdict"] == "accept"
+    attempts = [json.loads(x) for x in (out / "attempts.jsonl").read_text().splitlines()]
+    shown = [a for a in attempts if "vlm" in a]
+    assert shown and all(json.loads(a["vlm"]["answer"])["reason"] == a["vlm"]["reason"]
+                         for a in shown)  # fmt: skip
+    quality = json.loads((out / "report" / "quality.json").read_text())
+    verdicts = quality["vlm_verifier"]  # the counts and the rejection docs/build.md shows
+    assert (verdicts["asked"], verdicts["accepted"], verdicts["rejected"]) == (4, 3, 1)
+    assert [(r["slice"], r["attempt"], r["reason"]) for r in verdicts["rejections"]] == [
+        ("ct-s000", 0, REJECTION)]  # fmt: skip
