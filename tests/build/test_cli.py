@@ -152,7 +152,7 @@ def test_ray_tasks_build_what_the_local_executor_builds(tmp_path):
     ray = pytest.importorskip("ray")
     source = mni_png_source(tmp_path / "src", patients=3, per_patient=2)
     build("perception", source, tmp_path / "local", exports=())
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         result = build("perception", source, tmp_path / "ray", executor="ray", exports=())
     finally:

@@ -166,7 +166,7 @@ def test_grid_as_ray_tasks(tmp_path, folder_dataset, tiny_clip):
     config.write_text(text.replace("seeds: [1, 2]", "seeds: [1]"))
     # One CPU: the cells run one after another in one Ray worker, which imports torch and
     # transformers once (a second worker would import them again on a two-core machine).
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         summary = run_grid(load_grid(config), executor="ray")
     finally:

@@ -154,7 +154,7 @@ def test_outputs_of_another_size_or_mode_are_stored_as_made_and_scored(tmp_path)
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
