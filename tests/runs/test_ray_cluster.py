@@ -76,7 +76,7 @@ def test_a_run_that_loses_a_node_equals_the_local_run(cluster, tmp_path):
     model = "tests.runs.test_ray_cluster:slow_noise"
     argv = ["run", "--dataset", f"native:{data}", "--model", model, "--no-progress"]
     ref, out = tmp_path / "local" / "run", tmp_path / "ray" / "run"
-    _ok(*argv, "--run", ref)
+    _ok(*argv, "--run", ref, "--workers", "6")  # six threads: the same outputs, sooner
     outputs = out / "outputs"
     with _losing_a_node(cluster, lambda: len(list(outputs.rglob("*.png"))) >= 3):
         _ok(*argv, "--run", out, "--executor", "ray", "--workers", "3")

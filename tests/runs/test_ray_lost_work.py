@@ -138,3 +138,19 @@ def test_the_cli_says_lost_work_in_one_line_and_exits_1(tmp_path, capsys):
     assert info.value.exit_code == 1 and said.count("\n") == 1
     assert said.startswith("error: build item p0_0 was lost with its Ray worker 3 time(s)")
     assert said.rstrip().endswith(f"(in {tmp_path / 'run'})")
+
+
+def test_a_rerun_makes_what_an_older_release_stored_as_lost_work(samples, tmp_path, monkeypatch):
+    """Before issue 41 a lost actor's items were stored as ``error`` rows; a plain re-run asks
+    for every failed item again, so those are made too."""
+    from medibench.samples import Prediction
+
+    model = Plus()
+    _generate(tmp_path / "ref", samples, model, _executor(monkeypatch, model, [None]))
+    with RunStore(tmp_path / "out") as store:
+        for s in samples[:3]:
+            store.put_prediction(Prediction(sample_id=s.sample_id, model="plus", k=0, seed=0,
+                                            status="error", error="ActorDiedError: The actor "
+                                            "died because its node has died."))  # fmt: skip
+    _generate(tmp_path / "out", samples, model, _executor(monkeypatch, model, [None]))
+    assert _rows(tmp_path / "out") == _rows(tmp_path / "ref")
