@@ -11,6 +11,7 @@ import csv
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,10 +49,21 @@ def slow_noise() -> SlowNoise:
     return SlowNoise()
 
 
-@pytest.fixture(scope="module")
-def cluster():
+def test_a_cluster_that_loses_a_node_loses_no_work(tmp_path):
+    """One cluster for the three commands (one test, so xdist never starts it twice)."""
+    pytest.importorskip("nilearn")  # the build's source
+    for name in ("run", "build", "grid"):
+        (tmp_path / name).mkdir()
+    with _cluster() as cluster:
+        _a_run_that_loses_a_node_equals_the_local_run(cluster, tmp_path / "run")
+        _a_build_that_loses_a_node_equals_the_local_build(cluster, tmp_path / "build")
+        _a_grid_that_loses_a_node_equals_the_local_grid(cluster, tmp_path / "grid")
+
+
+@contextlib.contextmanager
+def _cluster() -> Iterator[Any]:
     """A head and one worker node (one CPU each) on 127.0.0.1, this process its driver; each
-    test adds the worker node it loses."""
+    command adds the worker node it loses."""
     ray = pytest.importorskip("ray")
     import ray._private.ray_constants as constants
     from ray.cluster_utils import Cluster
@@ -71,7 +83,7 @@ def cluster():
             nodes.shutdown()
 
 
-def test_a_run_that_loses_a_node_equals_the_local_run(cluster, tmp_path):
+def _a_run_that_loses_a_node_equals_the_local_run(cluster, tmp_path):
     data = make_native(tmp_path / "data", n=18, size=24)
     model = "tests.runs.test_ray_cluster:slow_noise"
     argv = ["run", "--dataset", f"native:{data}", "--model", model, "--no-progress"]
@@ -88,8 +100,7 @@ def test_a_run_that_loses_a_node_equals_the_local_run(cluster, tmp_path):
     assert folder_state(out) == folder_state(ref) and hidden_temps(out) == []
 
 
-def test_a_build_that_loses_a_node_equals_the_local_build(cluster, tmp_path):
-    pytest.importorskip("nilearn")
+def _a_build_that_loses_a_node_equals_the_local_build(cluster, tmp_path):
     source = mni_png_source(tmp_path / "src", patients=6, per_patient=1,
                             extra="lesions: [white matter]\n")  # fmt: skip
     argv = ["build", "modification", "--source", source, "--inpainter",
@@ -104,7 +115,7 @@ def test_a_build_that_loses_a_node_equals_the_local_build(cluster, tmp_path):
     assert state == folder_state(ref) and hidden_temps(out) == []
 
 
-def test_a_grid_that_loses_a_node_equals_the_local_grid(cluster, tmp_path):
+def _a_grid_that_loses_a_node_equals_the_local_grid(cluster, tmp_path):
     dataset = write_folder_dataset(tmp_path / "skin")
     config = write_config(tmp_path, dataset, _tiny_backbone("clip"))
     text = config.read_text().replace("methods: [zero-shot, linear-probe, coop]", "methods: [coop]")
