@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from medibench.build import build
 from medibench.cli import app
+from tests._ray_lock import only_ray_instance
 from tests.build.conftest import mni_png_source
 
 runner = CliRunner()
@@ -152,11 +153,9 @@ def test_ray_tasks_build_what_the_local_executor_builds(tmp_path):
     ray = pytest.importorskip("ray")
     source = mni_png_source(tmp_path / "src", patients=3, per_patient=2)
     build("perception", source, tmp_path / "local", exports=())
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
+    with only_ray_instance():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         result = build("perception", source, tmp_path / "ray", executor="ray", exports=())
-    finally:
-        ray.shutdown()
     assert len(result.built) == 6 and not result.failures
     local = (tmp_path / "local" / "samples.jsonl").read_text().splitlines()
     remote = (tmp_path / "ray" / "samples.jsonl").read_text().splitlines()

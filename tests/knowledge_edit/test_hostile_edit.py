@@ -200,6 +200,43 @@ def test_an_http_500_for_one_question_is_stored_for_that_question(ts, monkeypatc
     assert {x.edit_id for x in report.lines} == {r.edit_id for r in tasks.requests}
 
 
+def test_an_endpoint_failing_one_question_is_not_waited_out_call_after_call(ts, monkeypatch):
+    """Issue 41: a server answering HTTP 500 to one question took 495 s for 6 edits, every
+    failing call waiting out its 5 attempts one after another. Now once a call has used up its
+    retries every later call of the answerer is tried once (the waits are recorded by the
+    retry layer's clock, never slept)."""
+    from medibench.calls import _retry
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+    waits: list[float] = []
+
+    async def clock(seconds):
+        waits.append(seconds)
+
+    monkeypatch.setattr(_retry.asyncio, "sleep", clock)
+    tasks = read_taskset(ts)
+    bad = tasks.requests[1].probes[0].question
+
+    def responder(body, n):
+        return Reply(status=500) if bad in first_text(body) else Reply(content="no idea")
+
+    with FakeJudgeServer(responder) as server:
+        # 5 attempts per call; 4 in flight (the fake server's listen backlog is 5)
+        model = OpenAIAnswerer("vlm-x", base_url=server.base_url, concurrency=4)
+        report = run_edits(tasks, model, load_editor("in-context"))
+        asked = [b for b in server.requests if bad in first_text(b)]
+    failed = [x for x in report.lines if x.extra["question"] == bad]
+    errors = [x.extra[k] for x in failed for k in ("pre_error", "post_error") if k in x.extra]
+    assert errors and all("HTTP 500" in e for e in errors)
+    # Before: 176 calls and 140 waits. Now only the first batch's 6 calls of the question wait
+    # (4 times at most each); every later ask is one call, in its batch and then alone.
+    assert len(waits) <= 6 * 4 and max(waits) <= 8
+    assert len(asked) <= 6 * 5 + 2 * len(errors)
+    once = "(tried once: an earlier call used up its retries on "  # the failure it met
+    assert all(once in e or "HTTP 500 (after 5 attempt(s))" in e for e in errors)
+    assert sum(once in e for e in errors) >= len(errors) - 4
+
+
 @pytest.fixture
 def no_waits(monkeypatch):
     """The call layer's retries without their backoff sleeps."""
@@ -262,8 +299,10 @@ def test_an_invalid_config_is_one_line(ts, tmp_path, name, text, words):
     assert words in res.output
 
 
-@pytest.mark.parametrize(("option", "value"), [("--limit", "0"), ("--limit", "-3"),
-                                               ("--per-type", "0"), ("--synthetic", "-1")])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--limit", "0"), ("--limit", "-3"), ("--per-type", "0"), ("--synthetic", "-1")],
+)
 def test_edit_tasks_option_values_are_checked(tmp_path, option, value):
     res = runner.invoke(app, ["edit", "tasks", "--synthetic", "2", "--out", str(tmp_path / "o"),
                               option, value])  # fmt: skip

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from medibench.cli import app
 from medibench.prompt_tuning._grid import load_grid, run_grid
+from tests._ray_lock import only_ray_instance
 from tests.prompt_tuning.conftest import write_folder_dataset
 
 runner = CliRunner()
@@ -166,10 +167,8 @@ def test_grid_as_ray_tasks(tmp_path, folder_dataset, tiny_clip):
     config.write_text(text.replace("seeds: [1, 2]", "seeds: [1]"))
     # One CPU: the cells run one after another in one Ray worker, which imports torch and
     # transformers once (a second worker would import them again on a two-core machine).
-    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
+    with only_ray_instance():
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
         summary = run_grid(load_grid(config), executor="ray")
-    finally:
-        ray.shutdown()
     assert (summary["trained"], summary["skipped"]) == (8, 0)
     assert len(list(csv.DictReader((tmp_path / "out" / "tables" / "cells.csv").open()))) == 16

@@ -225,3 +225,39 @@ def test_grid_cli_names_a_yaml_error_in_one_line(tmp_path):
     result = cli("calibration", "grid", path)
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert f"{path} line 2 column 1: not valid YAML" in one_line(result.output)
+
+
+@pytest.mark.slow  # a child process that imports torch, and the grid three times
+def test_a_killed_grid_resumes_to_the_uninterrupted_grid(folder_dataset, tiny_clip, tmp_path,
+                                                          monkeypatch):  # fmt: skip
+    """SIGKILL inside the second cell of ``calibration grid`` (a temp file of that cell on
+    disk), then the same command: the cells and tables are the uninterrupted grid's."""
+    import os
+
+    from tests._kill import folder_state, hidden_temps, kill_mid_write
+    from tests.prompt_tuning.test_grid import write_config
+
+    config = write_config(tmp_path, folder_dataset, tiny_clip)
+    text = config.read_text().replace("methods: [zero-shot, linear-probe, coop]", "methods: [coop]")
+    text = text.replace('losses: [ce, "mcm:alpha=0.1,beta=0.01"]', "losses: [ce]")
+    config.write_text(text.replace("seeds: [1, 2]", "seeds: [1]"))  # 2 cells: 2 templates
+    ref, out = tmp_path / "ref" / "grid", tmp_path / "kill" / "grid"
+    renames, real = [], os.replace
+
+    def counted(src, dst, *args, **kwargs):  # where the renames into the folder fall
+        if str(dst).startswith(str(ref)):
+            renames.append(os.path.relpath(dst, ref))
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", counted)
+    assert cli("calibration", "grid", config, "--out", ref).exit_code == 0
+    monkeypatch.setattr(os, "replace", real)
+    first_done = next(i for i, r in enumerate(renames) if r.endswith("done.json"))
+    kill_mid_write(["calibration", "grid", config, "--out", out], out, hang_at=first_done + 2)
+    assert len(list(out.rglob("done.json"))) == 1 and not (out / "tables").exists()
+    assert hidden_temps(out)
+    result = cli("calibration", "grid", config, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "2 cells (1 trained, 1 done before)" in one_line(result.output)
+    assert hidden_temps(out) == [] and len(list(out.rglob("done.json"))) == 2
+    assert folder_state(out) == folder_state(ref)

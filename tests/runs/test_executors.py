@@ -15,6 +15,7 @@ from medibench.models._spec import parse_model_spec
 from medibench.protocols import load_protocol
 from medibench.runs import RunStore, _executors, generate, score
 from medibench.runs._executors import LocalExecutor
+from tests._ray_lock import only_ray_instance
 from tests.runs.conftest import make_native
 
 
@@ -154,9 +155,9 @@ def test_outputs_of_another_size_or_mode_are_stored_as_made_and_scored(tmp_path)
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    with only_ray_instance():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        yield ray
 
 
 def test_ray_with_two_workers_gives_the_local_scores(tmp_path, local_ray):

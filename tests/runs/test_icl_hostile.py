@@ -132,3 +132,41 @@ def test_an_unknown_embedding_lists_the_valid_ones(queries_and_pool, tmp_path):
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert "--icl-embedding 'no_such_module:embed':" in said and "(valid: thumbnail," in said
+
+
+@pytest.mark.slow  # a child process, and the run three times
+def test_a_killed_in_context_run_resumes_to_the_uninterrupted_run(queries_and_pool, tmp_path):
+    """SIGKILL in the middle of an in-context run (its third output's temp file on disk), then
+    the same command: the predictions, their demonstrations and the scores are the
+    uninterrupted run's, row for row, and the folder holds the same files."""
+    from tests._kill import folder_state, hidden_temps, kill_mid_write
+    from tests._sqlite import count_rows, table_rows
+
+    queries, pool = queries_and_pool
+    argv = ["run", "--dataset", f"native:{queries}", "--no-progress", "--model",
+            "tests.runs.icl_data:make_mean", "--icl-k", "2", "--icl-pool", f"native:{pool}",
+            "--icl-select", "nearest", "--out"]  # fmt: skip
+    ref, out = tmp_path / "ref" / "run", tmp_path / "kill" / "run"
+    assert CliRunner().invoke(app, [*argv, str(ref)]).exit_code == 0
+    kill_mid_write([*argv, out], out, hang_at=2)
+    assert hidden_temps(out) and count_rows(out / "run.sqlite", "predictions") == 2
+    res = CliRunner().invoke(app, [*argv, str(out)])
+    assert res.exit_code == 0, res.output
+    assert f"{N - 2} done, 2 already done" in " ".join(res.output.split())
+    tables = [t for t in _tables(ref / "run.sqlite") if t not in ("meta", "environment")]
+    assert {"predictions", "scores"} <= set(tables)
+    for table in tables:
+        rows = table_rows(out / "run.sqlite", table, drop=("elapsed_s", "created_at"))
+        assert rows == table_rows(ref / "run.sqlite", table, drop=("elapsed_s", "created_at"))
+    assert len(table_rows(out / "run.sqlite", "predictions")) == N
+    assert hidden_temps(out) == [] and folder_state(out) == folder_state(ref)
+
+
+def _tables(db) -> list[str]:
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    finally:
+        con.close()

@@ -40,7 +40,7 @@ from medibench.build._records import BuildContext, Triplet
 from medibench.build._source import ItemSpec, SourceSpec, read_source
 from medibench.build._steps import add_counts, chat_steps
 from medibench.io import atomic_write_text, encode_image, sha256_file
-from medibench.io._write import DiskFullError, is_disk_full
+from medibench.io._write import DiskFullError, is_disk_full, remove_stale_temps
 from medibench.samples import Sample
 
 __all__ = ["BUILD_VERSION", "PERSPECTIVES", "BuildResult", "build", "finalize", "read_records"]
@@ -163,6 +163,8 @@ def build(
             result.built.append(item_id)
             if on_item is not None:
                 on_item(item_id, record)
+        if executor == "ray":  # a worker lost with its node may have left a temp file
+            remove_stale_temps(folder)
         if not result.failures:
             summary = finalize(folder, spec, exports=exports)
             result.samples, result.filters = summary["samples"], summary["filters"]
@@ -247,24 +249,20 @@ def _run_local(job: dict[str, Any], todo: list[str]):
 
 
 def _run_ray(job: dict[str, Any], todo: list[str], address: str | None):
+    """Each item a Ray task; one lost with its node is built again elsewhere (a bounded number
+    of times, then :class:`~medibench._ray.LostWorkError` stops the build: re-run resumes)."""
+    from medibench._ray import join_cluster, run_tasks
+
     try:
-        import ray
-    except ImportError:
-        raise BuildError("--executor ray needs ray: pip install 'medibench[ray]'") from None
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    task = ray.remote(num_cpus=1)(build_item)
-    refs = {task.remote(job, item_id): item_id for item_id in todo}
-    while refs:
-        (ref,), _ = ray.wait(list(refs), num_returns=1)
-        item_id = refs.pop(ref)
-        try:
-            record = ray.get(ref)
-        except Exception as exc:  # the worker died: the item is not finished, the build goes on
-            if isinstance(getattr(exc, "cause", None), CallFailed):
-                raise exc.cause from None  # type: ignore[attr-defined]  # the endpoint is down
-            record = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-        yield item_id, record
+        join_cluster(address)
+    except ImportError as exc:
+        raise BuildError(str(exc)) from None
+    try:
+        yield from run_tasks(build_item, ((i, (job, i)) for i in todo), kind="build item")
+    except Exception as exc:  # a worker's call to the chat endpoint failed: the endpoint is down
+        if isinstance(getattr(exc, "cause", None), CallFailed):
+            raise exc.cause from None  # type: ignore[attr-defined]
+        raise
 
 
 def build_item(job: dict[str, Any], item_id: str) -> dict[str, Any]:

@@ -203,7 +203,12 @@ class CallableAnswerer(Answerer):
 
 class OpenAIAnswerer(Answerer):
     """An OpenAI-compatible chat model (``base_url`` ``None``: the OpenAI API), key from
-    ``api_key_env``; temperature 0."""
+    ``api_key_env``; temperature 0.
+
+    Once one call has used up its retries (HTTP 5xx, 429, a timeout: the call layer's backoff
+    after each attempt), every later call of this answerer is tried once: an endpoint that
+    keeps failing a kind of question is not waited out again call after call (an edit run asks
+    each of its questions at least twice)."""
 
     def __init__(self, model: str, *, base_url: str | None = None,
                  api_key_env: str = "OPENAI_API_KEY", api_key_required: bool = True,
@@ -215,6 +220,7 @@ class OpenAIAnswerer(Answerer):
         self.config = ChatConfig(model=model, base_url=base_url, api_key_env=api_key_env,
                                   api_key_required=api_key_required, max_tokens=max_tokens,
                                   concurrency=concurrency)  # fmt: skip
+        self.retries_spent: str | None = None  # the failure that used up a call's retries
 
     def answer_batch(self, items: Sequence[Item]) -> list[str]:
         return asyncio.run(self._all(items))
@@ -222,7 +228,10 @@ class OpenAIAnswerer(Answerer):
     async def _all(self, items: Sequence[Item]) -> list[str]:
         from medibench.calls import ChatClient, png_data_url
 
-        client = ChatClient(self.config)
+        config, once = self.config, self.retries_spent is not None
+        if once:
+            config = config.model_copy(update={"max_attempts": 1})
+        client = ChatClient(config)
         try:
 
             async def one(image: np.ndarray, q: str) -> str:
@@ -232,12 +241,22 @@ class OpenAIAnswerer(Answerer):
                 done = await client.complete([{"role": "user", "content": content}],
                                              seed=self.config.seed)  # fmt: skip
                 if done.text is None:
-                    raise AnswererError(f"{self.name}: {done.error or done.refused}")
+                    raise AnswererError(
+                        f"{self.name}: {done.error or done.refused}{self._note(done, once)}"
+                    )
                 return done.text.strip()
 
             return list(await asyncio.gather(*(one(im, q) for im, q in items)))
         finally:
             await client.aclose()
+
+    def _note(self, done: Any, once: bool) -> str:
+        """Remember a call that used up its retries; say so on a call tried ``once`` since."""
+        if once:
+            return f" (tried once: an earlier call used up its retries on {self.retries_spent})"
+        if self.config.max_attempts > 1 and done.attempts >= self.config.max_attempts:
+            self.retries_spent = done.failure or "a failure"
+        return ""
 
 
 def load_answerer(spec: str, **options: Any) -> Answerer:

@@ -286,16 +286,19 @@ def _run_local(jobs: list[dict[str, Any]]) -> list[str | None]:
 
 
 def _run_ray(jobs: list[dict[str, Any]]) -> list[str | None]:
-    """One Ray task per cell: one CPU, and one GPU when the cells train on ``cuda``."""
-    try:
-        import ray
-    except ImportError:
-        raise ImportError("--executor ray needs ray: pip install 'medibench[ray]'") from None
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
+    """One Ray task per cell: one CPU, and one GPU when the cells train on ``cuda``. A cell lost
+    with its node trains again elsewhere (it resumes from what it wrote), a bounded number of
+    times; then :class:`~medibench._ray.LostWorkError` stops the grid (a re-run resumes)."""
+    from medibench._ray import join_cluster, run_tasks
+    from medibench.io._write import remove_stale_temps
+
+    join_cluster()
     gpus = 1 if any(str(j.get("device", "cpu")).startswith("cuda") for j in jobs) else 0
-    task = ray.remote(num_cpus=1, num_gpus=gpus)(train_cell)
-    return ray.get([task.remote(job) for job in jobs])
+    cells = ((job["out"], (job,)) for job in jobs)  # a cell's folder names it
+    results = dict(run_tasks(train_cell, cells, kind="grid cell", num_gpus=gpus))
+    for job in jobs:  # a cell's worker lost with its node may have left a temp file
+        remove_stale_temps(job["out"])
+    return [results[job["out"]] for job in jobs]
 
 
 def _settings(grid: Grid, cell: Cell) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import typer
 from rich.markup import escape
 
 from medibench._console import labelled, stderr_console, stdout_console
+from medibench._ray import LostWorkError
 from medibench.io._write import DiskFullError
 from medibench.runs._lock import RunFolderInUse, run_folder_lock
 
@@ -45,7 +46,8 @@ def run_folder_session(run_dir: str | Path, *, create: bool = True) -> Iterator[
 @contextlib.contextmanager
 def run_folder_errors(run_dir: str | Path) -> Iterator[None]:
     """The exits of :func:`run_folder_session` for a block that takes the lock itself (as
-    :func:`medibench.runs.run` does): 3 when the folder is in use, 1 on a full disk."""
+    :func:`medibench.runs.run` does): 3 when the folder is in use, 1 on a full disk or when a
+    Ray cluster lost the same work too often (finished work stays; the command resumes)."""
     err = stderr_console()
     try:
         yield
@@ -58,6 +60,9 @@ def run_folder_errors(run_dir: str | Path) -> Iterator[None]:
             "free some space and run the same command again to resume"
         )
         raise typer.Exit(code=EXIT_DISK_FULL) from None
+    except LostWorkError as exc:  # a Ray node lost the same work too often
+        err.print(f"[bold red]error:[/] {escape(str(exc))} (in {run_dir})")
+        raise typer.Exit(code=1) from None
 
 
 def holds_run_folder(param: str, *, create: bool = False) -> Callable[[Callable], Callable]:

@@ -3,16 +3,31 @@
 One Ray actor per GPU (or ``workers`` actors) builds the model once and pulls batches of work;
 scoring runs as Ray tasks over shards of samples. Ray is imported only when a
 :class:`RayExecutor` is made, so ``import medibench.runs`` works without it.
+
+A batch lost with its actor (the actor, or its node, died) is never a sample's error: it goes
+back to the queue for the actors left (:data:`~medibench._ray.LOST_WORK_ATTEMPTS` attempts in
+all); past that, or with no actor left, :class:`~medibench._ray.LostWorkError` stops the stage
+with what finished stored, and the same command resumes.
 """
 
 from __future__ import annotations
 
 import os
-import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench._ray import (
+    LOST_WORK_ATTEMPTS,
+    LostWorkError,
+    RayClusterNotFoundError,
+    import_ray,
+    is_lost_work,
+    join_cluster,
+    lost_work,
+    run_tasks,
+)
 from medibench.io import atomic_write_bytes, encode_image
 from medibench.runs._work import (
     Outcome,
@@ -27,10 +42,6 @@ from medibench.runs._work import (
 from medibench.samples import Prediction, Sample
 
 __all__ = ["RayClusterNotFoundError", "RayExecutor"]
-
-
-class RayClusterNotFoundError(ConnectionError):
-    """``--ray-address`` names no running Ray cluster."""
 
 
 class RayExecutor:
@@ -58,15 +69,7 @@ class RayExecutor:
         gpus_per_worker: float | None = None,
         threads: int = 1,
     ) -> None:
-        ray = _import_ray()
-        if not ray.is_initialized():
-            try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False)
-            except ConnectionError as exc:  # no cluster at that address: say what to do
-                raise RayClusterNotFoundError(
-                    f"no Ray cluster found at --ray-address {address}: start one with "
-                    "'ray start --head', or drop --ray-address to run Ray on this machine"
-                ) from exc
+        ray = join_cluster(address)
         gpus = float(ray.cluster_resources().get("GPU", 0))
         if gpus_per_worker is None:
             gpus_per_worker = 1.0 if gpus else 0.0
@@ -81,7 +84,7 @@ class RayExecutor:
 
     def start(self, model) -> str:
         """Start the actors with ``model`` (a ``ModelSpec``, or a picklable model); its name."""
-        ray = _import_ray()
+        ray = import_ray()
         key = _model_key(model)
         if self._actors and key == self._model_key:
             return self.model_name or ""
@@ -98,42 +101,63 @@ class RayExecutor:
         return self.model_name
 
     def generate(self, model, tasks: Sequence[Task], out_dir: Path) -> Iterator[Outcome]:
-        """Keep two batches queued per actor; write each returned PNG, yield its outcome."""
-        ray = _import_ray()
+        """Keep two batches queued per actor; write each returned PNG, yield its outcome. A
+        batch lost with its actor goes to the actors left (see the module's docstring)."""
+        ray = import_ray()
         self.start(model)
-        todo = iter(batches(tasks, self._batch))  # one input size per batch
-        pending: dict[Any, tuple[Any, list[Task], float]] = {}
+        todo = deque((chunk, 1) for chunk in batches(tasks, self._batch))  # one input size each
+        pending: dict[Any, tuple[Any, list[Task], int]] = {}
 
-        def submit(actor) -> bool:
-            chunk = next(todo, None)
-            if chunk is None:
-                return False
-            images = [read_input(t) for t in chunk]
-            pending[actor.run.remote(chunk, images)] = (actor, chunk, time.perf_counter())
-            return True
+        def feed() -> None:  # every live actor two batches ahead
+            for actor in self._actors:
+                while todo and sum(a is actor for a, _, _ in pending.values()) < 2:
+                    chunk, attempt = todo.popleft()
+                    images = [read_input(t) for t in chunk]
+                    pending[actor.run.remote(chunk, images)] = (actor, chunk, attempt)
 
-        for actor in self._actors:
-            submit(actor) and submit(actor)
+        feed()
         while pending:
             (ref,), _ = ray.wait(list(pending), num_returns=1)
-            actor, chunk, _t0 = pending.pop(ref)
+            actor, chunk, attempt = pending.pop(ref)
             try:
                 results = ray.get(ref)
-            except Exception as exc:  # the actor died: the chunk fails, the run goes on
-                results = [(None, describe(exc), 0.0)] * len(chunk)
+            except Exception as exc:
+                if is_lost_work(exc):
+                    self._lost(actor, chunk, attempt, exc)
+                    todo.appendleft((chunk, attempt + 1))
+                    feed()
+                    continue
+                results = [(None, describe(exc), 0.0)] * len(chunk)  # the batch's own error
             for task, (png, error, elapsed) in zip(chunk, results, strict=True):
                 path = None
                 if png is not None:
                     path = atomic_write_bytes(out_dir / task.filename, png)
                 yield Outcome(task, path, error, elapsed)
-            submit(actor)
+            feed()
+
+    def _lost(self, actor, chunk: list[Task], attempt: int, exc: BaseException) -> None:
+        """``chunk`` was lost with ``actor``: drop the actor; stop (LostWorkError) when that was
+        its last attempt or the last actor."""
+        if actor in self._actors:
+            self._actors.remove(actor)
+        what = chunk[0].filename.removesuffix(".png")
+        what = f"item {what}" if len(chunk) == 1 else f"the batch of {len(chunk)} from {what}"
+        if attempt >= LOST_WORK_ATTEMPTS:
+            self.close()
+            raise lost_work(what, exc, attempt)
+        if not self._actors:
+            self.close()
+            raise LostWorkError(
+                f"every Ray model worker was lost (last with {what}: {type(exc).__name__}); "
+                "finished work is kept: run the same command again to resume"
+            )
 
     def score(self, root: Path, samples: dict[str, Sample], preds, protocol, load_images=None):
         """Score shards of ``preds`` (whole samples per shard) as Ray tasks on this machine.
 
         The model actors are stopped first: generation is over, and they hold CPUs and GPUs.
         """
-        ray = _import_ray()
+        ray = import_ray()
         self.close()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -143,25 +167,19 @@ class RayExecutor:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         shards = _shards_by_sample(preds, parts=cpus * 4)
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        task = ray.remote(num_cpus=1, scheduling_strategy=here)(_score_shard)
-        refs = [
-            task.remote(
-                str(root),
-                [samples[s] for s in {p.sample_id: 0 for p in sh}],
-                sh,
-                protocol,
-                load_images,
-            )
-            for sh in shards
-        ]
-        while refs:
-            done, refs = ray.wait(refs, num_returns=1)
-            yield from ray.get(done[0])
+        jobs = (
+            (f"{i}", (str(root), [samples[s] for s in {p.sample_id: 0 for p in sh}], sh,
+                      protocol, load_images))
+            for i, sh in enumerate(shards)
+        )  # fmt: skip
+        for _, scores in run_tasks(_score_shard, jobs, kind="scoring shard",
+                                   scheduling_strategy=here):  # fmt: skip
+            yield from scores
 
     def close(self) -> None:
         """Stop the model actors (the Ray instance stays up)."""
         if self._actors:
-            ray = _import_ray()
+            ray = import_ray()
             for actor in self._actors:
                 ray.kill(actor)
             self._actors = []
@@ -236,11 +254,3 @@ def _limit_threads(threads: int) -> None:
     cv2.setNumThreads(threads)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
-
-
-def _import_ray():
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError("--executor ray needs Ray: pip install 'medibench[ray]'") from exc
-    return ray
