@@ -218,6 +218,13 @@ _TRAINED: dict[str, tuple[type[TrainedEditor], type[Any]]] = {
 }
 
 
+def config_fields(name: str) -> set[str] | None:
+    """The options of editor ``name``'s config (an alias resolved), ``None`` for an editor
+    without a config dataclass (``in-context``, ``easyedit``)."""
+    entry = _TRAINED.get(EDITOR_ALIASES.get(name, name))
+    return None if entry is None else {f.name for f in dataclasses.fields(entry[1])}
+
+
 def load_editor(name: str, config: dict[str, Any] | None = None) -> Editor:
     """An editor by name (or an alias of :data:`EDITOR_ALIASES`) with its hyper-parameters (a
     mapping, e.g. from a YAML file)."""

@@ -238,6 +238,16 @@ def _limit_threads(threads: int) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
+def remote_function(fn: Any, *, address: str | None = None, num_cpus: float = 1,
+                    num_gpus: float = 0) -> Any:  # fmt: skip
+    """``fn`` as a Ray remote function with these resources, joining the cluster at
+    ``address`` (``None``: the instance this process started, or a new local one) first."""
+    ray = _import_ray()
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    return ray.remote(num_cpus=num_cpus, num_gpus=num_gpus)(fn)
+
+
 def _import_ray():
     try:
         import ray
