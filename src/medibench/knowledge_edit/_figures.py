@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.collections import LineCollection
 
 from medibench.report._plots import _save, plt
 from medibench.stats import interval_text
@@ -40,8 +41,8 @@ def pca_picture(items: Sequence[Mapping[str, Any]], pre: np.ndarray, post: np.nd
     a, b = flat[: len(pre)], flat[len(pre) :]
     fig, ax = plt.subplots(figsize=(5.6, 4.2))
     kinds = [str(it["kind"]) for it in items]
-    for i in range(len(items)):
-        ax.plot([a[i, 0], b[i, 0]], [a[i, 1], b[i, 1]], color="#bbbbbb", lw=0.6, zorder=1)
+    moves = np.stack([a[:, :2], b[:, :2]], axis=1)  # one segment per item, before to after
+    ax.add_collection(LineCollection(moves, colors="#bbbbbb", linewidths=0.6, zorder=1))
     for kind, colour in _KIND_COLOURS.items():
         rows = [i for i, k in enumerate(kinds) if k == kind]
         if not rows:

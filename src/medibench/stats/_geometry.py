@@ -35,6 +35,9 @@ from medibench.stats._bootstrap import (
 
 __all__ = ["auroc", "auroc_ci", "linear_cka", "linear_cka_ci"]
 
+#: the most Gram-matrix entries of resamples :func:`linear_cka_ci` holds at once (16 MB each)
+_GRAM_ENTRIES = 2_000_000
+
 
 def auroc(positive: Sequence[float] | np.ndarray, negative: Sequence[float] | np.ndarray) -> float:
     """The area under the ROC curve of a score that should be higher for ``positive`` items:
@@ -76,8 +79,7 @@ def auroc_ci(
     j = rng.integers(0, neg.size, size=(n_resamples, neg.size))
     wins = _pair_wins(pos, neg)
     # a resample's AUROC: its multiplicities of each positive and negative, weighting the pairs
-    wi = np.stack([np.bincount(row, minlength=pos.size) for row in i]).astype(np.float64)
-    wj = np.stack([np.bincount(row, minlength=neg.size) for row in j]).astype(np.float64)
+    wi, wj = _multiplicities(i, pos.size), _multiplicities(j, neg.size)
     stats = np.einsum("ra,ab,rb->r", wi, wins, wj) / (pos.size * neg.size)
     return percentile_interval(stats, level)
 
@@ -118,13 +120,15 @@ def linear_cka_ci(
     n = gx.shape[0]
     stats = []
     for chunk in _index_chunks(_rng(seed, n_resamples), n, n_resamples, max_entries):
-        for idx in chunk:
-            value = _cka_or_nan(gx[np.ix_(idx, idx)], gy[np.ix_(idx, idx)])
-            if not np.isnan(value):
-                stats.append(value)
-    if not stats:
+        pieces = chunk.size * n // min(max_entries, _GRAM_ENTRIES) + 1
+        for rows in np.array_split(chunk, pieces):
+            pick = (rows[:, :, None], rows[:, None, :])  # each resample's Gram matrices
+            stats.append(_cka_rows(gx[pick], gy[pick]))
+    values = np.concatenate(stats)
+    values = values[~np.isnan(values)]
+    if not values.size:
         raise ValueError("linear_cka_ci: every resample is constant on one side")
-    return percentile_interval(np.asarray(stats), level)
+    return percentile_interval(values, level)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -137,6 +141,13 @@ def _scores(values: Sequence[float] | np.ndarray, side: str) -> np.ndarray:
     if not np.isfinite(arr).all():
         raise ValueError(f"auroc: a {side} value is not finite")
     return arr
+
+
+def _multiplicities(idx: np.ndarray, n: int) -> np.ndarray:
+    """(resamples, n): how many times each item is drawn in each resample."""
+    counts = np.zeros((idx.shape[0], n))
+    np.add.at(counts, (np.arange(idx.shape[0])[:, None], idx), 1.0)
+    return counts
 
 
 def _pair_wins(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
@@ -165,15 +176,23 @@ def _grams(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cka_or_nan(gx: np.ndarray, gy: np.ndarray) -> float:
-    """CKA from Gram matrices: ``<HKH, HLH> / (||HKH|| ||HLH||)`` (H centres; with linear
-    kernels this is the column-centred formula); NaN when a side has no variance."""
+    """CKA from Gram matrices (n, n): ``<HKH, HLH> / (||HKH|| ||HLH||)`` (H centres; with
+    linear kernels this is the column-centred formula); NaN when a side has no variance."""
+    return float(_cka_rows(gx[None], gy[None])[0])
+
+
+def _cka_rows(gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
+    """:func:`_cka_or_nan` of each pair of a stack of Gram matrices (b, n, n)."""
     kx, ky = _centred(gx), _centred(gy)
-    nx, ny = np.linalg.norm(kx), np.linalg.norm(ky)
-    scale = max(np.abs(gx).max(), np.abs(gy).max(), 1.0)
-    if nx <= 1e-12 * scale or ny <= 1e-12 * scale:
-        return float("nan")
-    return float(np.sum(kx * ky) / (nx * ny))
+    nx, ny = np.linalg.norm(kx, axis=(1, 2)), np.linalg.norm(ky, axis=(1, 2))
+    scale = np.maximum(np.maximum(np.abs(gx).max(axis=(1, 2)), np.abs(gy).max(axis=(1, 2))), 1.0)
+    flat = (nx <= 1e-12 * scale) | (ny <= 1e-12 * scale)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.sum(kx * ky, axis=(1, 2)) / (nx * ny)
+    return np.where(flat, np.nan, out)
 
 
 def _centred(gram: np.ndarray) -> np.ndarray:
-    return gram - gram.mean(axis=0) - gram.mean(axis=1)[:, None] + gram.mean()
+    """Double-centred Gram matrices (b, n, n)."""
+    return (gram - gram.mean(axis=1, keepdims=True) - gram.mean(axis=2, keepdims=True)
+            + gram.mean(axis=(1, 2), keepdims=True))  # fmt: skip

@@ -12,7 +12,9 @@ and docs/knowledge_edit.md.
 - docs/knowledge_edit.md: ``Slake1.0/`` and ``VQA-RAD/`` in the official layouts (the builders of
   tests/knowledge_edit/test_tasks.py) and a tiny LLaVA-1.5 (medibench.knowledge_edit.tiny_llava,
   taught the task set's locality probes) at ``$DOCS_WEIGHTS/llava-1.5-7b-hf``. The block runs as
-  written: ``--sequential 200`` on the 6 edits of these layouts is one sequence of all 6.
+  written: ``--sequential 200`` on the 6 edits of these layouts is one sequence of all 6. The
+  geometry block (2) edits the first 2 requests, the sweep block (3) runs 2 seeds on the first
+  2 (both marked). :func:`check` holds both to what the page says they write.
 - docs/build.md runs as written (the demo sources ship with the data packages).
 """
 
@@ -38,6 +40,16 @@ SUBSTITUTIONS = {
         "time); then the files the README says it writes",
     ),
     ("README.md", "make test   #"): ("", "the test suite this test is part of"),
+    ("docs/knowledge_edit.md", "--editor $editor --out runs/geometry"): (
+        "--editor $editor --limit 2 --out runs/geometry",
+        "the first 2 edits instead of all 6 (same code, less time: the three edit runs and "
+        "the analysis that makes their edits again)",
+    ),
+    ("docs/knowledge_edit.md", "--seeds 0,1,2 --out sweeps/lora"): (
+        "--seeds 0,1 --limit 2 --out sweeps/lora",
+        "2 seeds of the first 2 edits instead of 3 seeds of all 6 (same code, less time: "
+        "8 runs instead of 12)",
+    ),
     ("README.md", "edit tasks --synthetic 24 --out edit_tasks"): (
         "edit tasks --synthetic 8 --out edit_tasks",
         "8 synthetic edits instead of 24: the `--sequential 8` run is one sequence of all 8 "
@@ -69,6 +81,31 @@ def standins(
         _vqa_layouts(work)
         weights.tiny(env, LLAVA, _tiny_llava, sources=_LLAVA_SOURCES)
     yield
+
+
+def check(file: str, blocks: frozenset[int], work: Path) -> None:
+    """docs/knowledge_edit.md: the geometry block analysed ft, lora and grace@paper (the memory
+    of grace@paper alone) into the folder it names, with the figures the page shows, and the
+    report has its section; the sweep block wrote a 2x2 table over 2 seeds and a heat map per
+    metric."""
+    if file != "docs/knowledge_edit.md":
+        return
+    if 2 in blocks:
+        out = work / "runs" / "geometry" / "analysis"
+        data = json.loads((out / "analysis.json").read_text("utf-8"))
+        assert [e["editor"] for e in data["editors"]] == ["ft", "lora", "grace@paper"]
+        assert [e["memory"] is not None for e in data["editors"]] == [False, False, True]
+        for name in ("shift.png", "pca_ft.png", "pca_lora.png", "pca_grace_paper.png"):
+            assert (out / name).is_file(), name
+        page = (work / "runs" / "geometry" / "report" / "index.html").read_text("utf-8")
+        assert "Model editing: latent-space geometry" in page
+    if 3 in blocks:
+        out = work / "sweeps" / "lora"
+        rows = json.loads((out / "sweep.json").read_text("utf-8"))["rows"]
+        assert [(r["lr"], r["max_steps"], r["seeds"]) for r in rows] == [
+            (1e-4, 5, 2), (1e-4, 20, 2), (1e-3, 5, 2), (1e-3, 20, 2)]  # fmt: skip
+        for metric in ("reliability", "generality", "locality"):
+            assert (out / f"heatmap_{metric}.png").is_file(), metric
 
 
 def _toy_site(cache: Path) -> Path:
