@@ -237,3 +237,23 @@ def test_analyze_names_what_it_cannot_use(tmp_path, analysed):
         pass
     r = cli("edit", "analyze", empty)
     assert r.exit_code != 0 and f"{empty} holds no edit results" in one_line(r.output)
+
+
+def test_a_task_set_no_longer_there_is_named(tmp_path, analysed):
+    import shutil
+
+    from medibench.knowledge_edit._store import spec_key
+    from medibench.runs import RunStore
+
+    run, _, _ = analysed
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns(".lock", "edit_analysis"))
+    with RunStore(copy) as store:
+        model, editor, setting = next(iter(store.connection.execute(
+            "SELECT model, editor, setting FROM edit_results LIMIT 1")))  # fmt: skip
+        spec = store.get_meta(spec_key(model, editor, setting))
+        store.set_meta(spec_key(model, editor, setting), {**spec, "tasks": str(tmp_path / "gone")})
+    r = cli("edit", "analyze", copy)
+    assert r.exit_code != 0
+    assert f"{copy}: the task set it was run on cannot be read again: {tmp_path / 'gone'}" in (
+        one_line(r.output))  # fmt: skip

@@ -183,6 +183,8 @@ def _write(out: Path, data: dict[str, Any], recordings: dict[str, Any]) -> None:
                     row["memory_distance"] = float(rec.memory["distance"][r])
                 item_rows.append(row)
         key = e["key_layer"]
+        if not rec.items:  # every edit failed: nothing to picture
+            continue
         fired = rec.memory["fired"] if rec.memory is not None else None
         title = f"{e['label']}: decoder layer {key}, before and after each edit (PCA)"
         pca_picture(rec.items, rec.pre[key], rec.post[key], fired, title, out / f"pca_{slug}")
