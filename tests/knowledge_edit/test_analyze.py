@@ -182,6 +182,13 @@ def test_the_report_has_a_latent_geometry_section(analysed):
         "grace@paper: PCA at decoder layer 0",
     }
     assert all(f["svg"].startswith("<svg") for f in panel["figures"])
+    data = json.loads((run / "edit_analysis" / "analysis.json").read_text())
+    fires = next(e for e in data["editors"] if e["editor"] == "grace@paper")["memory"]["fires"]
+    row = next(t for t in panel["tables"] if t["title"] == "Memory fires")["rows"][0]
+    n, k = fires["generality"]["n"], fires["generality"]["fired"]
+    assert row[3].startswith(f"{(n - k) / n:.3f} ({n - k}/{n}) ")  # misses: not fired
+    n, k = fires["locality"]["n"], fires["locality"]["fired"]
+    assert row[2].startswith(f"{k / n:.3f} ({k}/{n}) ")  # false fires
 
 
 def test_a_memory_editor_of_another_kind_plugs_in(tiny, synthetic):

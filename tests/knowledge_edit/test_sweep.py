@@ -139,3 +139,27 @@ def test_sweep_options_are_checked_before_anything_runs(tmp_path, synthetic, tau
     r = cli(*sweep_args(tmp_path / "none", taught_path, out))
     assert r.exit_code != 0 and "not an edit task set" in one_line(r.output)
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_as_ray_tasks_gives_the_local_table(tmp_path, synthetic, taught_path):
+    pytest.importorskip("ray")
+    import ray
+
+    def args(out):
+        return ["edit", "sweep", "--tasks", synthetic.root, "--model", taught_path, "--editor",
+                "lora", "--grid", "steps=1,2", "--limit", 1, "--matcher", "exact",
+                "--max-new-tokens", 4, "--out", out]  # fmt: skip
+
+    local = cli(*args(tmp_path / "local"))
+    assert local.exit_code == 0, local.output
+    # one CPU: the runs go one after another in one worker (torch imported once)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = cli(*args(tmp_path / "ray"), "--executor", "ray")
+    finally:
+        ray.shutdown()
+    assert remote.exit_code == 0, remote.output
+    assert "2 run(s) now, 0 done before" in one_line(remote.output)
+    for name in ("sweep.csv", "sweep.json"):
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()

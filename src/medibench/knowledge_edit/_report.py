@@ -107,8 +107,15 @@ def geometry_tables(data: dict[str, Any]) -> list[dict[str, Any]]:
         low, high = interval if interval is not None else (None, None)
         return f"{value:.3f} " + interval_text(low, high, n, ".2f")
 
-    def rate(f: dict[str, Any]) -> str:
-        return "no probe" if f["rate"] is None else f"{f['rate']:.3f} ({f['fired']}/{f['n']})"
+    def rate(f: dict[str, Any], *, misses: bool = False) -> str:
+        """A fire rate (or, ``misses``, the rate of not firing) with its count and interval."""
+        if f["rate"] is None:
+            return "no probe"
+        k, (low, high) = f["fired"], f["ci"] or (None, None)
+        if misses:
+            k = f["n"] - k
+            low, high = (None, None) if low is None or high is None else (1 - high, 1 - low)
+        return f"{k / f['n']:.3f} ({k}/{f['n']}) " + interval_text(low, high, f["n"], ".2f")
 
     note = (f"95% percentile bootstrap intervals ({data['resamples']} resamples, seed "
             f"{data['seed']}); n=1: one value, no interval")  # fmt: skip
@@ -124,15 +131,16 @@ def geometry_tables(data: dict[str, Any]) -> list[dict[str, Any]]:
                   layers, note, "AUROC: P(a generality probe is nearer the edit's key than a "
                   "locality probe), ties half")]  # fmt: skip
     memory = [[e["label"], e["memory"]["site"], rate(e["memory"]["fires"]["locality"]),
-               rate(e["memory"]["fires"]["generality"]),
+               rate(e["memory"]["fires"]["generality"], misses=True),
                rate(e["memory"]["fires"]["reliability"]),
                ci(e["memory"]["auroc"], e["memory"]["auroc_ci"], min(e["memory"]["auroc_n"]))]
               for e in data["editors"] if e["memory"] is not None]  # fmt: skip
     if memory:
         out.append(_table("Memory fires", ["editor", "site", "locality (false fires)",
-                          "generality (fires)", "reliability (fires)", "AUROC (memory distance)"],
-                          memory, "after each edit, at the prompt's last token; a generality "
-                          "probe it does not fire on is a miss"))  # fmt: skip
+                          "generality (misses)", "reliability (fires)",
+                          "AUROC (memory distance)"], memory, "after each edit, at the prompt's "
+                          "last token: fires on locality probes are false fires, generality "
+                          "probes it does not fire on are misses", note))  # fmt: skip
     types = [[e["label"], r["task_type"], f"{r['n_generality']}/{r['n_locality']}",
               ci(r["auroc"], r["auroc_ci"], min(r["auroc_n"])),
               ci(r["cosine"], r["cosine_ci"], r["cosine_n"]),
