@@ -264,3 +264,41 @@ def test_a_task_set_no_longer_there_is_named(tmp_path, analysed):
     assert r.exit_code != 0
     assert f"{copy}: the task set it was run on cannot be read again: {tmp_path / 'gone'}" in (
         one_line(r.output))  # fmt: skip
+
+
+def test_grace_fires_exactly_where_its_codebook_replaces_the_output(tiny, synthetic):
+    """``fires`` agrees with the codebook's own forward pass: the wrapped module's output at the
+    prompt's last token is the key's value exactly for the queries it says fire."""
+    from medibench.io import read_image
+    from medibench.knowledge_edit import EditCase, GracePaperConfig, GracePaperEditor
+    from medibench.knowledge_edit._latent import _capture
+
+    editor = GracePaperEditor(GracePaperConfig(n_iter=2, eps=3.0))
+
+    def image(rel):
+        return read_image(synthetic.image_path(rel), mode="rgb")
+
+    request = synthetic.requests[0]
+    before = editor.fires(tiny, tiny.torch.zeros((2, 4)))
+    assert not before.fired.any() and np.isnan(before.distance).all()  # no codebook yet
+    handle = editor.edit(tiny, EditCase(request.edit_id, image(request.image), request.question,
+                                        request.target))  # fmt: skip
+    try:
+        site = editor.memory_site(tiny)
+        codebook = tiny.model.get_decoder().layers[-2].mlp.down_proj
+        assert codebook is not site and codebook.inner is site
+        outputs = []
+        hook = codebook.register_forward_hook(lambda _m, _a, out: outputs.append(out[:, -1]))
+        prompts = [(p.image, p.question) for p in synthetic.requests[0].probes]
+        prompts += [(p.image, p.question) for p in synthetic.requests[1].probes]
+        try:
+            _, queries = _capture(tiny, prompts, image, (0,), site)
+        finally:
+            hook.remove()
+        lookup = editor.fires(tiny, queries)
+        value = codebook.values[0].detach()
+        replaced = [bool(tiny.torch.equal(row, value)) for row in tiny.torch.cat(outputs)]
+        assert replaced == list(lookup.fired)
+        assert lookup.fired.any() and not lookup.fired.all()
+    finally:
+        handle.undo()

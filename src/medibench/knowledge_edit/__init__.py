@@ -9,6 +9,8 @@
   :class:`LoraEditor`, :class:`GracePaperEditor` (``grace@paper``),
   :class:`GraceTokensEditor` (``grace-tokens``; ``GraceEditor`` and ``GraceConfig`` are its old
   names), :class:`InContextEditor`, ``EasyEditEditor``; :func:`load_editor`.
+* Memory editors, as ``medibench edit analyze`` reads them: :class:`MemoryEditor` (an editor
+  with ``memory_site`` and ``fires``), :class:`MemoryLookup`.
 * Experiment and scores: :func:`run_edits`; the results JSONL (:func:`read_results`,
   :func:`write_results`); :func:`summarize` (reliability, generality, locality per edit, macro
   with bootstrap CIs, micro, per task type and stage); matchers :func:`exact_match`,
@@ -56,6 +58,7 @@ from medibench.knowledge_edit._matching import (
     fuzzy_match,
     normalise_answer,
 )
+from medibench.knowledge_edit._memory import MemoryEditor, MemoryLookup
 from medibench.knowledge_edit._metrics import METRICS, EditValue, edit_values, summarize
 from medibench.knowledge_edit._readers import read_slake, read_vqarad
 from medibench.knowledge_edit._results import (
@@ -114,6 +117,8 @@ __all__ = [
     "LoraEditor",
     "Match",
     "Matcher",
+    "MemoryEditor",
+    "MemoryLookup",
     "OpenAIAnswerer",
     "Probe",
     "ResultLine",
