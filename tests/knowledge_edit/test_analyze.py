@@ -302,3 +302,17 @@ def test_grace_fires_exactly_where_its_codebook_replaces_the_output(tiny, synthe
         assert lookup.fired.any() and not lookup.fired.all()
     finally:
         handle.undo()
+
+
+def test_layers_and_limit_choose_what_is_recorded(tmp_path, analysed):
+    run, _, _ = analysed
+    out = tmp_path / "one"
+    r = cli("edit", "analyze", run, "--layers", "-1", "--limit", 1, "--resamples", 20, "--out", out)
+    assert r.exit_code == 0, r.output
+    data = json.loads((out / "analysis.json").read_text())
+    assert [(e["n_edits"], e["layers"]) for e in data["editors"]] == [(1, [1])] * 3
+    # grace@paper edits layer -2 (0), not recorded: its key layer is the last recorded
+    assert [e["key_layer"] for e in data["editors"]] == [1, 1, 1]
+    states = np.load(out / "states.npz")
+    assert sorted(states.files) == sorted(f"{e}__{w}__1" for e in ("ft", "lora", "grace_paper")
+                                          for w in ("pre", "post"))  # fmt: skip
