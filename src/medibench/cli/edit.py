@@ -12,7 +12,7 @@ from rich.table import Table
 
 from medibench._console import labelled
 from medibench.cli._app import console, err, fail, load
-from medibench.cli._options import CsvOption
+from medibench.cli._options import CsvOption, RayAddressOption
 
 edit_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Model editing of medical VLMs (M3Bench style).")  # fmt: skip
@@ -137,7 +137,12 @@ def run(
         run_edits,
         summarize,
     )
-    from medibench.knowledge_edit._store import config_conflict, setting_name, store_edit_run
+    from medibench.knowledge_edit._store import (
+        config_conflict,
+        edit_spec,
+        setting_name,
+        store_edit_run,
+    )
     from medibench.runs import RunFolderInUse, RunStore, RunStoreError, run_folder_lock
     from medibench.runs._runner import check_same_run
 
@@ -178,11 +183,9 @@ def run(
                 check_same_run(store, {"dataset": f"edit-tasks:{tasks}"})
             except RunStoreError as exc:
                 fail(str(exc))
-            spec = {
-                "tasks": str(tasks), "taskset": ts.manifest, "limit": limit,
-                "config": settings, "config_file": None if config is None else str(config),
-                "editor": _settings(ed), "matchers": names, "model_options": options,
-            }  # fmt: skip
+            spec = edit_spec(tasks=tasks, taskset=ts, limit=limit, config=settings,
+                             config_file=config, editor=ed, matchers=names,
+                             model_options=options)  # fmt: skip
             conflict = config_conflict(store, model=model, editor=ed.name,
                                        sequential=sequential, spec=spec)  # fmt: skip
             if conflict and not overwrite:
@@ -310,6 +313,132 @@ def score(
     _write_scores(summary, json_out, csv_out)
 
 
+@edit_app.command("analyze")
+def analyze(
+    run: Annotated[Path, typer.Argument(help="A run folder that edit run wrote.")],
+    layers: Annotated[
+        str | None,
+        typer.Option(
+            help="Decoder layers to record, comma-separated, negative from the end (default: "
+            "the first, middle and last, and the edited ones)."
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="The analysis folder (default RUN/edit_analysis).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="The first N edits of each run.")] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples of every interval.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 42,
+) -> None:
+    """Latent-space geometry of the run's editors: each edit made again alone, the hidden
+    states of its request and probes recorded before and after at chosen layers; distances to
+    the edit's key, memory fires, representation shift (cosine, linear CKA) and the AUROC of
+    generality against locality probes, per editor, layer and task type; tables and figures
+    in --out, and a section of `medibench report RUN`."""
+    from medibench.knowledge_edit._analyze import AnalysisError, analyze_run
+    from medibench.runs import RunFolderInUse, RunStore, run_folder_lock
+
+    _at_least(limit, 1, "--limit")
+    _at_least(resamples, 1, "--resamples")
+    chosen = _int_list(layers, "--layers") if layers is not None else None
+    if not (run / "run.sqlite").is_file():
+        fail(f"{run} is not a run folder (no run.sqlite): give the --out of `medibench edit run`")
+    out = out if out is not None else run / "edit_analysis"
+    try:
+        with run_folder_lock(run), RunStore(run) as store:
+            try:
+                data = analyze_run(store, out, layers=chosen, limit=limit, n_resamples=resamples,
+                                   seed=seed, log=lambda m: err.print(m, markup=False))  # fmt: skip
+            except (AnalysisError, ValueError) as exc:
+                fail(" ".join(str(exc).split()))
+    except RunFolderInUse as exc:
+        err.print(labelled("error", exc))
+        raise typer.Exit(code=3) from None
+    _print_analysis(data)
+    console.print(f"analysis -> {out}", markup=False)
+
+
+@edit_app.command("sweep")
+def sweep(
+    tasks: Annotated[Path, typer.Option("--tasks", help="A task set folder (edit tasks).")],
+    model: Annotated[
+        str, typer.Option(help="A local model folder, openai:MODEL or module:callable.")
+    ],
+    editor: Annotated[str, typer.Option(help="ft, lora, grace@paper or grace-tokens.")],
+    grid: Annotated[
+        list[str],
+        typer.Option(
+            help="KEY=V1,V2,...: an editor option and its values (repeatable; steps: the "
+            "editor's step count)."
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="The sweep folder (a run folder per cell and seed).")
+    ],
+    seeds: Annotated[str, typer.Option(help="Seeds of every cell, comma-separated.")] = "0",
+    config: Annotated[
+        Path | None, typer.Option(help="Editor settings every cell starts from (YAML/JSON).")
+    ] = None,
+    sequential: Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")] = 0,
+    matcher: Annotated[
+        list[str] | None, typer.Option(help="exact, fuzzy, token_accuracy (repeatable).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="The first N edits of the order.")] = None,
+    batch_size: Annotated[int, typer.Option(help="Questions per generate call.")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(help="The longest answer, in tokens.")] = 16,
+    executor: Annotated[str, typer.Option(help="local or ray")] = "local",
+    ray_address: RayAddressOption = None,
+) -> None:
+    """Run an editor over a grid of its options, each cell with every seed (one edit run per
+    cell and seed in OUT/cells/); a run finished before is skipped, so a killed sweep resumes.
+    Prints and writes (OUT/sweep.csv, OUT/sweep.json) reliability, generality and locality per
+    cell, mean over seeds with a bootstrap interval, and a heat map per metric."""
+    from medibench.knowledge_edit import TaskError, read_taskset
+    from medibench.knowledge_edit._sweep import parse_grid, run_sweep, sweep_cells
+
+    _at_least(limit, 1, "--limit")
+    _at_least(sequential, 0, "--sequential")
+    _at_least(batch_size, 1, "--batch-size")
+    _at_least(max_new_tokens, 1, "--max-new-tokens")
+    seed_list = _int_list(seeds, "--seeds")
+    if len(set(seed_list)) != len(seed_list):
+        fail(f"--seeds {seeds}: a seed is given twice")
+    if "judge" in (matcher or []):
+        fail("--matcher judge: a sweep scores with exact, fuzzy or token_accuracy")
+    try:
+        cells_grid = parse_grid(grid, editor)
+        ts = read_taskset(tasks)
+    except (TaskError, ValueError) as exc:
+        fail(" ".join(str(exc).split()))
+    local = Path(model).is_dir()
+    settings = {
+        "tasks": str(ts.root.resolve()), "model": model, "editor": editor,
+        "config": _read_config(config), "sequential": sequential, "limit": limit,
+        "matchers": list(matcher or []) or (["exact", "fuzzy", "token_accuracy"] if local
+                                            else ["exact", "fuzzy"]),
+        "model_options": {"batch_size": batch_size, "max_new_tokens": max_new_tokens}
+        if local else {},
+    }  # fmt: skip
+    cells = sweep_cells(cells_grid, seed_list, out)
+    try:
+        result = run_sweep(cells, out, settings, executor=executor, ray_address=ray_address,
+                           log=lambda m: err.print(m, markup=False))  # fmt: skip
+    except (ValueError, ImportError) as exc:
+        fail(" ".join(str(exc).split()))
+    table = Table(title=f"edit sweep: {editor}, mean over seeds [95% CI]")
+    keys = [k for k, _ in cells_grid]
+    for col in (*keys, "seeds", *_METRICS):
+        table.add_column(col)
+    for r in result["rows"]:
+        cells_text = [_fmt(r[m], r[f"{m}_ci_low"], r[f"{m}_ci_high"]) if r[f"{m}_n"] > 1
+                      else ("undefined" if r[m] is None else f"{r[m]:.3f} n=1")
+                      for m in _METRICS]  # fmt: skip
+        table.add_row(*(str(r[k]) for k in keys), str(r["seeds"]), *cells_text)
+    console.print(table)
+    console.print(f"{result['ran']} run(s) now, {result['skipped']} done before; table and heat "
+                  f"maps -> {out}", markup=False)  # fmt: skip
+
+
 _METRICS = ("reliability", "generality", "locality")
 
 
@@ -384,12 +513,24 @@ def _at_least(value: int | None, lowest: int, option: str) -> None:
         fail(f"{option} must be at least {lowest}, got {value}")
 
 
-def _settings(editor: Any) -> dict[str, Any]:
-    """An editor's settings as data (its config dataclass, or its plain attributes)."""
-    import dataclasses
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        fail(f"{option} {text!r}: expected whole numbers separated by commas (e.g. 0,-1)")
+    if not values:
+        fail(f"{option}: give at least one value")
+    return values
 
-    config = getattr(editor, "config", None)
-    if config is not None and dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return {"name": editor.name, **dataclasses.asdict(config)}
-    plain = {k: v for k, v in vars(editor).items() if isinstance(v, (str, int, float))}
-    return {"name": editor.name, **plain}
+
+def _print_analysis(data: dict[str, Any]) -> None:
+    """The tables of the report's geometry section (:func:`geometry_tables`)."""
+    from medibench.knowledge_edit._report import geometry_tables
+
+    for t in geometry_tables(data):
+        table = Table(title=t["title"])
+        for col in t["columns"]:
+            table.add_column(col)
+        for row in t["rows"]:
+            table.add_row(*row)
+        console.print(table)

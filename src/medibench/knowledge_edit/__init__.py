@@ -14,6 +14,9 @@
   :func:`load_editor` (over the versioned hyper-parameter files of :data:`EDITOR_CONFIGS`). A
   memory editor's ``memory(model)`` gives its router in an edited model (:class:`EditMemory`:
   ``query``, ``route_distance``, ``fires``).
+* Memory editors, as ``medibench edit analyze`` reads them: :class:`MemoryEditor` (an editor
+  with ``memory_site`` and ``fires``: ``grace@paper``), :class:`MemoryLookup`; an editor whose
+  ``memory(model)`` gives an :class:`EditMemory` (``balancedit``, ``wise``) is read through it.
 * Experiment and scores: :func:`run_edits`; the results JSONL (:func:`read_results`,
   :func:`write_results`); :func:`summarize` (reliability, generality, locality per edit, macro
   with bootstrap CIs, micro, per task type and stage); matchers :func:`exact_match`,
@@ -65,6 +68,7 @@ from medibench.knowledge_edit._matching import (
     fuzzy_match,
     normalise_answer,
 )
+from medibench.knowledge_edit._memory import MemoryEditor, MemoryLookup
 from medibench.knowledge_edit._mend import MendEditor
 from medibench.knowledge_edit._mend_train import MendTrainConfig, read_mend_config, train_mend
 from medibench.knowledge_edit._metrics import METRICS, EditValue, edit_values, summarize
@@ -132,6 +136,8 @@ __all__ = [
     "Matcher",
     "MendEditor",
     "MendTrainConfig",
+    "MemoryEditor",
+    "MemoryLookup",
     "OpenAIAnswerer",
     "Probe",
     "ResultLine",

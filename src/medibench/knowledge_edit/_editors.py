@@ -248,6 +248,13 @@ def editor_config(name: str) -> dict[str, Any]:
     return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
 
 
+def config_fields(name: str) -> set[str] | None:
+    """The options of editor ``name``'s config (an alias resolved), ``None`` for an editor
+    without a config dataclass (``in-context``, ``easyedit``)."""
+    entry = _TRAINED.get(EDITOR_ALIASES.get(name, name))
+    return None if entry is None else {f.name for f in dataclasses.fields(entry[1])}
+
+
 def load_editor(name: str, config: dict[str, Any] | None = None) -> Editor:
     """An editor by name (or an alias of :data:`EDITOR_ALIASES`) with its hyper-parameters (a
     mapping, e.g. from a YAML file; over the versioned file of :data:`EDITOR_CONFIGS`)."""

@@ -41,6 +41,9 @@ built from the target text alone); so does this one, so the end of the answer is
 own (``converged`` is judged on the same tokens, after the last step). Undo restores the
 codebook as it was before the edit (entries, radii and any value trained in place); the last
 undo puts the original module back, so the model's state dict is as before, bit for bit.
+
+The editor is a :class:`~medibench.knowledge_edit._memory.MemoryEditor`: ``memory_site`` is the
+wrapped module and ``fires`` looks queries up as the codebook's forward pass does.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ import functools
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
+
+import numpy as np
 
 from medibench.knowledge_edit._answerers import Answerer
 from medibench.knowledge_edit._editing import (
@@ -60,6 +65,7 @@ from medibench.knowledge_edit._editing import (
     forward_with_hook,
     train_steps,
 )
+from medibench.knowledge_edit._memory import MemoryLookup
 
 __all__ = [
     "DISTANCES",
@@ -150,6 +156,29 @@ class GracePaperEditor(TrainedEditor):
     def memory(self, model: Answerer) -> Any:
         """The codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
         return memory_at(self._local(model), self.config, _codebook_class(self._local(model).torch))
+
+    # -- the memory, as the latent-space analysis reads it (:mod:`._memory`) ------------------
+    def memory_site(self, model: Answerer) -> Any:
+        """The wrapped module (``layer``'s ``module``) itself, not its codebook: its input at
+        the looked-up token is the codebook's query."""
+        m = self._local(model)
+        _, _, module = wrapped_module(m, self.config)
+        return module.inner if isinstance(module, _codebook_class(m.torch)) else module
+
+    def fires(self, model: Answerer, queries: Any) -> MemoryLookup:
+        """Whether the codebook answers each query (its nearest key within that key's radius,
+        as the lookup decides) and the distance to that key (``distance``: the codebook's own,
+        Euclidean or cosine); without a codebook none fires and every distance is NaN."""
+        m = self._local(model)
+        _, _, module = wrapped_module(m, self.config)
+        n = int(queries.shape[0])
+        if not isinstance(module, _codebook_class(m.torch)) or not module.keys:
+            return MemoryLookup(np.zeros(n, dtype=bool), np.full(n, np.nan))
+        with m.torch.no_grad():
+            dist, idx = module.nearest(queries)
+            radii = m.torch.tensor(module.radii, dtype=dist.dtype, device=dist.device)
+            fired = dist <= radii[idx]  # as the forward pass compares, in its dtype
+        return MemoryLookup(fired.cpu().numpy(), dist.double().cpu().numpy())
 
 
 def train_value(editor: Any, model: Answerer, request: EditCase, codebook: Any,

@@ -30,6 +30,8 @@ __all__ = [
     "config_conflict",
     "declare_edit_tables",
     "edit_results",
+    "edit_spec",
+    "spec_key",
     "store_edit_run",
 ]
 
@@ -56,6 +58,28 @@ def declare_edit_tables(store: Any) -> None:
         store.declare_table(name, columns, key, stage="knowledge_edit")
 
 
+def edit_spec(*, tasks: Any, taskset: Any, limit: int | None, config: dict[str, Any],
+              config_file: Any, editor: Any, matchers: list[str],
+              model_options: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """What an edit run stores of its settings (:func:`store_edit_run`'s ``spec``): the task
+    set's folder and manifest, ``limit``, the editor's ``--config`` as read (and its file) and
+    its resolved settings, the matchers, the model's options. ``edit analyze`` makes the
+    editors again from it."""
+    return {"tasks": str(tasks), "taskset": taskset.manifest, "limit": limit, "config": config,
+            "config_file": None if config_file is None else str(config_file),
+            "editor": editor_settings(editor), "matchers": matchers,
+            "model_options": model_options}  # fmt: skip
+
+
+def editor_settings(editor: Any) -> dict[str, Any]:
+    """An editor's settings as data (its config dataclass, or its plain attributes)."""
+    config = getattr(editor, "config", None)
+    if config is not None and dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return {"name": editor.name, **dataclasses.asdict(config)}
+    plain = {k: v for k, v in vars(editor).items() if isinstance(v, (str, int, float))}
+    return {"name": editor.name, **plain}
+
+
 def setting_name(sequential: int) -> str:
     return f"sequential-{sequential}" if sequential > 0 else "single"
 
@@ -68,7 +92,7 @@ def config_conflict(store: Any, *, model: str, editor: str, sequential: int,
     stored or the config is the same. A spec stored before configs were kept is compared by its
     resolved editor settings. A ``mend:DIR`` run is compared by its hypernetwork's sha256."""
     setting = setting_name(sequential)
-    previous = store.get_meta(_spec_key(model, editor, setting))
+    previous = store.get_meta(spec_key(model, editor, setting))
     if previous is None:
         return None
     nets = [(x.get("editor") or {}).get("hypernetwork_sha256") for x in (previous, spec)]
@@ -99,7 +123,7 @@ def store_edit_run(store: Any, report: EditRunReport, *, model: str, editor: str
     declare_edit_tables(store)
     setting = setting_name(sequential)
     if spec is not None:
-        store.set_meta(_spec_key(model, editor, setting), redact_value(_plain(spec)))
+        store.set_meta(spec_key(model, editor, setting), redact_value(_plain(spec)))
     db = store.connection
     with store.transaction():
         for table in ("edit_requests", "edit_results"):
@@ -157,7 +181,8 @@ def edit_records(store: Any) -> Sequence[tuple[Any, ...]]:
     return list(store.connection.execute("SELECT * FROM edit_requests ORDER BY rowid"))
 
 
-def _spec_key(model: str, editor: str, setting: str) -> str:
+def spec_key(model: str, editor: str, setting: str) -> str:
+    """The store's meta key of the spec of (``model``, ``editor``, ``setting``)."""
     return f"knowledge_edit/{model}/{editor}/{setting}"
 
 

@@ -274,6 +274,9 @@ def _adapter_class(torch: Any) -> Any:
             forward_with_hook(model, self.inner, model.encode([image], [question]), hook)
             return seen["x"]
 
+        #: the router's reading grows towards firing (an activation score, not a distance)
+        higher_fires = True
+
         def route_distance(self, hidden: Any) -> float:
             """The activation score of the memory ``hidden`` (``(tokens, d)`` or ``(d,)``)
             would be routed to (the side memory's when none)."""

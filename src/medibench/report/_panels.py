@@ -24,6 +24,7 @@ PANEL_PROVIDERS = (
     "medibench.calibration._report:calibration_panel",  # medibench calibration score --run
     "medibench.prompt_tuning._tables:grid_panel",  # medibench calibration grid (its --out)
     "medibench.knowledge_edit._report:editing_panel",  # medibench edit run
+    "medibench.knowledge_edit._report:geometry_panel",  # medibench edit analyze
     "medibench.benchmarks.medgen.controls:pairing_panel",  # medibench medgen delta
     "medibench.train._report:training_panel",  # medibench train (its folder, its eval runs)
     "medibench.runs._compare:compared_panel",  # medibench compare --out

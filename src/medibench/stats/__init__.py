@@ -11,6 +11,8 @@ counts it).
 * :func:`pearson`, :func:`spearman`, :func:`kendall`, :func:`icc_2_1`, :func:`paired_estimate`
 * :func:`correlation` (with its p-value), :func:`correlation_ci` (resampling models or samples
   within models), :func:`correlation_rows`, :func:`linear_fit`
+* :func:`auroc`, :func:`auroc_ci` (separation of two kinds of points by a score),
+  :func:`linear_cka`, :func:`linear_cka_ci` (how much a representation changed)
 * :func:`check_edges`, :func:`assign_bins`, :func:`bin_labels` (bins of a property, the last
   closed) and :func:`trend_test` (Spearman's rho of a value with the property, its p-value)
 """
@@ -48,6 +50,7 @@ from medibench.stats._correlation import (
     correlation_rows,
     linear_fit,
 )
+from medibench.stats._geometry import auroc, auroc_ci, linear_cka, linear_cka_ci
 from medibench.stats._paired import (
     compare_models,
     paired_permutation_test,
@@ -65,6 +68,8 @@ __all__ = [
     "PValueMethod",
     "PassRate",
     "assign_bins",
+    "auroc",
+    "auroc_ci",
     "bin_labels",
     "bootstrap_ci",
     "bootstrap_indices",
@@ -77,6 +82,8 @@ __all__ = [
     "icc_2_1",
     "icc_or_nan",
     "kendall",
+    "linear_cka",
+    "linear_cka_ci",
     "linear_fit",
     "macro_mean",
     "paired_estimate",
