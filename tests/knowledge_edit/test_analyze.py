@@ -30,12 +30,13 @@ CONFIGS = {
     "ft": {"max_steps": 5, "lr": 0.05, "tol": 1e-6},
     "lora": {"max_steps": 5, "tol": 1e-6},
     "grace@paper": {"n_iter": 5},
+    "wise": {"n_iter": 5},
 }
 
 
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory, synthetic, taught_path):
-    """One run folder with ft, lora and grace@paper (2 edits each), analysed once."""
+    """One run folder with ft, lora, grace@paper and wise (2 edits each), analysed once."""
     root = tmp_path_factory.mktemp("analyze")
     run = root / "run"
     for editor, config in CONFIGS.items():
@@ -73,10 +74,11 @@ def _items(out):
 def test_every_editor_is_analysed_and_the_report_files_are_written(analysed):
     run, out, output = analysed
     data = json.loads((out / "analysis.json").read_text())
-    assert [e["editor"] for e in data["editors"]] == ["ft", "lora", "grace@paper"]
+    assert [e["editor"] for e in data["editors"]] == ["ft", "lora", "grace@paper", "wise"]
     for e in data["editors"]:
         assert e["n_edits"] == 2 and e["layers"] == [0, 1] and not e["failed"]
-    assert [e["key_layer"] for e in data["editors"]] == [1, 1, 0]  # ft/lora: -1, grace: -2
+    # ft/lora: -1, grace@paper and wise: -2
+    assert [e["key_layer"] for e in data["editors"]] == [1, 1, 0, 0]
     for name in (
         "layers.csv",
         "memory.csv",
@@ -92,6 +94,10 @@ def test_every_editor_is_analysed_and_the_report_files_are_written(analysed):
         assert (out / name).is_file(), name
     text = one_line(output)
     assert "Memory fires" in text and "grace@paper" in text and "analysis ->" in text
+    wise = next(e for e in data["editors"] if e["editor"] == "wise")["memory"]
+    assert wise["site"] == "layer -2 mlp.down_proj"  # its router, read through EditMemory
+    loc = wise["fires"]["locality"]
+    assert loc["n"] > 0 and wise["false_fire_rate"] == pytest.approx(loc["fired"] / loc["n"])
 
 
 def test_distances_and_cosines_restate_from_the_saved_states(analysed):
@@ -149,7 +155,10 @@ def test_grace_fires_on_its_own_key_and_its_locality_fires_are_counted(analysed)
     data = json.loads((out / "analysis.json").read_text())
     grace = next(e for e in data["editors"] if e["editor"] == "grace@paper")
     assert grace["memory"]["site"].endswith("layers.0.mlp.down_proj")
-    assert all(e["memory"] is None for e in data["editors"] if e["editor"] != "grace@paper")
+    assert [e["editor"] for e in data["editors"] if e["memory"] is not None] == [
+        "grace@paper",
+        "wise",
+    ]
     rows = [r for r in _items(out) if r["editor"] == "grace@paper" and r["layer"] == "0"]
     requests = [r for r in rows if r["kind"] == "request"]
     assert requests and all(r["fired"] == "True" for r in requests)
@@ -225,6 +234,51 @@ def test_a_memory_editor_of_another_kind_plugs_in(tiny, synthetic):
     summary = summarize_recording(rec, 0, n_resamples=20)
     assert summary["memory"]["fires"]["request"] == {"rate": 1.0, "fired": 1, "n": 1, "ci": None}
     assert tiny.context == [] and tiny.edits == []  # undone
+
+
+@pytest.mark.parametrize("name", ["wise", "balancedit"])
+def test_wise_and_balancedit_are_read_through_their_router(tiny, synthetic, name):
+    """An editor whose ``memory(model)`` is an EditMemory (wise, balancedit) is analysed as a
+    memory: per prompt, what its router reads (``query``), whether it fires and its reading
+    (WISE's activation score negated: "distance" is lower-is-nearer for every editor)."""
+    from medibench.io import read_image
+    from medibench.knowledge_edit import load_editor
+    from medibench.knowledge_edit._editing import EditCase
+    from medibench.knowledge_edit._latent import PreStates, record_editor
+    from medibench.knowledge_edit._latent_stats import summarize_recording
+
+    editor = load_editor(name, {"n_iter": 2})
+    requests = synthetic.requests[:1]
+
+    def image(rel):
+        return read_image(synthetic.image_path(rel), mode="rgb")
+
+    rec = record_editor(tiny, editor, requests, image, (0, 1), PreStates())
+    prompts = [(requests[0].image, requests[0].question)]
+    prompts += [(p.image, p.question) for p in requests[0].probes]
+    assert len(rec.memory["fired"]) == len(rec.memory["distance"]) == len(prompts)
+    assert rec.memory["site"] == f"layer {editor.config.layer} {editor.config.module}"
+    # the same readings, asked of the router in the edited model by hand
+    req = requests[0]
+    handle = editor.edit(tiny, EditCase(req.edit_id, image(req.image), req.question, req.target))
+    try:
+        router = editor.memory(tiny)
+        sign = -1.0 if name == "wise" else 1.0
+        for j, (rel, question) in enumerate(prompts):
+            hidden = router.query(tiny, image(rel), question)
+            assert bool(rec.memory["fired"][j]) == router.fires(hidden)
+            assert rec.memory["distance"][j] == pytest.approx(
+                sign * router.route_distance(hidden), rel=1e-6, abs=1e-9
+            )
+    finally:
+        handle.undo()
+    summary = summarize_recording(rec, 0, n_resamples=20)
+    fires = summary["memory"]["fires"]
+    assert fires["request"]["n"] == 1
+    n_loc = sum(p.kind == "locality" for p in req.probes)
+    if n_loc:
+        assert fires["locality"]["n"] == n_loc
+    assert tiny.edits == []  # undone
 
 
 def test_analyze_names_what_it_cannot_use(tmp_path, analysed):
@@ -310,9 +364,9 @@ def test_layers_and_limit_choose_what_is_recorded(tmp_path, analysed):
     r = cli("edit", "analyze", run, "--layers", "-1", "--limit", 1, "--resamples", 20, "--out", out)
     assert r.exit_code == 0, r.output
     data = json.loads((out / "analysis.json").read_text())
-    assert [(e["n_edits"], e["layers"]) for e in data["editors"]] == [(1, [1])] * 3
-    # grace@paper edits layer -2 (0), not recorded: its key layer is the last recorded
-    assert [e["key_layer"] for e in data["editors"]] == [1, 1, 1]
+    assert [(e["n_edits"], e["layers"]) for e in data["editors"]] == [(1, [1])] * 4
+    # grace@paper and wise edit layer -2 (0), not recorded: their key layer is the last recorded
+    assert [e["key_layer"] for e in data["editors"]] == [1, 1, 1, 1]
     states = np.load(out / "states.npz")
-    assert sorted(states.files) == sorted(f"{e}__{w}__1" for e in ("ft", "lora", "grace_paper")
-                                          for w in ("pre", "post"))  # fmt: skip
+    editors = ("ft", "lora", "grace_paper", "wise")
+    assert sorted(states.files) == sorted(f"{e}__{w}__1" for e in editors for w in ("pre", "post"))
