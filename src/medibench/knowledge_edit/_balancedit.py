@@ -50,7 +50,6 @@ from medibench.knowledge_edit._answerers import Answerer
 from medibench.knowledge_edit._editing import (
     AttentionMaskWatch,
     EditCase,
-    EditError,
     EditHandle,
     TrainedEditor,
     forward_with_hook,
@@ -59,9 +58,11 @@ from medibench.knowledge_edit._grace_paper import (
     _SPLIT_MARGIN,
     CodebookConfig,
     _codebook_class,
+    answer_batch,
+    install,
     memory_at,
+    require_cache,
     train_value,
-    wrapped_module,
 )
 
 __all__ = ["BalancEditConfig", "BalancEditEditor", "balanced_radius"]
@@ -106,16 +107,10 @@ class BalancEditEditor(TrainedEditor):
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         t0 = time.perf_counter()
         m = self._local(model)
-        torch, cfg = m.torch, self.config
-        if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
-            raise EditError(f"balancedit: model {m.path} generates without its key-value cache "
-                            "(generation_config.use_cache is false); BalancEdit looks the "
-                            "prompt up once, on the pass that starts the sequence, and needs "
-                            "the cache")  # fmt: skip
-        parent, attr, inner = wrapped_module(m, cfg, self.name)
-        book = _pooled_class(torch)
-        codebook = inner if isinstance(inner, book) else book(inner, m, cfg.distance)
-        setattr(parent, attr, codebook)
+        cfg = self.config
+        require_cache(m, self.name, "BalancEdit looks the prompt up once, on the pass that "
+                      "starts the sequence, and needs the cache")  # fmt: skip
+        parent, attr, codebook = install(m, cfg, self.name, _pooled_class(m.torch), cfg.distance)
         saved = codebook.snapshot()
 
         def restore() -> None:
@@ -124,13 +119,10 @@ class BalancEditEditor(TrainedEditor):
                 setattr(parent, attr, codebook.inner)
                 codebook.watch.remove()
 
-        batch, n = m.teacher_batch(request.image, request.question, request.target)
-        labels = batch["labels"].clone()
-        labels[0, -1] = -100  # the end of turn: the answer's tokens alone, as grace@paper
-        batch["labels"] = labels
+        batch, n = answer_batch(m, request)
 
         def admit() -> int:
-            answer = tuple(int(t) for t in labels[0, n:-1])
+            answer = tuple(int(t) for t in batch["labels"][0, n:-1])
             key, width = codebook.probe(m, batch, n)
             positive, negative = _samples(request.image, cfg)
             d_pos = codebook.distance_between(key, codebook.query(m, positive, request.question))
@@ -212,14 +204,6 @@ def _pooled_class(torch: Any) -> Any:
             n = forced if forced is not None else x.shape[1]
             weights = self.watch.rows(x)[:, :n, None]
             pooled = (x[:, :n].detach() * weights).sum(1) / weights.sum(1).clamp_min(1)
-            dist, idx = self.nearest(pooled)
-            radii = torch.tensor(self.radii, dtype=dist.dtype, device=dist.device)
-            hit = dist <= radii[idx]
-            if not bool(hit.any()):
-                return out
-            values = torch.stack(self.values)[idx].to(out.dtype)
-            replaced = out.clone()
-            replaced[:, n - 1] = torch.where(hit[:, None], values, out[:, n - 1])
-            return replaced
+            return self.replace_hits(out, pooled, n - 1)
 
     return PooledCodebook

@@ -66,7 +66,10 @@ __all__ = [
     "CodebookConfig",
     "GracePaperConfig",
     "GracePaperEditor",
+    "answer_batch",
+    "install",
     "memory_at",
+    "require_cache",
     "train_value",
     "wrapped_module",
 ]
@@ -121,21 +124,12 @@ class GracePaperEditor(TrainedEditor):
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         t0 = time.perf_counter()
         m = self._local(model)
-        torch, cfg = m.torch, self.config
-        if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
-            # without the cache every step reruns the prompt, whose last token is not looked up
-            raise EditError(f"grace@paper: model {m.path} generates without its key-value cache "
-                            "(generation_config.use_cache is false); GRACE looks up one token per "
-                            "pass and needs the cache")  # fmt: skip
-        parent, attr, inner = wrapped_module(m, cfg)
-        book = _codebook_class(torch)
-        codebook = inner if isinstance(inner, book) else book(inner, m, cfg.distance)
-        setattr(parent, attr, codebook)
-        batch, n = m.teacher_batch(request.image, request.question, request.target)
-        labels = batch["labels"].clone()
-        labels[0, -1] = -100  # the end of turn: EasyEdit's labels are the target text's alone
-        batch["labels"] = labels
-        answer = tuple(int(t) for t in labels[0, n:-1])
+        cfg = self.config
+        # without the cache every step reruns the prompt, whose last token is not looked up
+        require_cache(m, self.name, "GRACE looks up one token per pass and needs the cache")
+        parent, attr, codebook = install(m, cfg, self.name, _codebook_class(m.torch), cfg.distance)
+        batch, n = answer_batch(m, request)
+        answer = tuple(int(t) for t in batch["labels"][0, n:-1])
         key, width = codebook.probe(m, batch, n)
         saved = codebook.snapshot()
 
@@ -171,6 +165,35 @@ def train_value(editor: Any, model: Answerer, request: EditCase, codebook: Any,
     return editor._applied(
         model, request, restore, converged, loss, steps, time.perf_counter() - t0
     )
+
+
+def require_cache(m: Any, editor: str, why: str) -> None:
+    """Refuse local model ``m`` when it generates without its key-value cache (``why``: what
+    ``editor`` does that needs it)."""
+    if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
+        raise EditError(f"{editor}: model {m.path} generates without its key-value cache "
+                        f"(generation_config.use_cache is false); {why}")  # fmt: skip
+
+
+def install(m: Any, cfg: Any, editor: str, kind: type, *args: Any) -> tuple[Any, str, Any]:
+    """``(parent, attribute, module)``: the ``kind`` module at ``cfg.layer`` / ``cfg.module`` of
+    local model ``m``, put in place of the module there (``kind(module, m, *args)``) unless an
+    earlier edit did (an error names ``editor``)."""
+    parent, attr, inner = wrapped_module(m, cfg, editor)
+    module = inner if isinstance(inner, kind) else kind(inner, m, *args)
+    setattr(parent, attr, module)
+    return parent, attr, module
+
+
+def answer_batch(m: Any, request: EditCase) -> tuple[Any, int]:
+    """The edit's teacher-forced batch on local model ``m`` and its prompt length, labelled on
+    the answer's tokens alone: the end of turn is not (EasyEdit's labels are the target
+    text's)."""
+    batch, n = m.teacher_batch(request.image, request.question, request.target)
+    labels = batch["labels"].clone()
+    labels[0, -1] = -100
+    batch["labels"] = labels
+    return batch, n
 
 
 def memory_at(m: Any, cfg: Any, kind: type) -> Any:
@@ -310,7 +333,12 @@ def _codebook_class(torch: Any) -> Any:
                 return out
             forced = self.owner[0].teacher_prompt_length  # a teacher-forced pass
             pos = forced - 1 if forced is not None else x.shape[1] - 1
-            dist, idx = self.nearest(x[:, pos, :].detach())
+            return self.replace_hits(out, x[:, pos, :].detach(), pos)
+
+        def replace_hits(self, out: Any, queries: Any, pos: int) -> Any:
+            """``out`` with token ``pos`` of each row whose query (``queries``: ``(rows, d)``)
+            is within its nearest key's radius replaced by that key's value."""
+            dist, idx = self.nearest(queries)
             radii = torch.tensor(self.radii, dtype=dist.dtype, device=dist.device)
             hit = dist <= radii[idx]
             if not bool(hit.any()):

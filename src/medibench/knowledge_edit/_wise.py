@@ -65,7 +65,7 @@ from medibench.knowledge_edit._editing import (
     _training,
     forward_with_hook,
 )
-from medibench.knowledge_edit._grace_paper import memory_at, wrapped_module
+from medibench.knowledge_edit._grace_paper import answer_batch, install, memory_at
 
 __all__ = ["WiseConfig", "WiseEditor", "margin_loss", "ties_merge"]
 
@@ -129,10 +129,7 @@ class WiseEditor(TrainedEditor):
         t0 = time.perf_counter()
         m = self._local(model)
         torch, cfg = m.torch, self.config
-        parent, attr, inner = wrapped_module(m, cfg, self.name)
-        cls = _adapter_class(torch)
-        adapter = inner if isinstance(inner, cls) else cls(inner, m, cfg)
-        setattr(parent, attr, adapter)
+        parent, attr, adapter = install(m, cfg, self.name, _adapter_class(torch), cfg)
         saved = adapter.snapshot()
 
         def restore() -> None:
@@ -142,10 +139,7 @@ class WiseEditor(TrainedEditor):
                 adapter.watch.remove()
 
         try:
-            batch, n = m.teacher_batch(request.image, request.question, request.target)
-            labels = batch["labels"].clone()
-            labels[0, -1] = -100  # the end of turn: EasyEdit's labels are the target text's
-            batch["labels"] = labels
+            batch, n = answer_batch(m, request)
             blank = np.full_like(request.image, cfg.locality_fill, dtype=np.uint8)
             outside = m.encode([blank], [cfg.locality_question])
             steps, loss = adapter.train(m, batch, n, outside)
