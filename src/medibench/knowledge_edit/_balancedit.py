@@ -40,29 +40,21 @@ and modules are as before, bit for bit.
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from medibench.knowledge_edit._answerers import Answerer
 from medibench.knowledge_edit._editing import (
     AttentionMaskWatch,
     EditCase,
-    EditHandle,
-    TrainedEditor,
     forward_with_hook,
 )
 from medibench.knowledge_edit._grace_paper import (
     _SPLIT_MARGIN,
     CodebookConfig,
+    CodebookEditor,
     _codebook_class,
-    answer_batch,
-    install,
-    memory_at,
-    require_cache,
-    train_value,
 )
 
 __all__ = ["BalancEditConfig", "BalancEditEditor", "balanced_radius"]
@@ -100,42 +92,25 @@ def balanced_radius(d_pos: float, d_neg: float, alpha: float) -> float:
     return (1 - alpha) * d_neg + alpha * d_pos
 
 
-class BalancEditEditor(TrainedEditor):
+class BalancEditEditor(CodebookEditor):
     name = "balancedit"
     config_type = BalancEditConfig
+    needs_cache = (
+        "BalancEdit looks the prompt up once, on the pass that starts the sequence, and needs "
+        "the cache"
+    )
 
-    def edit(self, model: Answerer, request: EditCase) -> EditHandle:
-        t0 = time.perf_counter()
-        m = self._local(model)
+    def wrapper(self, torch: Any) -> type:
+        return _pooled_class(torch)
+
+    def admit(self, m: Any, codebook: Any, request: EditCase, key: Any,
+              answer: tuple[int, ...], width: int) -> int:  # fmt: skip
         cfg = self.config
-        require_cache(m, self.name, "BalancEdit looks the prompt up once, on the pass that "
-                      "starts the sequence, and needs the cache")  # fmt: skip
-        parent, attr, codebook = install(m, cfg, self.name, _pooled_class(m.torch), cfg.distance)
-        saved = codebook.snapshot()
-
-        def restore() -> None:
-            codebook.restore(saved)
-            if not codebook.keys:
-                setattr(parent, attr, codebook.inner)
-                codebook.watch.remove()
-
-        batch, n = answer_batch(m, request)
-
-        def admit() -> int:
-            answer = tuple(int(t) for t in batch["labels"][0, n:-1])
-            key, width = codebook.probe(m, batch, n)
-            positive, negative = _samples(request.image, cfg)
-            d_pos = codebook.distance_between(key, codebook.query(m, positive, request.question))
-            d_neg = codebook.distance_between(key, codebook.query(m, negative, request.question))
-            radius = balanced_radius(d_pos, d_neg, cfg.alpha)
-            return int(codebook.admit_balanced(key, answer, width, radius, cfg.seed))
-
-        return train_value(self, model, request, codebook, (batch, n), restore, t0, admit)
-
-    def memory(self, model: Answerer) -> Any:
-        """The pooled codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
-        m = self._local(model)
-        return memory_at(m, self.config, _pooled_class(m.torch))
+        positive, negative = _samples(request.image, cfg)
+        d_pos = codebook.distance_between(key, codebook.query(m, positive, request.question))
+        d_neg = codebook.distance_between(key, codebook.query(m, negative, request.question))
+        radius = balanced_radius(d_pos, d_neg, cfg.alpha)
+        return int(codebook.admit_balanced(key, answer, width, radius, cfg.seed))
 
 
 def _samples(image: np.ndarray, cfg: BalancEditConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -155,6 +130,10 @@ def _pooled_class(torch: Any) -> Any:
         def __init__(self, inner: Any, owner: Any, distance: str) -> None:
             super().__init__(inner, owner, distance)
             self.watch = AttentionMaskWatch(owner.model)
+
+        def release(self) -> None:
+            """Remove the attention-mask hook (the original module is put back)."""
+            self.watch.remove()
 
         def probe(self, m: Any, batch: Any, n: int) -> tuple[Any, int]:
             """The pooled key (the module's input averaged over the prompt's ``n`` tokens) and

@@ -64,13 +64,14 @@ from medibench.knowledge_edit._editing import (
 __all__ = [
     "DISTANCES",
     "CodebookConfig",
+    "CodebookEditor",
     "GracePaperConfig",
     "GracePaperEditor",
+    "ModuleEditor",
     "answer_batch",
     "install",
     "memory_at",
     "require_cache",
-    "train_value",
     "wrapped_module",
 ]
 
@@ -117,54 +118,96 @@ class GracePaperConfig(CodebookConfig):
             raise ValueError(f"grace@paper: eps must be positive, got {self.eps}")
 
 
-class GracePaperEditor(TrainedEditor):
-    name = "grace@paper"
-    config_type = GracePaperConfig
+class ModuleEditor(TrainedEditor):
+    """A trained editor that puts a :meth:`wrapper` module in place of the module at its
+    config's ``layer`` / ``module`` and trains what the wrapper holds (:meth:`train`). An edit's
+    undo restores the wrapper as it was before the edit and, once it holds no edit, puts the
+    original module back (after the wrapper's ``release()``), so the model's state dict and
+    modules are as before, bit for bit; a failed edit is undone before its error is raised."""
+
+    #: what the editor does that needs the key-value cache: a model that generates without it
+    #: is refused (``None``: any model)
+    needs_cache: ClassVar[str | None] = None
+
+    def wrapper(self, torch: Any) -> type:
+        """The wrapper module class, made ``wrapper(module, model, *self.wrapper_args())``."""
+        raise NotImplementedError
+
+    def wrapper_args(self) -> tuple[Any, ...]:
+        return (self.config,)
+
+    def train(self, m: Any, wrapper: Any, request: EditCase) -> tuple[bool, float | None, int]:
+        """Train ``request``'s edit into ``wrapper`` on local model ``m``: ``(converged, loss,
+        steps)``."""
+        raise NotImplementedError
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         t0 = time.perf_counter()
         m = self._local(model)
+        if self.needs_cache is not None:
+            require_cache(m, self.name, self.needs_cache)
+        kind = self.wrapper(m.torch)
+        parent, attr, wrapper = install(m, self.config, self.name, kind, *self.wrapper_args())
+        saved = wrapper.snapshot()
+
+        def restore() -> None:
+            wrapper.restore(saved)
+            if not wrapper.holds_edits:
+                setattr(parent, attr, wrapper.inner)
+                wrapper.release()
+
+        try:
+            result = self.train(m, wrapper, request)
+        except BaseException:  # a failed edit leaves the model as it was
+            restore()
+            raise
+        return self._applied(model, request, restore, *result, time.perf_counter() - t0)
+
+    def memory(self, model: Answerer) -> Any:
+        """The :meth:`wrapper` module at ``layer`` / ``module`` (:class:`EditMemory`), or
+        ``None``."""
+        m = self._local(model)
+        return memory_at(m, self.config, self.wrapper(m.torch))
+
+
+class CodebookEditor(ModuleEditor):
+    """A codebook editor (``grace@paper``, ``balancedit``): :meth:`admit` gives the entry the
+    edit's key and answer train, whose value is trained for the config's ``n_iter`` Adam steps
+    on the edit's teacher-forced answer, then frozen."""
+
+    def wrapper_args(self) -> tuple[Any, ...]:
+        return (self.config.distance,)
+
+    def admit(self, m: Any, codebook: Any, request: EditCase, key: Any,
+              answer: tuple[int, ...], width: int) -> int:  # fmt: skip
+        """The index of the codebook entry that ``request`` (its ``key``, the ``answer``'s
+        token ids, the value's ``width``) trains."""
+        raise NotImplementedError
+
+    def train(self, m: Any, codebook: Any, request: EditCase) -> tuple[bool, float | None, int]:
         cfg = self.config
-        # without the cache every step reruns the prompt, whose last token is not looked up
-        require_cache(m, self.name, "GRACE looks up one token per pass and needs the cache")
-        parent, attr, codebook = install(m, cfg, self.name, _codebook_class(m.torch), cfg.distance)
         batch, n = answer_batch(m, request)
         answer = tuple(int(t) for t in batch["labels"][0, n:-1])
         key, width = codebook.probe(m, batch, n)
-        saved = codebook.snapshot()
-
-        def restore() -> None:
-            codebook.restore(saved)
-            if not codebook.keys:
-                setattr(parent, attr, codebook.inner)
-
-        return train_value(self, model, request, codebook, (batch, n), restore, t0,
-                           lambda: codebook.admit(key, answer, width, cfg))  # fmt: skip
-
-    def memory(self, model: Answerer) -> Any:
-        """The codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
-        return memory_at(self._local(model), self.config, _codebook_class(self._local(model).torch))
+        entry = self.admit(m, codebook, request, key, answer, width)
+        result = train_steps(m, batch, n, [codebook.values[entry]], lr=cfg.lr,
+                             steps=cfg.n_iter, tol=cfg.tol)  # fmt: skip
+        codebook.values[entry].requires_grad_(False)
+        return result
 
 
-def train_value(editor: Any, model: Answerer, request: EditCase, codebook: Any,
-                teacher: tuple[Any, int], restore: Any, t0: float,
-                admit: Any) -> EditHandle:  # fmt: skip
-    """A codebook editor's edit: ``admit()`` gives the entry, whose value is trained for the
-    config's ``n_iter`` Adam steps on the ``teacher`` batch (``(batch, prompt length)``), then
-    frozen; any failure runs ``restore`` first. The edit's handle."""
-    cfg = editor.config
-    try:
-        entry = admit()
-        converged, loss, steps = train_steps(editor._local(model), *teacher,
-                                             [codebook.values[entry]], lr=cfg.lr,
-                                             steps=cfg.n_iter, tol=cfg.tol)  # fmt: skip
-    except BaseException:  # a failed edit leaves the model as it was
-        restore()
-        raise
-    codebook.values[entry].requires_grad_(False)
-    return editor._applied(
-        model, request, restore, converged, loss, steps, time.perf_counter() - t0
-    )
+class GracePaperEditor(CodebookEditor):
+    name = "grace@paper"
+    config_type = GracePaperConfig
+    # without the cache every step reruns the prompt, whose last token is not looked up
+    needs_cache = "GRACE looks up one token per pass and needs the cache"
+
+    def wrapper(self, torch: Any) -> type:
+        return _codebook_class(torch)
+
+    def admit(self, m: Any, codebook: Any, request: EditCase, key: Any,
+              answer: tuple[int, ...], width: int) -> int:  # fmt: skip
+        return int(codebook.admit(key, answer, width, self.config))
 
 
 def require_cache(m: Any, editor: str, why: str) -> None:
@@ -244,6 +287,13 @@ def _codebook_class(torch: Any) -> Any:
         @property
         def weight(self) -> Any:  # code that reads the wrapped layer's weight (its dtype)
             return self.inner.weight
+
+        @property
+        def holds_edits(self) -> bool:
+            return bool(self.keys)
+
+        def release(self) -> None:
+            """Nothing to let go of when the original module is put back."""
 
         def probe(self, m: Any, batch: Any, n: int) -> tuple[Any, int]:
             """The key (the module's input at the prompt's last token) and the output width."""
