@@ -40,28 +40,21 @@ and modules are as before, bit for bit.
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from medibench.knowledge_edit._answerers import Answerer
 from medibench.knowledge_edit._editing import (
     AttentionMaskWatch,
     EditCase,
-    EditError,
-    EditHandle,
-    TrainedEditor,
     forward_with_hook,
 )
 from medibench.knowledge_edit._grace_paper import (
     _SPLIT_MARGIN,
     CodebookConfig,
+    CodebookEditor,
     _codebook_class,
-    memory_at,
-    train_value,
-    wrapped_module,
 )
 
 __all__ = ["BalancEditConfig", "BalancEditEditor", "balanced_radius"]
@@ -99,51 +92,25 @@ def balanced_radius(d_pos: float, d_neg: float, alpha: float) -> float:
     return (1 - alpha) * d_neg + alpha * d_pos
 
 
-class BalancEditEditor(TrainedEditor):
+class BalancEditEditor(CodebookEditor):
     name = "balancedit"
     config_type = BalancEditConfig
+    needs_cache = (
+        "BalancEdit looks the prompt up once, on the pass that starts the sequence, and needs "
+        "the cache"
+    )
 
-    def edit(self, model: Answerer, request: EditCase) -> EditHandle:
-        t0 = time.perf_counter()
-        m = self._local(model)
-        torch, cfg = m.torch, self.config
-        if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
-            raise EditError(f"balancedit: model {m.path} generates without its key-value cache "
-                            "(generation_config.use_cache is false); BalancEdit looks the "
-                            "prompt up once, on the pass that starts the sequence, and needs "
-                            "the cache")  # fmt: skip
-        parent, attr, inner = wrapped_module(m, cfg, self.name)
-        book = _pooled_class(torch)
-        codebook = inner if isinstance(inner, book) else book(inner, m, cfg.distance)
-        setattr(parent, attr, codebook)
-        saved = codebook.snapshot()
+    def wrapper(self, torch: Any) -> type:
+        return _pooled_class(torch)
 
-        def restore() -> None:
-            codebook.restore(saved)
-            if not codebook.keys:
-                setattr(parent, attr, codebook.inner)
-                codebook.watch.remove()
-
-        batch, n = m.teacher_batch(request.image, request.question, request.target)
-        labels = batch["labels"].clone()
-        labels[0, -1] = -100  # the end of turn: the answer's tokens alone, as grace@paper
-        batch["labels"] = labels
-
-        def admit() -> int:
-            answer = tuple(int(t) for t in labels[0, n:-1])
-            key, width = codebook.probe(m, batch, n)
-            positive, negative = _samples(request.image, cfg)
-            d_pos = codebook.distance_between(key, codebook.query(m, positive, request.question))
-            d_neg = codebook.distance_between(key, codebook.query(m, negative, request.question))
-            radius = balanced_radius(d_pos, d_neg, cfg.alpha)
-            return int(codebook.admit_balanced(key, answer, width, radius, cfg.seed))
-
-        return train_value(self, model, request, codebook, (batch, n), restore, t0, admit)
-
-    def memory(self, model: Answerer) -> Any:
-        """The pooled codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
-        m = self._local(model)
-        return memory_at(m, self.config, _pooled_class(m.torch))
+    def admit(self, m: Any, codebook: Any, request: EditCase, key: Any,
+              answer: tuple[int, ...], width: int) -> int:  # fmt: skip
+        cfg = self.config
+        positive, negative = _samples(request.image, cfg)
+        d_pos = codebook.distance_between(key, codebook.query(m, positive, request.question))
+        d_neg = codebook.distance_between(key, codebook.query(m, negative, request.question))
+        radius = balanced_radius(d_pos, d_neg, cfg.alpha)
+        return int(codebook.admit_balanced(key, answer, width, radius, cfg.seed))
 
 
 def _samples(image: np.ndarray, cfg: BalancEditConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -163,6 +130,10 @@ def _pooled_class(torch: Any) -> Any:
         def __init__(self, inner: Any, owner: Any, distance: str) -> None:
             super().__init__(inner, owner, distance)
             self.watch = AttentionMaskWatch(owner.model)
+
+        def release(self) -> None:
+            """Remove the attention-mask hook (the original module is put back)."""
+            self.watch.remove()
 
         def probe(self, m: Any, batch: Any, n: int) -> tuple[Any, int]:
             """The pooled key (the module's input averaged over the prompt's ``n`` tokens) and
@@ -212,14 +183,6 @@ def _pooled_class(torch: Any) -> Any:
             n = forced if forced is not None else x.shape[1]
             weights = self.watch.rows(x)[:, :n, None]
             pooled = (x[:, :n].detach() * weights).sum(1) / weights.sum(1).clamp_min(1)
-            dist, idx = self.nearest(pooled)
-            radii = torch.tensor(self.radii, dtype=dist.dtype, device=dist.device)
-            hit = dist <= radii[idx]
-            if not bool(hit.any()):
-                return out
-            values = torch.stack(self.values)[idx].to(out.dtype)
-            replaced = out.clone()
-            replaced[:, n - 1] = torch.where(hit[:, None], values, out[:, n - 1])
-            return replaced
+            return self.replace_hits(out, pooled, n - 1)
 
     return PooledCodebook

@@ -70,10 +70,14 @@ from medibench.knowledge_edit._memory import MemoryLookup
 __all__ = [
     "DISTANCES",
     "CodebookConfig",
+    "CodebookEditor",
     "GracePaperConfig",
     "GracePaperEditor",
+    "ModuleEditor",
+    "answer_batch",
+    "install",
     "memory_at",
-    "train_value",
+    "require_cache",
     "wrapped_module",
 ]
 
@@ -120,42 +124,56 @@ class GracePaperConfig(CodebookConfig):
             raise ValueError(f"grace@paper: eps must be positive, got {self.eps}")
 
 
-class GracePaperEditor(TrainedEditor):
-    name = "grace@paper"
-    config_type = GracePaperConfig
+class ModuleEditor(TrainedEditor):
+    """A trained editor that puts a :meth:`wrapper` module in place of the module at its
+    config's ``layer`` / ``module`` and trains what the wrapper holds (:meth:`train`). An edit's
+    undo restores the wrapper as it was before the edit and, once it holds no edit, puts the
+    original module back (after the wrapper's ``release()``), so the model's state dict and
+    modules are as before, bit for bit; a failed edit is undone before its error is raised."""
+
+    #: what the editor does that needs the key-value cache: a model that generates without it
+    #: is refused (``None``: any model)
+    needs_cache: ClassVar[str | None] = None
+
+    def wrapper(self, torch: Any) -> type:
+        """The wrapper module class, made ``wrapper(module, model, *self.wrapper_args())``."""
+        raise NotImplementedError
+
+    def wrapper_args(self) -> tuple[Any, ...]:
+        return (self.config,)
+
+    def train(self, m: Any, wrapper: Any, request: EditCase) -> tuple[bool, float | None, int]:
+        """Train ``request``'s edit into ``wrapper`` on local model ``m``: ``(converged, loss,
+        steps)``."""
+        raise NotImplementedError
 
     def edit(self, model: Answerer, request: EditCase) -> EditHandle:
         t0 = time.perf_counter()
         m = self._local(model)
-        torch, cfg = m.torch, self.config
-        if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
-            # without the cache every step reruns the prompt, whose last token is not looked up
-            raise EditError(f"grace@paper: model {m.path} generates without its key-value cache "
-                            "(generation_config.use_cache is false); GRACE looks up one token per "
-                            "pass and needs the cache")  # fmt: skip
-        parent, attr, inner = wrapped_module(m, cfg)
-        book = _codebook_class(torch)
-        codebook = inner if isinstance(inner, book) else book(inner, m, cfg.distance)
-        setattr(parent, attr, codebook)
-        batch, n = m.teacher_batch(request.image, request.question, request.target)
-        labels = batch["labels"].clone()
-        labels[0, -1] = -100  # the end of turn: EasyEdit's labels are the target text's alone
-        batch["labels"] = labels
-        answer = tuple(int(t) for t in labels[0, n:-1])
-        key, width = codebook.probe(m, batch, n)
-        saved = codebook.snapshot()
+        if self.needs_cache is not None:
+            require_cache(m, self.name, self.needs_cache)
+        kind = self.wrapper(m.torch)
+        parent, attr, wrapper = install(m, self.config, self.name, kind, *self.wrapper_args())
+        saved = wrapper.snapshot()
 
         def restore() -> None:
-            codebook.restore(saved)
-            if not codebook.keys:
-                setattr(parent, attr, codebook.inner)
+            wrapper.restore(saved)
+            if not wrapper.holds_edits:
+                setattr(parent, attr, wrapper.inner)
+                wrapper.release()
 
-        return train_value(self, model, request, codebook, (batch, n), restore, t0,
-                           lambda: codebook.admit(key, answer, width, cfg))  # fmt: skip
+        try:
+            result = self.train(m, wrapper, request)
+        except BaseException:  # a failed edit leaves the model as it was
+            restore()
+            raise
+        return self._applied(model, request, restore, *result, time.perf_counter() - t0)
 
     def memory(self, model: Answerer) -> Any:
-        """The codebook at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
-        return memory_at(self._local(model), self.config, _codebook_class(self._local(model).torch))
+        """The :meth:`wrapper` module at ``layer`` / ``module`` (:class:`EditMemory`), or
+        ``None``."""
+        m = self._local(model)
+        return memory_at(m, self.config, self.wrapper(m.torch))
 
     # -- the memory, as the latent-space analysis reads it (:mod:`._memory`) ------------------
     def memory_site(self, model: Answerer) -> Any:
@@ -181,25 +199,73 @@ class GracePaperEditor(TrainedEditor):
         return MemoryLookup(fired.cpu().numpy(), dist.double().cpu().numpy())
 
 
-def train_value(editor: Any, model: Answerer, request: EditCase, codebook: Any,
-                teacher: tuple[Any, int], restore: Any, t0: float,
-                admit: Any) -> EditHandle:  # fmt: skip
-    """A codebook editor's edit: ``admit()`` gives the entry, whose value is trained for the
-    config's ``n_iter`` Adam steps on the ``teacher`` batch (``(batch, prompt length)``), then
-    frozen; any failure runs ``restore`` first. The edit's handle."""
-    cfg = editor.config
-    try:
-        entry = admit()
-        converged, loss, steps = train_steps(editor._local(model), *teacher,
-                                             [codebook.values[entry]], lr=cfg.lr,
-                                             steps=cfg.n_iter, tol=cfg.tol)  # fmt: skip
-    except BaseException:  # a failed edit leaves the model as it was
-        restore()
-        raise
-    codebook.values[entry].requires_grad_(False)
-    return editor._applied(
-        model, request, restore, converged, loss, steps, time.perf_counter() - t0
-    )
+class CodebookEditor(ModuleEditor):
+    """A codebook editor (``grace@paper``, ``balancedit``): :meth:`admit` gives the entry the
+    edit's key and answer train, whose value is trained for the config's ``n_iter`` Adam steps
+    on the edit's teacher-forced answer, then frozen."""
+
+    def wrapper_args(self) -> tuple[Any, ...]:
+        return (self.config.distance,)
+
+    def admit(self, m: Any, codebook: Any, request: EditCase, key: Any,
+              answer: tuple[int, ...], width: int) -> int:  # fmt: skip
+        """The index of the codebook entry that ``request`` (its ``key``, the ``answer``'s
+        token ids, the value's ``width``) trains."""
+        raise NotImplementedError
+
+    def train(self, m: Any, codebook: Any, request: EditCase) -> tuple[bool, float | None, int]:
+        cfg = self.config
+        batch, n = answer_batch(m, request)
+        answer = tuple(int(t) for t in batch["labels"][0, n:-1])
+        key, width = codebook.probe(m, batch, n)
+        entry = self.admit(m, codebook, request, key, answer, width)
+        result = train_steps(m, batch, n, [codebook.values[entry]], lr=cfg.lr,
+                             steps=cfg.n_iter, tol=cfg.tol)  # fmt: skip
+        codebook.values[entry].requires_grad_(False)
+        return result
+
+
+class GracePaperEditor(CodebookEditor):
+    name = "grace@paper"
+    config_type = GracePaperConfig
+    # without the cache every step reruns the prompt, whose last token is not looked up
+    needs_cache = "GRACE looks up one token per pass and needs the cache"
+
+    def wrapper(self, torch: Any) -> type:
+        return _codebook_class(torch)
+
+    def admit(self, m: Any, codebook: Any, request: EditCase, key: Any,
+              answer: tuple[int, ...], width: int) -> int:  # fmt: skip
+        return int(codebook.admit(key, answer, width, self.config))
+
+
+def require_cache(m: Any, editor: str, why: str) -> None:
+    """Refuse local model ``m`` when it generates without its key-value cache (``why``: what
+    ``editor`` does that needs it)."""
+    if getattr(getattr(m.model, "generation_config", None), "use_cache", True) is False:
+        raise EditError(f"{editor}: model {m.path} generates without its key-value cache "
+                        f"(generation_config.use_cache is false); {why}")  # fmt: skip
+
+
+def install(m: Any, cfg: Any, editor: str, kind: type, *args: Any) -> tuple[Any, str, Any]:
+    """``(parent, attribute, module)``: the ``kind`` module at ``cfg.layer`` / ``cfg.module`` of
+    local model ``m``, put in place of the module there (``kind(module, m, *args)``) unless an
+    earlier edit did (an error names ``editor``)."""
+    parent, attr, inner = wrapped_module(m, cfg, editor)
+    module = inner if isinstance(inner, kind) else kind(inner, m, *args)
+    setattr(parent, attr, module)
+    return parent, attr, module
+
+
+def answer_batch(m: Any, request: EditCase) -> tuple[Any, int]:
+    """The edit's teacher-forced batch on local model ``m`` and its prompt length, labelled on
+    the answer's tokens alone: the end of turn is not (EasyEdit's labels are the target
+    text's)."""
+    batch, n = m.teacher_batch(request.image, request.question, request.target)
+    labels = batch["labels"].clone()
+    labels[0, -1] = -100
+    batch["labels"] = labels
+    return batch, n
 
 
 def memory_at(m: Any, cfg: Any, kind: type) -> Any:
@@ -250,6 +316,13 @@ def _codebook_class(torch: Any) -> Any:
         @property
         def weight(self) -> Any:  # code that reads the wrapped layer's weight (its dtype)
             return self.inner.weight
+
+        @property
+        def holds_edits(self) -> bool:
+            return bool(self.keys)
+
+        def release(self) -> None:
+            """Nothing to let go of when the original module is put back."""
 
         def probe(self, m: Any, batch: Any, n: int) -> tuple[Any, int]:
             """The key (the module's input at the prompt's last token) and the output width."""
@@ -339,7 +412,12 @@ def _codebook_class(torch: Any) -> Any:
                 return out
             forced = self.owner[0].teacher_prompt_length  # a teacher-forced pass
             pos = forced - 1 if forced is not None else x.shape[1] - 1
-            dist, idx = self.nearest(x[:, pos, :].detach())
+            return self.replace_hits(out, x[:, pos, :].detach(), pos)
+
+        def replace_hits(self, out: Any, queries: Any, pos: int) -> Any:
+            """``out`` with token ``pos`` of each row whose query (``queries``: ``(rows, d)``)
+            is within its nearest key's radius replaced by that key's value."""
+            dist, idx = self.nearest(queries)
             radii = torch.tensor(self.radii, dtype=dist.dtype, device=dist.device)
             hit = dist <= radii[idx]
             if not bool(hit.any()):

@@ -49,23 +49,19 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from medibench.knowledge_edit._answerers import Answerer
 from medibench.knowledge_edit._editing import (
     AttentionMaskWatch,
     EditCase,
-    EditHandle,
-    TrainedEditor,
     _reached,
     _training,
     forward_with_hook,
 )
-from medibench.knowledge_edit._grace_paper import memory_at, wrapped_module
+from medibench.knowledge_edit._grace_paper import ModuleEditor, answer_batch
 
 __all__ = ["WiseConfig", "WiseEditor", "margin_loss", "ties_merge"]
 
@@ -121,50 +117,24 @@ class WiseConfig:
             raise ValueError("wise: " + "; ".join(problems))
 
 
-class WiseEditor(TrainedEditor):
+class WiseEditor(ModuleEditor):
     name = "wise"
     config_type = WiseConfig
 
-    def edit(self, model: Answerer, request: EditCase) -> EditHandle:
-        t0 = time.perf_counter()
-        m = self._local(model)
-        torch, cfg = m.torch, self.config
-        parent, attr, inner = wrapped_module(m, cfg, self.name)
-        cls = _adapter_class(torch)
-        adapter = inner if isinstance(inner, cls) else cls(inner, m, cfg)
-        setattr(parent, attr, adapter)
-        saved = adapter.snapshot()
+    def wrapper(self, torch: Any) -> type:
+        return _adapter_class(torch)
 
-        def restore() -> None:
-            adapter.restore(saved)
-            if adapter.count == 0:
-                setattr(parent, attr, adapter.inner)
-                adapter.watch.remove()
-
-        try:
-            batch, n = m.teacher_batch(request.image, request.question, request.target)
-            labels = batch["labels"].clone()
-            labels[0, -1] = -100  # the end of turn: EasyEdit's labels are the target text's
-            batch["labels"] = labels
-            blank = np.full_like(request.image, cfg.locality_fill, dtype=np.uint8)
-            outside = m.encode([blank], [cfg.locality_question])
-            steps, loss = adapter.train(m, batch, n, outside)
-            with torch.no_grad():
-                out = m.forward(batch, n)
-            last = float(out.loss)
-            converged = math.isfinite(last) and _reached(out, batch, n) and last <= cfg.tol
-        except BaseException:  # a failed edit leaves the model as it was
-            restore()
-            raise
-        del loss
-        return self._applied(
-            model, request, restore, converged, last, steps, time.perf_counter() - t0
-        )
-
-    def memory(self, model: Answerer) -> Any:
-        """The WISE adapter at ``layer`` / ``module`` (:class:`EditMemory`), or ``None``."""
-        m = self._local(model)
-        return memory_at(m, self.config, _adapter_class(m.torch))
+    def train(self, m: Any, adapter: Any, request: EditCase) -> tuple[bool, float | None, int]:
+        cfg = self.config
+        batch, n = answer_batch(m, request)
+        blank = np.full_like(request.image, cfg.locality_fill, dtype=np.uint8)
+        outside = m.encode([blank], [cfg.locality_question])
+        steps, _ = adapter.train(m, batch, n, outside)
+        with m.torch.no_grad():
+            out = m.forward(batch, n)
+        last = float(out.loss)
+        converged = math.isfinite(last) and _reached(out, batch, n) and last <= cfg.tol
+        return converged, last, steps
 
 
 def margin_loss(torch: Any, s_in: Any, s_out: Any, margin: tuple[float, float, float]) -> Any:
@@ -230,6 +200,14 @@ def _adapter_class(torch: Any) -> Any:
         @property
         def weight(self) -> Any:  # code that reads the wrapped layer's weight (its dtype)
             return self.inner.weight
+
+        @property
+        def holds_edits(self) -> bool:
+            return self.count != 0
+
+        def release(self) -> None:
+            """Remove the attention-mask hook (the original module is put back)."""
+            self.watch.remove()
 
         def snapshot(self) -> tuple[Any, ...]:
             return (self.side.clone(), self.mask, list(self.shards), self.least, self.count,

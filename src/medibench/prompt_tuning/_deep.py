@@ -41,10 +41,7 @@ class MaPLe(Method):
     name = "maple"
 
     def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        g = args[-1]
-        self._need_prompted_image()
-        text, image = self.bb.text, self.bb.image
+        g, text, image = self._prompted_towers(*args)
         depth = self._depth("depth", min(text.depth, image.depth))
         self._text_prompts(depth, g)
         self.proj = nn.Linear(text.width, image.width)
@@ -59,12 +56,16 @@ class MaPLe(Method):
         image = self.bb.image(pixels, prompts=vision, deep=deep_vision)
         return Output(self.logits(image, text), text=text)
 
-    def _need_prompted_image(self) -> None:
+    def _prompted_towers(self, *args: Any) -> tuple[torch.Generator, Any, Any]:
+        """:class:`Method`'s set-up for a method that prompts both towers (a ResNet image tower
+        is refused): the generator (the last argument) and the text and image towers."""
+        Method.__init__(self, *args)
         if not getattr(self.bb.image, "takes_prompts", True):
             raise ValueError(
                 f"{self.name} prompts the image tower, which {self.bb.spec} (a ResNet) does not "
                 "take; use a ViT backbone"
             )
+        return args[-1], self.bb.text, self.bb.image
 
     def _text_prompts(self, depth: int, g: torch.Generator) -> None:
         """The first layer's context (``prompts``) and ``depth - 1`` deep text prompts."""
@@ -97,10 +98,8 @@ class PromptSRC(MaPLe):
     teacher_text: torch.Tensor
 
     def __init__(self, *args: Any) -> None:
-        Method.__init__(self, *args)
-        o, g = self.options, args[-1]
-        self._need_prompted_image()
-        text, image = self.bb.text, self.bb.image
+        g, text, image = self._prompted_towers(*args)
+        o = self.options
         t_depth = self._depth("text_depth", text.depth)
         v_depth = self._depth("vision_depth", image.depth)
         self._text_prompts(t_depth, g)

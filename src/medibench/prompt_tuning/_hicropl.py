@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from medibench.prompt_tuning._deep import MaPLe
-from medibench.prompt_tuning._method import Method, Output
+from medibench.prompt_tuning._method import Output
 from medibench.prompt_tuning._openclip_towers import QuickGELU
 from medibench.prompt_tuning._prompts import template_features
 
@@ -126,10 +126,8 @@ class HiCroPL(MaPLe):
     teacher_text: torch.Tensor
 
     def __init__(self, *args: Any) -> None:
-        Method.__init__(self, *args)
-        o, g = self.options, args[-1]
-        self._need_prompted_image()
-        text, image = self.bb.text, self.bb.image
+        g, text, image = self._prompted_towers(*args)
+        o = self.options
         depth = self._depth("depth", min(text.depth, image.depth))
         if depth < 2:
             raise ValueError("hicropl needs a prompt depth of at least 2 (both directions)")
