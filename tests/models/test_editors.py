@@ -66,6 +66,17 @@ def test_icedit_is_the_right_half_of_flux_fill_on_the_masked_diptych(icedit):
     assert np.array_equal(made, reference)
 
 
+def test_icedit_batches_diptychs_as_it_edits_them_one_by_one(icedit):
+    """One mask for the batch, one prompt and generator per item: the singles' bytes."""
+    images = [_image(), _image()[::-1].copy()]
+    texts = [INSTRUCTION, "add a tumor"]
+    batched = icedit.edit_batch(images, texts, seeds=[1, 2])
+    pairs = zip(images, texts, (1, 2), strict=True)
+    singles = [icedit.edit(im, text, seed=s) for im, text, s in pairs]
+    assert all(np.array_equal(b, s) for b, s in zip(batched, singles, strict=True))
+    assert not np.array_equal(batched[0], batched[1])
+
+
 def test_icedit_lora_changes_the_output(icedit):
     plain = ICEditModel(str(weights("flux-fill")), lora=str(weights("icedit-lora")), steps=2,
                         width=32, lora_scale=0.0)  # fmt: skip

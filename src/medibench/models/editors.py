@@ -36,6 +36,7 @@ InstructDiffusion publishes one original-Stable-Diffusion ``.ckpt`` (an LDM stat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Unpack
 
 import numpy as np
@@ -163,7 +164,9 @@ class ImagicModel(DiffusersEditModel):
     def _unet(self):
         return self.pipeline.unet
 
-    def edit_batch(self, images: Any, instructions: Any, *, seeds: Any) -> list[np.ndarray]:
+    def edit_batch(
+        self, images: Sequence[np.ndarray], instructions: Sequence[str], *, seeds: Sequence[int]
+    ) -> list[np.ndarray]:
         """Edit each image on its own (Imagic trains per image)."""
         if not (len(images) == len(instructions) == len(seeds)) or not images:
             raise ValueError("edit_batch needs as many images, instructions and seeds (>= 1)")
