@@ -174,6 +174,11 @@ def test_instruct_diffusions_ckpt_is_named_with_its_channels_and_the_conversion(
     save_file({"model.diffusion_model.input_blocks.0.0.weight": torch.zeros(8, 4, 3, 3)}, single)
     with pytest.raises(WeightsNotFoundError, match="its UNet takes 4 input channels. Convert"):
         check_weights_folder(single)
+    legacy = tmp_path / "legacy.ckpt"  # torch's pre-zip format: read without memory-mapping
+    conv_in = {"model.diffusion_model.input_blocks.0.0.weight": torch.zeros(8, 8, 3, 3)}
+    torch.save({"state_dict": conv_in}, legacy, _use_new_zipfile_serialization=False)
+    with pytest.raises(WeightsNotFoundError, match="its UNet takes 8 input channels"):
+        check_weights_folder(legacy)
     other = tmp_path / "notes.txt"
     other.write_text("hello")
     with pytest.raises(WeightsNotFoundError, match="notes.txt is a file, not a diffusers"):

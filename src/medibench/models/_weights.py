@@ -143,7 +143,10 @@ def _ldm_input_channels(path: Path) -> int | None:
                 return int(f.get_slice(_LDM_CONV_IN).get_shape()[1])
         import torch
 
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # a legacy (pre-zip) torch file cannot be memory-mapped
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # not a checkpoint either library reads: the plain message
         return None
     state = state.get("state_dict", state) if isinstance(state, dict) else {}
