@@ -4,7 +4,7 @@ MedEBench (arXiv 2506.01921) compares seven editors. Besides Gemini (``gemini-im
 InstructPix2Pix (``ip2p``), two more run locally here:
 
 - ``icedit`` (:class:`ICEditModel`): In-Context Edit (Zhang et al. 2025, River-Zhang/ICEdit,
-  ``scripts/gradio_demo.py`` and ``scripts/inference.py``): FLUX.1 Fill with the ICEdit LoRA
+  ``scripts/gradio_demo.py``): FLUX.1 Fill with the ICEdit LoRA
   edits a diptych. The input, resized to ``width`` (512) pixels wide, sits in the left half,
   the right half is masked, the prompt is ``A diptych with two side-by-side images of the same
   scene. On the right, the scene is exactly the same as on the left but {instruction}``, and
@@ -123,7 +123,7 @@ class ImagicModel(DiffusersEditModel):
 
     Args:
         path: a Stable Diffusion (1.x/2.x) ``save_pretrained`` folder or repo id
-            (default ``CompVis/stable-diffusion-v1-4``, the community pipeline's).
+            (default ``CompVis/stable-diffusion-v1-4``).
         embedding_steps: Adam steps optimising the text embedding (500).
         finetune_steps: Adam steps fine-tuning the UNet (1000).
         embedding_lr: the embedding's learning rate (1e-3). unet_lr: the UNet's (2e-6).
