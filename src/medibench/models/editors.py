@@ -57,7 +57,7 @@ ICEDIT_PROMPT = (
 def icedit_prompt(instruction: str) -> str:
     """ICEdit's diptych prompt for ``instruction``.
 
-    >>> icedit_prompt("remove the lesion")[-40:]
+    >>> icedit_prompt("remove the lesion")[-41:]
     'same as on the left but remove the lesion'
     """
     return ICEDIT_PROMPT.format(instruction=instruction)
