@@ -10,7 +10,10 @@ Families (the ``FAMILIES`` keys): ``ip2p`` (StableDiffusionInstructPix2PixPipeli
 ``sdxl-ip2p`` (StableDiffusionXLInstructPix2PixPipeline), ``flux-kontext``
 (FluxKontextPipeline), ``qwen-image-edit`` (QwenImageEditPipeline), ``omnigen``
 (OmniGenPipeline), ``sd-inpaint`` (StableDiffusionInpaintPipeline), ``sdxl-inpaint``
-(StableDiffusionXLInpaintPipeline), ``flux-fill`` (FluxFillPipeline).
+(StableDiffusionXLInpaintPipeline), ``flux-fill`` (FluxFillPipeline); for MedEBench's editors
+``icedit-lora`` (ICEdit's LoRA for ``flux-fill``), ``sd`` (StableDiffusionPipeline, for Imagic),
+``paint-by-inpaint`` (an InstructPix2Pix folder, as PaintByInpaint publishes) and
+``instruct-diffusion`` (an LDM ``.ckpt``, as InstructDiffusion publishes).
 """
 
 from __future__ import annotations
@@ -189,6 +192,73 @@ def build_flux_fill(folder: Path) -> None:
     diffusers.FluxFillPipeline(**_flux_parts(16 + 16 + 256, 16)).save_pretrained(folder)
 
 
+def build_icedit_lora(folder: Path) -> None:
+    """ICEdit's LoRA for the tiny FLUX Fill transformer, saved as its Hub repos ship it
+    (``pytorch_lora_weights.safetensors``, diffusers' ``transformer.`` keys): rank 2 on the
+    attention projections, the up-projections random so that it changes the output."""
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+
+    transformer = diffusers.FluxTransformer2DModel.from_pretrained(
+        weights("flux-fill") / "transformer"
+    )
+    transformer.add_adapter(
+        LoraConfig(
+            r=2,
+            lora_alpha=2,
+            init_lora_weights="gaussian",
+            target_modules=["to_q", "to_k", "to_v", "to_out.0"],
+        )
+    )
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in transformer.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0.0, 0.5)
+    diffusers.FluxFillPipeline.save_lora_weights(
+        folder, transformer_lora_layers=get_peft_model_state_dict(transformer)
+    )
+
+
+# -- Stable Diffusion (Imagic) -----------------------------------------------------------------
+def build_tiny_sd(folder: Path) -> None:
+    """StableDiffusionPipeline (what Imagic fine-tunes): the tiny InstructPix2Pix's VAE and text
+    encoder, a 4-channel UNet of the same shape, PNDM as SD 1.x ships it."""
+    ip2p = diffusers.StableDiffusionInstructPix2PixPipeline.from_pretrained(weights("ip2p"))
+    config = dict(ip2p.unet.config)
+    config["in_channels"] = 4
+    torch.manual_seed(0)
+    unet = diffusers.UNet2DConditionModel.from_config(config)
+    scheduler = diffusers.PNDMScheduler(
+        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", skip_prk_steps=True,
+        steps_offset=1,
+    )  # fmt: skip
+    diffusers.StableDiffusionPipeline(
+        vae=ip2p.vae, text_encoder=ip2p.text_encoder, tokenizer=ip2p.tokenizer, unet=unet,
+        scheduler=scheduler, safety_checker=None, feature_extractor=None,
+        requires_safety_checker=False,
+    ).save_pretrained(folder)  # fmt: skip
+
+
+# -- InstructDiffusion's release -----------------------------------------------------------------
+#: InstructDiffusion's released file name (its README)
+INSTRUCT_DIFFUSION_CKPT = "v1-5-pruned-emaonly-adaption-task.ckpt"
+
+
+def build_instruct_diffusion(folder: Path) -> None:
+    """InstructDiffusion's release: one ``.ckpt`` holding an original-Stable-Diffusion (LDM)
+    ``state_dict`` whose UNet's first convolution takes 8 channels (a few of its keys, tiny)."""
+    torch.manual_seed(0)
+    state = {
+        "model.diffusion_model.input_blocks.0.0.weight": torch.randn(8, 8, 3, 3),
+        "model.diffusion_model.input_blocks.0.0.bias": torch.randn(8),
+        "first_stage_model.encoder.conv_in.weight": torch.randn(4, 3, 3, 3),
+        "cond_stage_model.transformer.text_model.final_layer_norm.weight": torch.ones(16),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": state}, folder / INSTRUCT_DIFFUSION_CKPT)
+
+
 # -- Qwen-Image-Edit -------------------------------------------------------------------------------
 _QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
                   "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]  # fmt: skip
@@ -322,5 +392,9 @@ FAMILIES: dict[str, Callable[[Path], Any]] = {
     "sd-inpaint": build_tiny_sd_inpaint,
     "sdxl-inpaint": build_sdxl_inpaint,
     "flux-fill": build_flux_fill,
+    "icedit-lora": build_icedit_lora,
+    "paint-by-inpaint": build_tiny_ip2p,
+    "sd": build_tiny_sd,
+    "instruct-diffusion": build_instruct_diffusion,
     "sd-inpaint-flagging": build_sd_inpaint_with_a_flagging_checker,
 }

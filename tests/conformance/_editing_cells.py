@@ -31,6 +31,9 @@ FAMILY_PIPELINES = {
     "sd-inpaint": ("SD inpainting", "StableDiffusionInpaintPipeline"),
     "sdxl-inpaint": ("SDXL inpainting", "StableDiffusionXLInpaintPipeline"),
     "flux-fill": ("FLUX.1 Fill", "FluxFillPipeline"),
+    "sd": ("Stable Diffusion", "StableDiffusionPipeline"),
+    "paint-by-inpaint": ("PaintByInpaint (Hub folders)", "StableDiffusionInstructPix2PixPipeline"),
+    "instruct-diffusion": ("InstructDiffusion (its `.ckpt`)", "- (an LDM state dict)"),
 }
 
 
@@ -70,6 +73,17 @@ CELLS: tuple[Cell, ...] = (
          "about 1024x1024 px at the input's aspect, multiples of 32 (runs without torchvision)"),
     Cell("omnigen", "run", "diffusers:PATH", False, _OMNIGEN,
          error="cannot build OmniGenPipeline"),
+    Cell("flux-fill", "run", "icedit:PATH", True,
+         "ICEdit with `lora=` its LoRA: the right half of a diptych, `width` (512) wide, the "
+         "input's aspect, height a multiple of 16"),
+    Cell("sd", "run", "imagic:PATH", True,
+         "Imagic, trained per image: longer side `resolution` (512), sides multiples of 8"),
+    Cell("paint-by-inpaint", "run", "ip2p:PATH", True,
+         "an InstructPix2Pix folder: as InstructPix2Pix"),
+    Cell("instruct-diffusion", "run", "ip2p:PATH/v1-5-pruned-emaonly-adaption-task.ckpt", False,
+         "one original-Stable-Diffusion `.ckpt`, not a diffusers folder: the error names its "
+         "8-channel UNet and the diffusers script that converts it for `ip2p:`",
+         error="single-file checkpoint in the original Stable Diffusion (LDM) layout"),
     Cell("ip2p", "build", "diffusers-inpaint:PATH", False,
          "not an inpainting pipeline (its call takes no `mask_image`)",
          error="not an inpainting pipeline"),

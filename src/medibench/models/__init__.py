@@ -52,6 +52,12 @@ _BUILTIN: tuple[tuple[str, str, str], ...] = (
      "InstructPix2Pix (diffusers; extra 'torch'). ip2p:PATH for local weights."),
     ("flux-kontext", "medibench.models.diffusers:FluxKontextModel",
      "FLUX.1 Kontext dev (diffusers; extra 'torch'). flux-kontext:PATH for local weights."),
+    ("icedit", "medibench.models.editors:ICEditModel",
+     "ICEdit: FLUX.1 Fill + its in-context LoRA on a diptych (extra 'torch'). icedit:PATH "
+     "with lora=PATH."),
+    ("imagic", "medibench.models.editors:ImagicModel",
+     "Imagic on Stable Diffusion: embedding optimisation, UNet fine-tuning, interpolation "
+     "(extra 'torch'). imagic:PATH."),
     ("qwen-image-edit", "medibench.models.diffusers:QwenImageEditModel",
      "Qwen-Image-Edit (diffusers >= 0.35; extra 'torch'). qwen-image-edit:PATH."),
     ("diffusers", "medibench.models.diffusers:DiffusionPipelineModel",

@@ -29,6 +29,7 @@ KNOWN_PIPELINES = {
     "StableDiffusionInstructPix2PixPipeline": "ip2p:PATH",
     "StableDiffusionXLInstructPix2PixPipeline": "diffusers:PATH",
     "FluxKontextPipeline": "flux-kontext:PATH",
+    "StableDiffusionPipeline": "imagic:PATH",
     "QwenImageEditPipeline": "qwen-image-edit:PATH",
     "QwenImageEditPlusPipeline": "qwen-image-edit:PATH",
     "StableDiffusionInpaintPipeline": _BUILD,
@@ -165,16 +166,25 @@ class DiffusersEditModel(SharedOptions):
         kwargs = {**self._call_options(len(prepared)), **self._size_options(*prepared[0].size)}
         with torch.inference_mode():
             result = self.pipeline(
-                prompt=list(instructions),
+                prompt=self._prompts(list(instructions)),
                 image=prepared,
                 generator=generators,
                 output_type="np",
                 **kwargs,
             )
         _raise_if_flagged(result)
-        return [_to_uint8(x) for x in np.asarray(result.images)]
+        return [self._finish(_to_uint8(x)) for x in np.asarray(result.images)]
 
     # -- hooks ----------------------------------------------------------------------------------
+    def _prompts(self, instructions: list[str]) -> list[str]:
+        """The pipeline's prompts for ``instructions`` (the instructions themselves; ICEdit
+        puts each in its diptych template)."""
+        return instructions
+
+    def _finish(self, image: np.ndarray) -> np.ndarray:
+        """The output from the pipeline's uint8 image (itself; ICEdit keeps its right half)."""
+        return image
+
     def _call_options(self, batch: int = 1) -> dict[str, Any]:
         """The pipeline call's keyword arguments for ``batch`` items: the steps and each of
         :attr:`call_attributes` that is set; a subclass may add others to these."""
@@ -237,11 +247,17 @@ class DiffusersEditModel(SharedOptions):
     def _load_lora(self) -> None:
         from pathlib import Path
 
-        if not Path(self.lora).exists():
+        if self.lora is None or not Path(self.lora).exists():
             raise FileNotFoundError(f"LoRA weights {self.lora} do not exist")
         if not hasattr(self.pipeline, "load_lora_weights"):
             raise ValueError(f"{type(self.pipeline).__name__} takes no LoRA weights")
-        self.pipeline.load_lora_weights(self.lora, adapter_name="medibench")
+        try:
+            self.pipeline.load_lora_weights(self.lora, adapter_name="medibench")
+        except (ValueError, KeyError, OSError, RuntimeError) as exc:
+            raise ValueError(
+                f"LoRA weights {self.lora} cannot be loaded into "
+                f"{type(self.pipeline).__name__}: {exc}"
+            ) from exc
         self.pipeline.set_adapters(["medibench"], adapter_weights=[self.lora_scale])
 
     def _generator_device(self) -> str:
@@ -320,8 +336,7 @@ def check_pipeline_class(weights: Any, pipeline_class: str, *, editing: bool = T
     generic = pipeline_class == "DiffusionPipeline"
     wanted = "an image-editing pipeline" if generic else pipeline_class
     raise UnsupportedPipelineError(
-        f"{weights} holds a {found}, not {wanted}: run it with "
-        f"{runs.replace('PATH', str(weights))}"
+        f"{weights} holds a {found}, not {wanted}: run it with {runs.replace('PATH', str(weights))}"
     )
 
 

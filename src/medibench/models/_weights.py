@@ -70,6 +70,8 @@ def check_weights_folder(folder: Path) -> Path:
     Raises :class:`WeightsNotFoundError` naming the first missing file: ``model_index.json``, a
     component's folder, its config, or its weights.
     """
+    if folder.is_file():
+        raise WeightsNotFoundError(single_file_message(folder))
     index = folder / "model_index.json"
     if not index.is_file():
         raise WeightsNotFoundError(
@@ -97,6 +99,59 @@ def check_weights_folder(folder: Path) -> Path:
                 f"incomplete weights folder {folder}: {missing} ({cls}) is missing"
             )
     return folder
+
+
+#: The first convolution of an original (CompVis/LDM) Stable Diffusion UNet: its input channels.
+_LDM_CONV_IN = "model.diffusion_model.input_blocks.0.0.weight"
+
+
+def single_file_message(path: Path) -> str:
+    """Why ``path``, one file, is not a diffusers folder, and how to make it one.
+
+    A checkpoint in the original Stable Diffusion layout (an LDM state dict, as InstructDiffusion
+    and the original InstructPix2Pix release theirs) is named as such with its UNet's input
+    channels (8: InstructPix2Pix-shaped, noise + image latents) and the diffusers script that
+    converts it; any other file is named as not a folder.
+    """
+    channels = _ldm_input_channels(path)
+    if channels is None:
+        return (f"{path} is a file, not a diffusers pipeline folder (model_index.json plus one "
+                "folder per component, as written by pipeline.save_pretrained)")  # fmt: skip
+    shaped = " (InstructPix2Pix-shaped: noise + image latents)" if channels == 8 else ""
+    return (
+        f"{path} is a single-file checkpoint in the original Stable Diffusion (LDM) layout, "
+        "not a diffusers pipeline folder (model_index.json plus one folder per component): "
+        f"its UNet takes {channels} input channels{shaped}. Convert it once with diffusers' "
+        f"scripts/convert_original_stable_diffusion_to_diffusers.py --checkpoint_path {path} "
+        "--original_config_file CONFIG.yaml (the model's own, e.g. InstructDiffusion's "
+        f"configs/instruct_diffusion.yaml) --num_in_channels {channels} --pipeline_class_name "
+        "StableDiffusionInstructPix2PixPipeline --extract_ema --dump_path FOLDER, then give "
+        "FOLDER (ip2p:FOLDER)"
+    )
+
+
+def _ldm_input_channels(path: Path) -> int | None:
+    """The input channels of an LDM checkpoint's UNet (``.ckpt``/``.pt`` via torch with
+    ``weights_only``, ``.safetensors`` via safetensors, memory-mapped), or None."""
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as f:
+                if _LDM_CONV_IN not in set(f.keys()):
+                    return None
+                return int(f.get_slice(_LDM_CONV_IN).get_shape()[1])
+        import torch
+
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # a legacy (pre-zip) torch file cannot be memory-mapped
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # not a checkpoint either library reads: the plain message
+        return None
+    state = state.get("state_dict", state) if isinstance(state, dict) else {}
+    weight = state.get(_LDM_CONV_IN) if isinstance(state, dict) else None
+    return None if weight is None or weight.ndim != 4 else int(weight.shape[1])
 
 
 def transformers_folder(path: str | os.PathLike, what: str) -> Path:
