@@ -175,29 +175,6 @@ class ModuleEditor(TrainedEditor):
         m = self._local(model)
         return memory_at(m, self.config, self.wrapper(m.torch))
 
-    # -- the memory, as the latent-space analysis reads it (:mod:`._memory`) ------------------
-    def memory_site(self, model: Answerer) -> Any:
-        """The wrapped module (``layer``'s ``module``) itself, not its codebook: its input at
-        the looked-up token is the codebook's query."""
-        m = self._local(model)
-        _, _, module = wrapped_module(m, self.config)
-        return module.inner if isinstance(module, _codebook_class(m.torch)) else module
-
-    def fires(self, model: Answerer, queries: Any) -> MemoryLookup:
-        """Whether the codebook answers each query (its nearest key within that key's radius,
-        as the lookup decides) and the distance to that key (``distance``: the codebook's own,
-        Euclidean or cosine); without a codebook none fires and every distance is NaN."""
-        m = self._local(model)
-        _, _, module = wrapped_module(m, self.config)
-        n = int(queries.shape[0])
-        if not isinstance(module, _codebook_class(m.torch)) or not module.keys:
-            return MemoryLookup(np.zeros(n, dtype=bool), np.full(n, np.nan))
-        with m.torch.no_grad():
-            dist, idx = module.nearest(queries)
-            radii = m.torch.tensor(module.radii, dtype=dist.dtype, device=dist.device)
-            fired = dist <= radii[idx]  # as the forward pass compares, in its dtype
-        return MemoryLookup(fired.cpu().numpy(), dist.double().cpu().numpy())
-
 
 class CodebookEditor(ModuleEditor):
     """A codebook editor (``grace@paper``, ``balancedit``): :meth:`admit` gives the entry the
@@ -237,6 +214,29 @@ class GracePaperEditor(CodebookEditor):
     def admit(self, m: Any, codebook: Any, request: EditCase, key: Any,
               answer: tuple[int, ...], width: int) -> int:  # fmt: skip
         return int(codebook.admit(key, answer, width, self.config))
+
+    # -- the memory, as the latent-space analysis reads it (:mod:`._memory`) ------------------
+    def memory_site(self, model: Answerer) -> Any:
+        """The wrapped module (``layer``'s ``module``) itself, not its codebook: its input at
+        the looked-up token is the codebook's query."""
+        m = self._local(model)
+        _, _, module = wrapped_module(m, self.config)
+        return module.inner if isinstance(module, _codebook_class(m.torch)) else module
+
+    def fires(self, model: Answerer, queries: Any) -> MemoryLookup:
+        """Whether the codebook answers each query (its nearest key within that key's radius,
+        as the lookup decides) and the distance to that key (``distance``: the codebook's own,
+        Euclidean or cosine); without a codebook none fires and every distance is NaN."""
+        m = self._local(model)
+        _, _, module = wrapped_module(m, self.config)
+        n = int(queries.shape[0])
+        if not isinstance(module, _codebook_class(m.torch)) or not module.keys:
+            return MemoryLookup(np.zeros(n, dtype=bool), np.full(n, np.nan))
+        with m.torch.no_grad():
+            dist, idx = module.nearest(queries)
+            radii = m.torch.tensor(module.radii, dtype=dist.dtype, device=dist.device)
+            fired = dist <= radii[idx]  # as the forward pass compares, in its dtype
+        return MemoryLookup(fired.cpu().numpy(), dist.double().cpu().numpy())
 
 
 def require_cache(m: Any, editor: str, why: str) -> None:
