@@ -6,6 +6,7 @@ run are clear errors."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -127,8 +128,24 @@ def test_a_vlm_that_makes_no_images_names_its_class_and_what_is_needed(family_fo
     with pytest.raises(UnsupportedModelError) as caught:
         MODELS.create("unified", path=family_folder("llava"))
     message = str(caught.value)
-    assert "LlavaForConditionalGeneration" in message and "text only" in message
-    assert "JanusForConditionalGeneration (janus)" in message
+    assert "names LlavaForConditionalGeneration (model type 'llava'), which makes no images" in (
+        message
+    )
+    assert message.endswith("makes images: JanusForConditionalGeneration (janus)")
+
+
+def test_an_image_making_model_of_another_family_is_named_too(tmp_path):
+    from medibench.models import MODELS
+    from medibench.models.unified import UnsupportedModelError
+
+    config = {"model_type": "emu3", "architectures": ["Emu3ForConditionalGeneration"]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        UnsupportedModelError,
+        match="Emu3ForConditionalGeneration .model type "
+        "'emu3'., which makes images, but not through Janus's image mode",
+    ):
+        MODELS.create("unified", path=tmp_path)
 
 
 def test_a_missing_processor_or_tokenizer_is_named(unified_folder, tmp_path):
@@ -165,5 +182,9 @@ def test_answers_have_no_image_unless_one_is_wanted(unified_folder):
     assert answer.image is None and answer.text == model.text.answer(
         [image()], "what is shown ?", seed=0
     )
+    from medibench.models._examples import ExamplesNotSupportedError, check_takes_examples
+
+    with pytest.raises(ExamplesNotSupportedError):  # a run asking for demonstrations refuses it
+        check_takes_examples(model, model.name)
     made = model.generate([image()], "what is shown ?", seed=0, want_image=True)
     assert made.text == answer.text and made.calls[1]["prompt"] == "what is shown ?"

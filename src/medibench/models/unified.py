@@ -181,11 +181,13 @@ def check_unified_folder(folder: Path) -> str:
     found = _model_class(config)
     needed = ", ".join(f"{cls} ({t})" for t, cls in UNIFIED_FAMILIES.items())
     if model_type not in UNIFIED_FAMILIES:
-        makes = "images and text" if _makes_images(found) else "text only, or no text at all"
+        if _makes_images(found):
+            what = "makes images, but not through Janus's image mode (the one medibench drives)"
+        else:
+            what = "makes no images"
         raise UnsupportedModelError(
             f"model {folder}: its config names {found} (model type '{model_type}'), which "
-            f"makes {makes} through no image mode medibench drives; unified: needs a model "
-            f"that answers with text and makes images: {needed}"
+            f"{what}; unified: needs a model that answers with text and makes images: {needed}"
         )
     for kind, names in (("processor", _PROCESSOR_FILES), ("tokenizer", _TOKENIZER_FILES)):
         if not any((folder / n).is_file() for n in names):
