@@ -20,6 +20,8 @@ from tests.conformance._matrix import (  # noqa: E402
     EDITING,
     FAMILIES,
     NOTES,
+    UNIFIED,
+    UNIFIED_NOTES,
     cell,
 )
 
@@ -39,6 +41,10 @@ def render() -> str:
             status, why = cell(family, path, torchvision=False)
             cells.append(_MARK.get(status) or f"no: {why}")
         rows.append(f"| {name} (`{repo}`) | {' | '.join(cells)} | {NOTES.get(family, '')} |")
+    rows += ["", "| unified family (tiny copy of) | `unified`: MedGEN VQA text, generation text "
+             "+ image | notes |", "|---|---|---|"]  # fmt: skip
+    for family, (name, repo) in UNIFIED.items():
+        rows.append(f"| {name} (`{repo}`) | yes | {UNIFIED_NOTES[family]} |")
     return "\n".join([BEGIN, *rows, END])
 
 

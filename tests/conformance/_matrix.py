@@ -43,6 +43,14 @@ NOTES = {
     "internvl": "images only without torchvision",
 }
 
+#: unified families (text and images from one model, ``unified:PATH``): name in the docs, the Hub
+#: repo whose layout the tiny copy follows (tests/conformance/test_unified.py runs the cell)
+UNIFIED = {"janus": ("Janus-Pro", "deepseek-community/Janus-Pro-1B")}
+UNIFIED_NOTES = {
+    "janus": "images from text alone: the image mode embeds no input image, so the image prompt "
+    "carries the text answer; CFG 5, temperature 1, seeded",
+}
+
 _NO_TORCHVISION = "needs torchvision"
 
 

@@ -69,3 +69,15 @@ def taught_folder(family_folder):
         return cached(f"vlm-taught-{name}", teach, sources=_TEACHING_SOURCES, salt=family.name)
 
     return get
+
+
+@pytest.fixture(scope="session")
+def unified_folder() -> Path:
+    """The tiny random-weight Janus-Pro of :mod:`tests.conformance._unified` (built once)."""
+    pytest.importorskip("transformers")
+    from tests._cache import cached
+    from tests.conformance._unified import build_janus
+
+    sources = ("tests.conformance._common", "tests.conformance._templates",
+               "tests.conformance._tokenizer")  # fmt: skip
+    return cached("unified-janus", build_janus, sources=sources)

@@ -73,6 +73,8 @@ _BUILTIN: tuple[tuple[str, str, str], ...] = (
      "OpenAI-compatible chat VLM (answers with text): openai-chat:MODEL."),
     ("transformers-vlm", "medibench.models.vlm:TransformersVLM",
      "A transformers image-text-to-text model saved locally: transformers-vlm:PATH."),
+    ("unified", "medibench.models.unified:UnifiedModel",
+     "A unified model answering with text and images (Janus, Janus-Pro): unified:PATH."),
     ("compose", "medibench.models.compose:CompositionalSystem",
      "A VLM planning for an editor: 'openai-chat:gpt-4o + openai-image:gpt-image-1'."),
 )

@@ -220,7 +220,7 @@ def as_answering_model(factory: Any, options: Mapping[str, Any], *, name: str) -
 
 # -- helpers ----------------------------------------------------------------------------------
 #: Registered answering models (not editors).
-_ANSWERING = frozenset({"openai-chat", "transformers-vlm", "compose"})
+_ANSWERING = frozenset({"openai-chat", "transformers-vlm", "unified", "compose"})
 
 
 class _OneImage:

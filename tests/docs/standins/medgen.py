@@ -1,7 +1,8 @@
 """MedGEN-Bench (README "MedGEN-Bench: VQA and contextual multimodal generation",
 docs/medgen.md): the prepared inference folder ``MedGEN_data/`` (``vqa.jsonl``, ``gen.jsonl``
 and their images, from the benchmark tests' builders), a tiny random-weight Qwen3-VL at
-``/weights/qwen3-vl-8b`` (the conformance family builder) and, for docs/medgen.md's
+``/weights/qwen3-vl-8b`` (the conformance family builder), for docs/medgen.md's unified model
+the conformance tests' tiny Janus-Pro at ``/weights/janus-pro-7b`` and, for docs/medgen.md's
 image-instruction similarity, the prompt-tuning tests' tiny random-weight CLIP (with its
 tokenizer) at ``/weights/clip-vit-base-patch16``. README.md gets the Parquet release
 (``MedGEN-Bench/parquet/...``) from its download block (block 3), or in a chain without it from
@@ -18,6 +19,8 @@ from pathlib import Path
 from tests.docs.standins import ALL, weights
 
 _SHORT = "8 answer tokens instead of 512 (the tiny model's answers are noise; same code, less time)"
+_JANUS_SOURCES = ("tests.conformance._common", "tests.conformance._templates",
+                  "tests.conformance._tokenizer")  # fmt: skip
 
 SUBSTITUTIONS = {
     ("README.md", "--model transformers-vlm:/weights/qwen3-vl-8b --out runs/vqa"): (
@@ -27,6 +30,11 @@ SUBSTITUTIONS = {
     ),
     ("docs/medgen.md", "--model transformers-vlm:/weights/qwen3-vl-8b \\"): (
         "--model transformers-vlm:/weights/qwen3-vl-8b --model-option max_new_tokens=8 \\",
+        _SHORT,
+    ),
+    ("docs/medgen.md", "--model unified:/weights/janus-pro-7b --out runs/medgen-janus"): (
+        "--model unified:/weights/janus-pro-7b --model-option max_new_tokens=8 "
+        "--out runs/medgen-janus",
         _SHORT,
     ),
 }
@@ -44,6 +52,9 @@ def standins(
 
             weights.tiny(env, "qwen3-vl-8b", build_qwen3_vl)
             if file == "docs/medgen.md":
+                from tests.conformance._unified import build_janus
+
+                weights.tiny(env, "janus-pro-7b", build_janus, sources=_JANUS_SOURCES)
                 weights.tiny(env, "clip-vit-base-patch16", build_tiny_clip,
                              sources=("medibench.prompt_tuning._tiny",))  # fmt: skip
     yield
@@ -56,11 +67,22 @@ def build_tiny_clip(path: Path) -> None:
 
 
 def check(file: str, blocks: frozenset[int], work: Path) -> None:
-    """docs/medgen.md's similarity block: every sample of the three formats (2 VQA, 2
-    generation) paired with 10 partners, none its own, and the rows of both runs."""
+    """docs/medgen.md: the unified model's run answers the 2 VQA records with text and the 2
+    generation records with text and an image; the similarity block pairs every sample of the
+    three formats (2 VQA, 2 generation) with 10 partners, none its own, and the rows of both
+    runs."""
     if file != "docs/medgen.md":
         return
     import csv
+
+    from medibench.runs import RunStore
+    from medibench.runs._answers import read_answers
+
+    with RunStore(work / "runs" / "medgen-janus") as store:
+        rows = {sid: row for (_, sid, _), row in read_answers(store).items()}
+    assert len(rows) == 4 and all(row["text"] for row in rows.values())
+    made = sorted(sid for sid, row in rows.items() if row["image_path"])
+    assert made == sorted(sid for sid in rows if "MultimodalGeneration" in sid) and len(made) == 2
 
     result = json.loads((work / "similarity.json").read_text())
     overall = result["rows"][0]
