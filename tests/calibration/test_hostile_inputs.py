@@ -143,9 +143,10 @@ def test_two_prediction_files_of_one_name_keep_their_own_diagrams(tmp_path):
     assert panel is not None
     titles = [t["title"] for t in panel["tables"]]
     assert titles == [f"{made[0]} · calibration@1", f"{made[1]} · calibration@1"]
-    by_source = {str(p): [f["svg"] for f in panel["figures"] if f["title"].startswith(f"{p}:")]
-                 for p in made}  # fmt: skip
-    assert all(by_source.values()) and by_source[str(made[0])] != by_source[str(made[1])]
+    # each diagram shows the two files side by side, each part its own file's drawing
+    pairs = [f["parts"] for f in panel["figures"]]
+    assert pairs and all([p["title"] for p in parts] == [str(m) for m in made] for parts in pairs)
+    assert all(parts[0]["svg"] != parts[1]["svg"] for parts in pairs)
 
 
 @pytest.mark.parametrize(("resamples", "by", "words"), [
