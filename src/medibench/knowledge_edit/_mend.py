@@ -118,15 +118,17 @@ class MendEditor(Editor):
 def read_hypernetwork(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The training record and the hypernetwork's tensors of a finished ``train-mend``."""
     record_path, weights_path = folder / RECORD_FILE, folder / HYPERNETWORK_FILE
-    if not folder.is_dir():
-        raise ValueError(f"mend:{folder}: no such folder (edit train-mend --out makes one)")
-    if not record_path.is_file():
-        raise ValueError(f"mend:{folder}: not a MEND training folder ({RECORD_FILE} missing)")
-    if not weights_path.is_file():
-        raise ValueError(
-            f"mend:{folder}: its training has not finished ({HYPERNETWORK_FILE} missing): run "
-            "the same edit train-mend command again to finish it"
-        )
+    for there, why in (
+        (folder.is_dir(), "no such folder (edit train-mend --out makes one)"),
+        (record_path.is_file(), f"not a MEND training folder ({RECORD_FILE} missing)"),
+        (
+            weights_path.is_file(),
+            f"its training has not finished ({HYPERNETWORK_FILE} missing): run the same edit "
+            "train-mend command again to finish it",
+        ),
+    ):
+        if not there:
+            raise ValueError(f"mend:{folder}: {why}")
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
         from safetensors.torch import load_file
