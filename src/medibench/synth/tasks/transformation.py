@@ -90,12 +90,30 @@ def _super_resolution(factor: int) -> _Restoration:
     )  # fmt: skip
 
 
+def _denoise(
+    name: str,
+    modalities: tuple[str, ...],
+    summary: str,
+    add_noise: Callable[[np.ndarray, float, np.random.Generator], np.ndarray],
+    sigmas: tuple[float, float],
+    texts: tuple[str, ...],
+    describe: Callable[[Params], str],
+) -> _Restoration:
+    """A denoising row: ``add_noise(image, sigma, rng)`` of a ``noise_sigma`` (grey levels) drawn
+    uniformly from ``sigmas`` and scaled by the severity; the target is the noise-free render."""
+    return _Restoration(
+        name, modalities, summary, "clean",
+        lambda ctx: {"noise_sigma": float(ctx.rng.uniform(*sigmas)) * ctx.difficulty.severity},
+        lambda ctx, p, img, rng: add_noise(img, p["noise_sigma"], rng),
+        texts, describe,
+    )  # fmt: skip
+
+
 #: The restoration tasks, in suite order (each row's draws, texts and description).
 _RESTORATIONS: tuple[_Restoration, ...] = (
-    _Restoration(
-        "denoise-gaussian", ALL_MODALITIES, "remove additive Gaussian noise", "clean",
-        lambda ctx: {"noise_sigma": float(ctx.rng.uniform(10.0, 18.0)) * ctx.difficulty.severity},
-        lambda ctx, p, img, rng: degrade.add_gaussian_noise(img, p["noise_sigma"], rng),
+    _denoise(
+        "denoise-gaussian", ALL_MODALITIES, "remove additive Gaussian noise",
+        degrade.add_gaussian_noise, (10.0, 18.0),
         ("Denoise this image.", "Remove the noise from this {phrase}.",
          "Suppress the Gaussian noise while keeping edges and anatomy intact.",
          "Make this {phrase} less noisy."),
@@ -115,10 +133,9 @@ _RESTORATIONS: tuple[_Restoration, ...] = (
         "white: the noise grows with the square root of the brightness) and restore the clean "
         "image.",
     ),
-    _Restoration(
-        "denoise-rician", _MR, "remove Rician (MR magnitude) noise", "clean",
-        lambda ctx: {"noise_sigma": float(ctx.rng.uniform(8.0, 15.0)) * ctx.difficulty.severity},
-        lambda ctx, p, img, rng: degrade.add_rician_noise(img, p["noise_sigma"], rng),
+    _denoise(
+        "denoise-rician", _MR, "remove Rician (MR magnitude) noise",
+        degrade.add_rician_noise, (8.0, 15.0),
         ("Denoise this image.", "Remove the Rician noise from this MR magnitude image.",
          "Reduce the MR noise, including the noise floor in the dark background.",
          "Make this {phrase} less noisy without losing grey-white contrast."),
