@@ -17,6 +17,23 @@ from medibench.cli._options import CsvOption, RayAddressOption
 edit_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Model editing of medical VLMs (M3Bench style).")  # fmt: skip
 
+# Options that `edit run` and `edit sweep` (and `edit score`, --json) share.
+SequentialOption = Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")]
+LimitOption = Annotated[int | None, typer.Option(help="The first N edits of the order.")]
+BatchSizeOption = Annotated[int, typer.Option(help="Questions per generate call.")]
+MaxNewTokensOption = Annotated[int, typer.Option(help="The longest answer, in tokens.")]
+ScoresJsonOption = Annotated[Path | None, typer.Option("--json", help="Write the scores as JSON.")]
+
+
+def _matchers(names: str) -> Any:
+    """``--matcher``, repeatable, of the command's matcher ``names``."""
+    return typer.Option(help=f"{names} (repeatable).")
+
+
+def _over_config(what: str) -> Any:
+    """A ``train-mend`` option that, given, replaces the ``--config`` file's setting."""
+    return typer.Option(help=f"{what} (overrides --config).")
+
 
 @edit_app.command("tasks")
 def tasks(
@@ -102,18 +119,14 @@ def run(
             "mend:DIR (a hypernetwork edit train-mend trained), in-context or easyedit."
         ),
     ] = "lora",
-    sequential: Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")] = 0,
+    sequential: SequentialOption = 0,
     judge: Annotated[Path | None, typer.Option(help="Judge config for the judge matcher.")] = None,
-    matcher: Annotated[
-        list[str] | None, typer.Option(help="exact, fuzzy, token_accuracy, judge (repeatable).")
-    ] = None,
-    limit: Annotated[int | None, typer.Option(help="The first N edits of the order.")] = None,
-    batch_size: Annotated[int, typer.Option(help="Questions per generate call.")] = 8,
-    max_new_tokens: Annotated[int, typer.Option(help="The longest answer, in tokens.")] = 16,
+    matcher: Annotated[list[str] | None, _matchers("exact, fuzzy, token_accuracy, judge")] = None,
+    limit: LimitOption = None,
+    batch_size: BatchSizeOption = 8,
+    max_new_tokens: MaxNewTokensOption = 16,
     base_url: Annotated[str | None, typer.Option(help="Endpoint of an openai:MODEL.")] = None,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write the scores as JSON.")
-    ] = None,
+    json_out: ScoresJsonOption = None,
     csv_out: CsvOption = None,
     overwrite: Annotated[
         bool,
@@ -232,15 +245,9 @@ def train_mend(
     config: Annotated[
         Path | None, typer.Option(help="Training settings (YAML; default: mend@1's).")
     ] = None,
-    max_steps: Annotated[
-        int | None, typer.Option(help="Training steps (overrides --config).")
-    ] = None,
-    checkpoint_every: Annotated[
-        int | None, typer.Option(help="Steps between checkpoints (overrides --config).")
-    ] = None,
-    seed: Annotated[
-        int | None, typer.Option(help="Seeds the hypernetwork and the order (overrides --config).")
-    ] = None,
+    max_steps: Annotated[int | None, _over_config("Training steps")] = None,
+    checkpoint_every: Annotated[int | None, _over_config("Steps between checkpoints")] = None,
+    seed: Annotated[int | None, _over_config("Seeds the hypernetwork and the order")] = None,
     overwrite: Annotated[
         bool, typer.Option(help="Start afresh, removing a training already in --out.")
     ] = False,
@@ -280,9 +287,7 @@ def train_mend(
 @edit_app.command("score")
 def score(
     results: Annotated[Path, typer.Argument(help="A results JSONL file (edit run writes one).")],
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write the scores as JSON.")
-    ] = None,
+    json_out: ScoresJsonOption = None,
     csv_out: CsvOption = None,
     matcher: Annotated[
         str | None, typer.Option(help="The matcher to report (default exact).")
@@ -379,13 +384,11 @@ def sweep(
     config: Annotated[
         Path | None, typer.Option(help="Editor settings every cell starts from (YAML/JSON).")
     ] = None,
-    sequential: Annotated[int, typer.Option(help="Edits per sequence, no undo (0: single).")] = 0,
-    matcher: Annotated[
-        list[str] | None, typer.Option(help="exact, fuzzy, token_accuracy (repeatable).")
-    ] = None,
-    limit: Annotated[int | None, typer.Option(help="The first N edits of the order.")] = None,
-    batch_size: Annotated[int, typer.Option(help="Questions per generate call.")] = 8,
-    max_new_tokens: Annotated[int, typer.Option(help="The longest answer, in tokens.")] = 16,
+    sequential: SequentialOption = 0,
+    matcher: Annotated[list[str] | None, _matchers("exact, fuzzy, token_accuracy")] = None,
+    limit: LimitOption = None,
+    batch_size: BatchSizeOption = 8,
+    max_new_tokens: MaxNewTokensOption = 16,
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
     ray_address: RayAddressOption = None,
 ) -> None:
