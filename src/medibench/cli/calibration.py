@@ -27,6 +27,11 @@ Pred = Annotated[Path, typer.Argument(help="predictions: .npz, .csv or .parquet"
 Kind = Annotated[str, typer.Option(help="scores to read: auto (both if present), probs or logits")]
 
 
+def _json_option(what: str) -> Any:
+    """``--json FILE``: ``what`` a command computed, as JSON."""
+    return typer.Option("--json", help=f"write {what} as JSON")
+
+
 @calibration_app.command()
 def score(
     pred: Pred,
@@ -43,9 +48,7 @@ def score(
     by: Annotated[
         list[str] | None, typer.Option(help="group column (repeatable): results per group")
     ] = None,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="write the results as JSON")
-    ] = None,
+    json_out: Annotated[Path | None, _json_option("the results")] = None,
     csv_out: CsvOption = None,
     resamples: Annotated[
         int | None,
@@ -70,10 +73,7 @@ def score(
     from medibench.calibration import load_predictions
     from medibench.calibration import score as score_predictions
 
-    _writable_file(json_out, "--json")
-    _writable_file(csv_out, "--csv")
-    if run is not None and run.exists() and not run.is_dir():
-        fail(f"--out {run} is a file; give a run folder")
+    _writable_outputs(json_out, csv_out, run)
     try:
         tolerance = {} if prob_tolerance is None else {"atol": prob_tolerance}
         predictions = load_predictions(pred, kind=kind, **tolerance)  # type: ignore[arg-type]
@@ -133,9 +133,7 @@ def analyze(
     protocol: Annotated[str, typer.Option(help="calibration protocol of the ECE")] = (
         "calibration@1"
     ),
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="write the whole analysis as JSON")
-    ] = None,
+    json_out: Annotated[Path | None, _json_option("the whole analysis")] = None,
     csv_out: CsvOption = None,
     run: Annotated[
         Path | None,
@@ -149,10 +147,7 @@ def analyze(
     from medibench.calibration import load_predictions
     from medibench.calibration.margins import margin_analysis
 
-    _writable_file(json_out, "--json")
-    _writable_file(csv_out, "--csv")
-    if run is not None and run.exists() and not run.is_dir():
-        fail(f"--out {run} is a file; give a run folder")
+    _writable_outputs(json_out, csv_out, run)
     try:
         files = [load_predictions(p, kind=kind) for p in pred]  # type: ignore[arg-type]
         result = margin_analysis(
@@ -312,6 +307,15 @@ def diagram(
         fail(str(exc))
     for path in written:
         console.print(f"diagram -> {path}")
+
+
+def _writable_outputs(json_out: Path | None, csv_out: Path | None, run: Path | None) -> None:
+    """Refuse, before any work, a --json or --csv that names a folder and an --out that names
+    a file."""
+    _writable_file(json_out, "--json")
+    _writable_file(csv_out, "--csv")
+    if run is not None and run.exists() and not run.is_dir():
+        fail(f"--out {run} is a file; give a run folder")
 
 
 def _writable_file(path: Path | None, option: str) -> None:
