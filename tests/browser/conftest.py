@@ -49,6 +49,16 @@ def start_chromium(width: int, height: int):
     return d, profile
 
 
+@pytest.fixture(scope="module")
+def driver(request):
+    """One headless Chromium window for a test module, of the module's ``WINDOW`` (width,
+    height) in CSS pixels (default 1400 x 1000), closed after its last test."""
+    width, height = getattr(request.module, "WINDOW", (1400, 1000))
+    d, profile = start_chromium(width, height)
+    yield d
+    stop_chromium(d, profile)
+
+
 def stop_chromium(driver, profile: str) -> None:
     driver.quit()
     shutil.rmtree(profile, ignore_errors=True)

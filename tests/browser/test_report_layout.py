@@ -13,12 +13,13 @@ from typer.testing import CliRunner
 from medibench.report import build_report
 from medibench.runs import RunConfig, run
 from medibench.samples import Score
-from tests.browser.conftest import NEEDS_CHROMIUM, open_page, start_chromium, stop_chromium
+from tests.browser.conftest import NEEDS_CHROMIUM, open_page
 from tests.report.helpers import JUDGE_ANSWERS, JUDGES, make_dataset
 
 pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
 WIDTH, HEIGHT = 1440, 900
+WINDOW = (WIDTH, HEIGHT)  # the driver fixture's window (conftest)
 N_TASKS = 30  # more than one heat-map image holds (25)
 
 # Elements inside a horizontally scrolling box are clipped by it, not by the window.
@@ -35,13 +36,6 @@ document.querySelectorAll("body *").forEach(function (e) {
 });
 return bad.slice(0, 10);
 """
-
-
-@pytest.fixture(scope="module")
-def driver():
-    d, profile = start_chromium(WIDTH, HEIGHT)
-    yield d
-    stop_chromium(d, profile)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from medibench.report import build_report
-from tests.browser.conftest import NEEDS_CHROMIUM, open_page, start_chromium, stop_chromium
+from tests.browser.conftest import NEEDS_CHROMIUM, open_page
 from tests.report.helpers import make_run
 from tests.report.test_build import page_links
 
@@ -20,13 +20,6 @@ def index(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser")
     run = make_run(root / "run", n=9)
     return build_report(run, root / "report", n_resamples=100)
-
-
-@pytest.fixture(scope="module")
-def driver():
-    d, profile = start_chromium(1400, 1000)
-    yield d
-    stop_chromium(d, profile)
 
 
 @pytest.fixture

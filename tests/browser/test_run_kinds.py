@@ -18,20 +18,15 @@ from typer.testing import CliRunner
 
 from medibench.cli import app
 from medibench.report import build_report
-from tests.browser.conftest import NEEDS_CHROMIUM, open_page, start_chromium, stop_chromium
+from tests.browser.conftest import NEEDS_CHROMIUM, open_page
 from tests.browser.test_report_layout import _OVERFLOW, HEIGHT, WIDTH
+
+WINDOW = (WIDTH, HEIGHT)  # the driver fixture's window (conftest): test_report_layout's
 
 pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
 #: The procedural suite's tasks the demo-like run uses (medibench demo's models and protocol).
 DEMO_TASKS = ("highlight-lesion", "remove-lesion", "denoise-gaussian", "deblur")
-
-
-@pytest.fixture(scope="module")
-def driver():
-    d, profile = start_chromium(WIDTH, HEIGHT)
-    yield d
-    stop_chromium(d, profile)
 
 
 @pytest.fixture(scope="module")
