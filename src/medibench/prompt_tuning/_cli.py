@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -12,6 +12,11 @@ from medibench._command import settings_from
 from medibench._console import console, fail
 
 __all__ = ["grid_command", "train_command"]
+
+
+def _methods_default(what: str) -> Any:
+    """A training setting that, not given, is the method's own (``_defaults``)."""
+    return typer.Option(help=f"{what} (default: the method's)")
 
 
 def train_command(
@@ -45,11 +50,9 @@ def train_command(
     template: Annotated[str, typer.Option(help="hard prompt, one {} for the class")] = (
         "a photo of a {}."
     ),
-    epochs: Annotated[int | None, typer.Option(help="epochs (default: the method's)")] = None,
-    lr: Annotated[float | None, typer.Option(help="learning rate (default: the method's)")] = None,
-    batch_size: Annotated[
-        int | None, typer.Option(help="batch size (default: the method's)")
-    ] = None,
+    epochs: Annotated[int | None, _methods_default("epochs")] = None,
+    lr: Annotated[float | None, _methods_default("learning rate")] = None,
+    batch_size: Annotated[int | None, _methods_default("batch size")] = None,
     eval_: Annotated[
         list[str] | None,
         typer.Option("--eval", help="NAME=SPEC, repeatable (default: the images beside the shots)"),
