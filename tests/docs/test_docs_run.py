@@ -15,10 +15,13 @@ chain ran, the stand-in modules' ``check`` hooks look at what its blocks made.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -93,7 +96,7 @@ def _runnable(block: Block) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _env(bin_dir: Path) -> dict[str, str]:
+def _env(bin_dir: Path, zygote: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "GEMINI", "HF_"))}
     path = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
     env.update(
@@ -103,13 +106,17 @@ def _env(bin_dir: Path) -> dict[str, str]:
         OMP_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
         HF_HUB_OFFLINE="1",
+        MEDIBENCH_DOCS_ZYGOTE=zygote,
     )
     return env
 
 
 def _shims(folder: Path) -> Path:
+    """``medibench`` (through the docs zygote when its environment allows, else a fresh
+    ``python -m medibench``) and ``python`` on the chain's PATH."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name, argv in (("medibench", f"{sys.executable} -m medibench"), ("python", sys.executable)):
+    client = f"{sys.executable} -S -E {Path(__file__).with_name('_zygote.py')} client"
+    for name, argv in (("medibench", client), ("python", sys.executable)):
         shim = folder / name
         shim.write_text(f'#!/bin/sh\nexec {argv} "$@"\n', encoding="utf-8")
         shim.chmod(0o755)
@@ -152,12 +159,40 @@ def standin_cache(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def docs_zygote(tmp_path_factory) -> Iterator[str]:
+    """The folder of this worker's docs zygote (tests/docs/_zygote.py): a server that imports
+    torch, diffusers and transformers once and forks each ``medibench`` command of the chains
+    whose environment matches its own. Started without waiting: until its socket appears,
+    commands run as fresh processes. ``MEDIBENCH_DOCS_FORK=0`` runs every command fresh."""
+    if os.environ.get("MEDIBENCH_DOCS_FORK") == "0":
+        yield ""
+        return
+    folder = tempfile.mkdtemp(prefix="mbz-")  # a Unix socket's path has at most 107 bytes
+    log = tmp_path_factory.mktemp("zygote") / "server.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_zygote.py")), "serve", folder],
+            env=_env(Path(folder), folder),
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield folder
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("file", "blocks"),
     [pytest.param(f, b, id=f if c == "all" else f"{f}:{c}") for f, c, b in chains()],
 )
-def test_the_blocks_that_run_run(file, blocks, tmp_path, standin_cache):
+def test_the_blocks_that_run_run(file, blocks, tmp_path, standin_cache, docs_zygote):
     ordinals = set(blocks)
     # a developer's aid: DOCS_BLOCKS="README.md:4,6 docs/train.md:1" runs only those blocks
     only = dict(item.split(":") for item in os.environ.get("DOCS_BLOCKS", "").split())
@@ -166,7 +201,7 @@ def test_the_blocks_that_run_run(file, blocks, tmp_path, standin_cache):
         if not ordinals:
             pytest.skip(f"DOCS_BLOCKS names none of {file} blocks {blocks}")
     chosen = frozenset(ordinals)
-    env = _env(_shims(tmp_path / "bin"))
+    env = _env(_shims(tmp_path / "bin"), docs_zygote)
     work = tmp_path / "work"
     work.mkdir()
     with ExitStack() as stack:

@@ -1,0 +1,83 @@
+"""The docs' zygote (tests/docs/_zygote.py): a forked command behaves as the fresh process it
+stands for (argv, working folder, environment, streams, exit status), and a command whose
+import-time environment differs from the server's runs as a fresh process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.docs._zygote import key
+
+ZYGOTE = Path(__file__).with_name("_zygote.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("z")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "COLUMNS": "80"}
+    env["MEDIBENCH_DOCS_ZYGOTE"] = str(folder)
+    env.pop("MEDIBENCH_DOCS_FORK", None)
+    log = folder / "log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(ZYGOTE), "serve", str(folder), "numpy"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+        )  # fmt: skip
+    sock = folder / f"{key(env)}.sock"
+    for _ in range(600):
+        if sock.exists() or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert sock.exists(), log.read_text()
+    yield env, log
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _client(env, cwd, *args):
+    return subprocess.run(
+        [sys.executable, "-S", "-E", str(ZYGOTE), "client", *args],
+        env=env, cwd=cwd, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def _forks(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if line.startswith("fork ")]
+
+
+def test_a_forked_command_gets_its_argv_folder_streams_and_status(server, tmp_path):
+    env, log = server
+    (tmp_path / "data").mkdir()
+    before = len(_forks(log))
+    ok = _client(env, tmp_path, "--version")
+    assert (ok.returncode, ok.stdout) == (0, "medibench 0.1.0\n")
+    bad = _client(env, tmp_path, "export", "runs/none", "--format", "csv", "--out", "x.csv")
+    # the relative path, as typed, and the exit status of medibench's errors
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == "error: runs/none: not a medibench run (no run.sqlite)\n"
+    usage = _client(env, tmp_path, "export", "--bogus")
+    assert usage.returncode == 2 and "No such option: --bogus" in usage.stderr
+    assert [f.split(" ", 2)[2] for f in _forks(log)[before:]] == [
+        '["--version"]',
+        '["export", "runs/none", "--format", "csv", "--out", "x.csv"]',
+        '["export", "--bogus"]',
+    ]
+
+
+def test_another_import_time_environment_runs_fresh(server, tmp_path):
+    env, log = server
+    before = len(_forks(log))
+    other = {**env, "HF_HOME": str(tmp_path / "hf")}
+    res = _client(other, tmp_path, "--version")
+    assert (res.returncode, res.stdout) == (0, "medibench 0.1.0\n")
+    assert _forks(log)[before:] == []  # a fresh ``python -m medibench``, not the server
+    # a variable no pre-imported library reads does not matter
+    res = _client({**env, "DOCS_WEIGHTS": "/w"}, tmp_path, "--version")
+    assert res.returncode == 0 and len(_forks(log)) == before + 1
