@@ -61,8 +61,8 @@ def _recv_exact(conn: socket.socket, n: int) -> bytes:
     return data
 
 
-def client(args: list[str]) -> int:
-    """Run ``medibench ARGS`` in the server for this environment, or as a fresh process."""
+def client(args: list[str], module: str = "medibench") -> int:
+    """Run ``python -m MODULE ARGS`` in the server for this environment, or as a fresh process."""
     folder = os.environ.get("MEDIBENCH_DOCS_ZYGOTE", "")
     path = os.path.join(folder, key(dict(os.environ)) + ".sock")
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -72,8 +72,9 @@ def client(args: list[str]) -> int:
         conn.connect(path)
     except OSError:
         conn.close()
-        os.execv(sys.executable, [sys.executable, "-m", "medibench", *args])
-    payload = json.dumps({"argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+        os.execv(sys.executable, [sys.executable, "-m", module, *args])
+    request = {"module": module, "argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}
+    payload = json.dumps(request).encode()
     conn.sendmsg(
         [struct.pack("!I", len(payload))],
         [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))],
@@ -84,6 +85,14 @@ def client(args: list[str]) -> int:
     except EOFError:
         print("docs zygote: the command's process ended without an exit status", file=sys.stderr)
         return 1
+
+
+def python(args: list[str]) -> int:
+    """``python ARGS``: ``-m medibench...`` through :func:`client`, anything else as is."""
+    if len(args) >= 2 and args[0] == "-m" and args[1].split(".")[0] == "medibench":
+        return client(args[2:], module=args[1])
+    os.execv(sys.executable, [sys.executable, *args])
+    return 1
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -133,9 +142,9 @@ def _run_command(conn: socket.socket, request: dict, fds: list[int], added: dict
             pass
 
     atexit.register(report)
-    sys.argv = ["medibench", *request["argv"]]
+    sys.argv = [request["module"], *request["argv"]]
     try:
-        runpy.run_module("medibench", run_name="__main__", alter_sys=True)
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         status["code"] = 0
     except SystemExit as stop:
         code = stop.code
@@ -195,7 +204,7 @@ def serve(folder: str, preload: tuple[str, ...] = PRELOAD) -> None:
         if pid == 0:
             listener.close()
             _run_command(conn, request, fds, added)
-        print("fork", pid, json.dumps(request["argv"]), flush=True)
+        print("fork", pid, json.dumps([request["module"], *request["argv"]]), flush=True)
         for fd in fds:
             os.close(fd)
         conn.close()
@@ -204,5 +213,7 @@ def serve(folder: str, preload: tuple[str, ...] = PRELOAD) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2], *([tuple(sys.argv[3].split(","))] if len(sys.argv) > 3 else []))
+    elif sys.argv[1] == "python":
+        sys.exit(python(sys.argv[2:]))
     else:
         sys.exit(client(sys.argv[2:]))

@@ -112,11 +112,11 @@ def _env(bin_dir: Path, zygote: str = "") -> dict[str, str]:
 
 
 def _shims(folder: Path) -> Path:
-    """``medibench`` (through the docs zygote when its environment allows, else a fresh
-    ``python -m medibench``) and ``python`` on the chain's PATH."""
+    """``medibench`` and ``python`` on the chain's PATH: ``medibench`` and ``python -m
+    medibench.X`` through the docs zygote when its environment allows, else fresh."""
     folder.mkdir(parents=True, exist_ok=True)
-    client = f"{sys.executable} -S -E {Path(__file__).with_name('_zygote.py')} client"
-    for name, argv in (("medibench", client), ("python", sys.executable)):
+    zygote = f"{sys.executable} -S -E {Path(__file__).with_name('_zygote.py')}"
+    for name, argv in (("medibench", f"{zygote} client"), ("python", f"{zygote} python")):
         shim = folder / name
         shim.write_text(f'#!/bin/sh\nexec {argv} "$@"\n', encoding="utf-8")
         shim.chmod(0o755)

@@ -65,10 +65,26 @@ def test_a_forked_command_gets_its_argv_folder_streams_and_status(server, tmp_pa
     usage = _client(env, tmp_path, "export", "--bogus")
     assert usage.returncode == 2 and "No such option: --bogus" in usage.stderr
     assert [f.split(" ", 2)[2] for f in _forks(log)[before:]] == [
-        '["--version"]',
-        '["export", "runs/none", "--format", "csv", "--out", "x.csv"]',
-        '["export", "--bogus"]',
+        '["medibench", "--version"]',
+        '["medibench", "export", "runs/none", "--format", "csv", "--out", "x.csv"]',
+        '["medibench", "export", "--bogus"]',
     ]
+
+
+def test_python_runs_medibench_modules_in_the_server_and_the_rest_as_is(server, tmp_path):
+    env, log = server
+    before = len(_forks(log))
+    mod = subprocess.run(
+        [sys.executable, "-S", "-E", str(ZYGOTE), "python", "-m", "medibench", "--version"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (mod.returncode, mod.stdout) == (0, "medibench 0.1.0\n")
+    plain = subprocess.run(
+        [sys.executable, "-S", "-E", str(ZYGOTE), "python", "-c", "import sys; sys.exit(7)"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert plain.returncode == 7
+    assert [f.split(" ", 2)[2] for f in _forks(log)[before:]] == ['["medibench", "--version"]']
 
 
 def test_another_import_time_environment_runs_fresh(server, tmp_path):
