@@ -196,15 +196,14 @@ def test_the_sample_detail_shows_the_overlays_in_chromium(analysed):
         pytest.skip("needs Debian's chromium and chromium-driver")
     import time
 
-    from tests.browser.test_report_page import driver as make_driver
+    from tests.browser.conftest import start_chromium, stop_chromium
 
     _, run, _, _ = analysed
     index = run / "report" / "index.html"
     if not index.exists():
         res = CliRunner().invoke(app, ["report", str(run), "--no-progress"])
         assert res.exit_code == 0, res.output
-    gen = make_driver.__wrapped__()
-    page = next(gen)
+    page, profile = start_chromium(1400, 1000)
     try:
         from selenium.webdriver.common.by import By
 
@@ -226,7 +225,7 @@ def test_the_sample_detail_shows_the_overlays_in_chromium(analysed):
         errors = [e for e in page.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
         assert errors == []
     finally:
-        gen.close()
+        stop_chromium(page, profile)
 
 
 def test_export_writes_the_attention_table(analysed, tmp_path):

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from medibench.cli import app
 from medibench.knowledge_edit._sweep import parse_grid, sweep_cells
 from tests._kill import kill_mid_write
+from tests._ray_lock import only_ray_instance
 
 runner = CliRunner()
 
@@ -154,11 +155,9 @@ def test_a_sweep_as_ray_tasks_gives_the_local_table(tmp_path, synthetic, taught_
     local = cli(*args(tmp_path / "local"))
     assert local.exit_code == 0, local.output
     # one CPU: the runs go one after another in one worker (torch imported once)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
+    with only_ray_instance():  # its own instance, never another test's or session's
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
         remote = cli(*args(tmp_path / "ray"), "--executor", "ray")
-    finally:
-        ray.shutdown()
     assert remote.exit_code == 0, remote.output
     assert "2 run(s) now, 0 done before" in one_line(remote.output)
     for name in ("sweep.csv", "sweep.json"):
