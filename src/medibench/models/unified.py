@@ -43,12 +43,13 @@ import copy
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
+from medibench.models._base import _with_common
 from medibench.models._hf_processor import UnsupportedModelError
-from medibench.models.vlm import GeneratedAnswer
+from medibench.models.vlm import GeneratedAnswer, TextOptions, TransformersVLM
 
 __all__ = ["IMAGE_PROMPT", "UNIFIED_FAMILIES", "UnifiedModel", "UnsupportedModelError"]
 
@@ -90,17 +91,12 @@ class UnifiedModel:
         self,
         path: str | Path,
         *,
-        name: str | None = None,
-        max_new_tokens: int = 512,
-        device: str = "auto",
-        max_images: int | None = None,
-        eos_token_id: int | list[int] | None = None,
         guidance_scale: float = 5.0,
         temperature: float = 1.0,
         image_prompt: str = IMAGE_PROMPT,
+        **text: Unpack[TextOptions],
     ) -> None:
         from medibench.models._weights import transformers_folder
-        from medibench.models.vlm import TransformersVLM
 
         if "{instruction}" not in image_prompt and "{answer}" not in image_prompt:
             raise ValueError(
@@ -115,10 +111,8 @@ class UnifiedModel:
             raise ValueError(f"temperature must be 0 or more, got {temperature}")
         folder = transformers_folder(path, "unified model")
         check_unified_folder(folder)
-        self.text = TransformersVLM(folder, name=name, max_new_tokens=max_new_tokens,
-                                    device=device, max_images=max_images,
-                                    eos_token_id=eos_token_id)  # fmt: skip
-        self.name, self.path, self.max_images = self.text.name, folder, max_images
+        self.text = TransformersVLM(folder, **text)
+        self.name, self.path, self.max_images = self.text.name, folder, self.text.max_images
         self.model, self.processor = self.text.model, self.text.processor
         self.guidance_scale, self.temperature = float(guidance_scale), float(temperature)
         self.image_prompt = image_prompt
@@ -170,6 +164,13 @@ class UnifiedModel:
         chw = [p.permute(2, 0, 1).float().cpu() for p in pixels]
         out = self.processor.postprocess(chw, return_tensors="PIL.Image.Image")["pixel_values"]
         return np.asarray(out[0].convert("RGB"), dtype=np.uint8).copy()
+
+
+#: the options ``medibench models`` lists and a model spec may set: the image mode's, then the
+#: text mode's (:class:`TextOptions`) with :class:`TransformersVLM`'s defaults
+UnifiedModel.__signature__ = _with_common(  # type: ignore[attr-defined]
+    UnifiedModel.__init__, TransformersVLM.__init__, TextOptions
+)
 
 
 def check_unified_folder(folder: Path) -> str:

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
@@ -364,6 +364,17 @@ class TransformersVLM:
         self._torch.manual_seed(int(seed))
         seq = self.vlm.generate(enc, self.max_new_tokens)
         return self.vlm.decode(seq[0, enc["input_ids"].shape[1] :])
+
+
+class TextOptions(TypedDict, total=False):
+    """The options of :class:`TransformersVLM` a model answering through one passes on
+    (``unified:``'s text mode)."""
+
+    name: str | None
+    max_new_tokens: int
+    device: str
+    max_images: int | None
+    eos_token_id: int | list[int] | None
 
 
 class CallableVLM:
