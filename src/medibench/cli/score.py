@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from medibench._packed import PackedList
 from medibench.cli import _options as opt  # the one option vocabulary (docs/cli.md)
 from medibench.cli._app import (
     console,
@@ -111,8 +112,8 @@ def score(
         console=err,
     )
     _write_records(records, out, protos, n_models=len(index.models))
-    chosen = list(ds)[:limit]
-    samples = {s.sample_id: s for s in chosen}
+    chosen = ds[:limit]
+    samples = chosen.by_id()  # each sample rebuilt when looked up
     set_rows: dict[str, list[dict]] = {}  # FID/KID rows by grouping (--features inception:...)
 
     def sets_for(group: str) -> list[dict] | None:
@@ -131,9 +132,9 @@ def _summaries(
     ``sets_for(group)``, where those were asked for), then its ``--by-bins`` tables and rows."""
     rows = []
     for proto in protos:
-        mine = [
+        mine = PackedList(
             r for r in records if (r.protocol, r.protocol_version) == (proto.name, proto.version)
-        ]
+        )
         group = (by or list(proto.aggregation.group_by) or ["region"])[0]
         rows += print_summary(mine, samples, proto, by=by, set_rows=sets_for(group), set_by=group)
         if specs:

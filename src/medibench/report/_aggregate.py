@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from medibench.protocols import Aggregation
 from medibench.protocols._values import Applicable, Values, per_sample_values
@@ -167,10 +167,10 @@ def per_model_values(
     """``{(model, k label): per-sample values}`` after the protocol's k reduction and
     missing policy (:func:`per_sample_values`), pass rates included; models in name order,
     k modes in the aggregation's."""
-    by_model: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
-    for s in scores:
+    by_model: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for s in scores:  # what the k reduction reads of each record, not the record
         if s.sample_id in samples:
-            by_model[s.model or ""][s.sample_id].append(s)
+            by_model[s.model or ""][s.sample_id].append(_Kept(s.k, s.status, s.metrics))
     return {
         (model, label): per_sample_values(
             by_model[model], samples, aggregation, how, metrics, applicable=applicable
@@ -178,6 +178,14 @@ def per_model_values(
         for model in sorted(by_model)
         for label, how in aggregation.k_modes
     }
+
+
+class _Kept(NamedTuple):
+    """What :func:`per_sample_values` reads of a score record."""
+
+    k: int
+    status: str
+    metrics: dict[str, float | None]
 
 
 def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
