@@ -156,6 +156,33 @@ STATED: tuple[Check, ...] = (
         ("README.md", "| 11.2 s; 0.2 s", "report build, time to interactive"),
     ),
     _stated(
+        "`python bench/scale.py --quick --record` and `--sizes 10000,100000 --steps "
+        "run-identity,score --record` (then `--steps run-identity`)",
+        "one run each",
+        "stated; the runs are recorded in `bench/results/scale.json` (not yet compared by "
+        "`docs/numbers.py`)",
+        (
+            "README.md",
+            "`run` identity 291 MB at 2,000 samples and 350 MB at 20,000 (x1.20;",
+            "peak RSS of run, 2k and 20k",
+        ),
+        (
+            "README.md",
+            "`report` does not stream yet: 223 and 453 MB (x2.04, target missed)",
+            "peak RSS of report, 2k and 20k",
+        ),
+        (
+            "README.md",
+            "`run` identity 309 MB at 10,000 samples and 437 MB at 100,000 (x1.41;",
+            "peak RSS of run, 10k and 100k",
+        ),
+        (
+            "README.md",
+            "`score` 313 and 590 MB (x1.89, target missed",
+            "peak RSS of score, 10k and 100k",
+        ),
+    ),
+    _stated(
         "`python bench/paintbench.py --paintbench PATH` (needs PaintBench's code)",
         "runs stated",
         "stated; needs PaintBench's repository, not on this machine",

@@ -39,6 +39,21 @@ def test_failed_write_keeps_old_file_and_no_temp(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
 
 
+def test_a_write_in_pieces_is_the_whole_or_nothing(tmp_path):
+    target = tmp_path / "records.jsonl"
+    atomic_write_bytes(target, (f"{i}\n".encode() for i in range(3)))
+    assert target.read_bytes() == b"0\n1\n2\n"
+
+    def cut_short():
+        yield b"3\n"
+        raise RuntimeError("the records ran out")
+
+    with pytest.raises(RuntimeError, match="the records ran out"):
+        atomic_write_bytes(target, cut_short())
+    assert target.read_bytes() == b"0\n1\n2\n"  # the old file, and no temp file beside it
+    assert [p.name for p in tmp_path.iterdir()] == ["records.jsonl"]
+
+
 def test_sha256_matches_hashlib(tmp_path):
     data = bytes(range(256)) * 5000  # over one 1 MiB chunk
     path = atomic_write_bytes(tmp_path / "d.bin", data)

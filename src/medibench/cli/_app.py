@@ -115,10 +115,9 @@ def print_leaderboards(
     from medibench.runs import RunStore
 
     proto = load_protocol(protocol_spec)
-    with RunStore.open_existing(run_dir) as store:
-        scores = [s for s in store.scores(proto.name) if s.protocol_version == proto.version]
-        samples = {s.sample_id: s for s in store.samples()}
-    rows = print_summary(scores, samples, proto)
+    with RunStore.open_existing(run_dir) as store:  # the scores read as they are summed
+        scores = (s for s in store.iter_scores(proto.name) if s.protocol_version == proto.version)
+        rows = print_summary(scores, store.sample_map(), proto)
     if csv_path is not None:
         write_rows_csv(rows, csv_path)
         console.print(f"leaderboard -> {csv_path}")

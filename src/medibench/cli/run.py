@@ -207,15 +207,16 @@ def run(
     print_dataset_notes(plan.dataset)
     with run_folder_errors(plan.folder):
         _execute(plan, progress)
+    folder, protocols = plan.folder, plan.protocols
+    del plan  # the summaries read the run store: the loaded dataset can go
     if stage == "generate":  # no scores to show: say where the outputs are and what is next
         console.print(
-            f"outputs in {plan.folder / 'outputs'}; score them with the same command and "
-            "--stage score",
+            f"outputs in {folder / 'outputs'}; score them with the same command and --stage score",
             markup=False,
             soft_wrap=True,  # one line, the path unbroken (the terminal wraps it)
         )
         return
-    rows = [row for p in plan.protocols for row in print_leaderboards(plan.folder, p)]
+    rows = [row for p in protocols for row in print_leaderboards(folder, p)]
     write_summary(rows, csv_out, json_out)
 
 

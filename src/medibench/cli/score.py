@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from medibench._packed import PackedList
 from medibench.cli import _options as opt  # the one option vocabulary (docs/cli.md)
 from medibench.cli._app import (
     console,
@@ -111,8 +112,8 @@ def score(
         console=err,
     )
     _write_records(records, out, protos, n_models=len(index.models))
-    chosen = list(ds)[:limit]
-    samples = {s.sample_id: s for s in chosen}
+    chosen = ds[:limit]
+    samples = chosen.by_id()  # each sample rebuilt when looked up
     set_rows: dict[str, list[dict]] = {}  # FID/KID rows by grouping (--features inception:...)
 
     def sets_for(group: str) -> list[dict] | None:
@@ -131,14 +132,17 @@ def _summaries(
     ``sets_for(group)``, where those were asked for), then its ``--by-bins`` tables and rows."""
     rows = []
     for proto in protos:
-        mine = [
-            r for r in records if (r.protocol, r.protocol_version) == (proto.name, proto.version)
-        ]
         group = (by or list(proto.aggregation.group_by) or ["region"])[0]
+        mine = _records_of(records, proto)  # read one at a time
         rows += print_summary(mine, samples, proto, by=by, set_rows=sets_for(group), set_by=group)
         if specs:
-            rows += print_bins(mine, samples, proto, list(specs))
+            rows += print_bins(PackedList(_records_of(records, proto)), samples, proto, list(specs))
     return rows
+
+
+def _records_of(records, proto):
+    """The score records of protocol ``proto``, one at a time."""
+    return (r for r in records if (r.protocol, r.protocol_version) == (proto.name, proto.version))
 
 
 def _samples_of(dataset: str, options, download: bool, limit: int | None) -> list:
@@ -161,10 +165,16 @@ def _check_bins(specs, samples) -> None:
 
 
 def _write_records(records, out: Path, protos, *, n_models: int) -> None:
-    from medibench.io import atomic_write_text
+    from medibench.io import atomic_write_bytes
 
-    atomic_write_text(out, "".join(r.to_json() + "\n" for r in records))
-    counts = {st: sum(r.status == st for r in records) for st in ("ok", "missing", "error")}
+    counts = dict.fromkeys(("ok", "missing", "error"), 0)
+
+    def lines():  # one record at a time, counted as it goes
+        for r in records:
+            counts[r.status] = counts.get(r.status, 0) + 1
+            yield (r.to_json() + "\n").encode("utf-8")
+
+    atomic_write_bytes(out, lines())
     console.print(
         f"{len(records)} score records ({counts['ok']} ok, {counts['missing']} missing, "
         f"{counts['error']} error) for {n_models} model(s) by "

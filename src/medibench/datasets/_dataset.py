@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import copy
 import difflib
+import pickle
 import re
-from collections.abc import Iterable, Iterator, Sequence
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from medibench.samples import Sample
 
@@ -71,8 +73,13 @@ class PredictionIndex:
         return self.failed.get(model, {}).get(sample_id, {}).get(k)
 
 
-class Dataset:
+class Dataset(Sequence[Sample]):
     """Samples of one benchmark, in layout order, with absolute image paths.
+
+    The samples are kept pickled and compressed, one ``bytes`` each (about 400 bytes, against
+    a few kilobytes for a live record), and rebuilt when iterated or got (about 10 us): a
+    dataset of 100,000 samples takes tens of megabytes, and a stage that walks it holds one
+    sample at a time.
 
     Attributes:
         name: the dataset's name.
@@ -101,16 +108,35 @@ class Dataset:
     ) -> None:
         self.name = name
         self.root = root
-        self._samples = tuple(samples)
-        self._by_id = {s.sample_id: s for s in self._samples}
+        self._set_samples(samples)
         self.problems = list(problems)
         self.notes: list[str] = []
 
+    def _set_samples(self, samples: Iterable[Sample]) -> None:
+        packed = [(s.sample_id, _pack(s)) for s in samples]
+        self._packed = tuple(p for _, p in packed)
+        self._by_id = {sid: i for i, (sid, _) in enumerate(packed)}
+
     def __len__(self) -> int:
-        return len(self._samples)
+        return len(self._packed)
 
     def __iter__(self) -> Iterator[Sample]:
-        return iter(self._samples)
+        return (_unpack(p) for p in self._packed)
+
+    @overload
+    def __getitem__(self, index: int) -> Sample: ...
+    @overload
+    def __getitem__(self, index: slice) -> Dataset: ...
+    def __getitem__(self, index: int | slice) -> Sample | Dataset:
+        """The sample at position ``index``, or a slice of the dataset as :meth:`subset`
+        makes it (``ds[:n]``, a shard's ``ds[i::n]``) without rebuilding a sample."""
+        if isinstance(index, slice):
+            return self._copy(index)
+        return _unpack(self._packed[index])
+
+    def by_id(self) -> Mapping[str, Sample]:
+        """The samples by id, each rebuilt when looked up (what :meth:`get` gives)."""
+        return _SamplesById(self)
 
     def __contains__(self, sample_id: object) -> bool:
         return sample_id in self._by_id
@@ -124,7 +150,7 @@ class Dataset:
     def get(self, sample_id: str) -> Sample:
         """The sample with this id; ``KeyError`` naming close ids when there is none."""
         try:
-            return self._by_id[sample_id]
+            return _unpack(self._packed[self._by_id[sample_id]])
         except KeyError:
             close = difflib.get_close_matches(sample_id, self._by_id, n=3, cutoff=0.6)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
@@ -134,14 +160,20 @@ class Dataset:
         """A copy of this dataset (same kind, root, notes, problems and prediction layout)
         holding ``samples`` only, in the order given."""
         out = copy.copy(self)
-        out._samples = tuple(samples)
-        out._by_id = {s.sample_id: s for s in out._samples}
+        out._set_samples(samples)
+        out.problems, out.notes = list(self.problems), list(self.notes)
+        return out
+
+    def _copy(self, part: slice) -> Dataset:
+        out = copy.copy(self)
+        out._packed = self._packed[part]
+        out._by_id = {sid: i for i, sid in enumerate(list(self._by_id)[part])}
         out.problems, out.notes = list(self.problems), list(self.notes)
         return out
 
     def sample_ids(self) -> list[str]:
         """All sample ids, in layout order."""
-        return [s.sample_id for s in self._samples]
+        return list(self._by_id)
 
     def find_predictions(
         self, folder: str | Path, *, models: Sequence[str] | None = None, model: str | None = None
@@ -162,6 +194,34 @@ class Dataset:
         return index_predictions(
             _model_folders(folder, models), self.prediction_pattern, self._by_id
         )
+
+
+def _pack(sample: Sample) -> bytes:
+    # zlib at level 1: a sample's three image paths share most of their text.
+    return zlib.compress(pickle.dumps(sample, protocol=5), 1)
+
+
+def _unpack(packed: bytes) -> Sample:
+    sample: Sample = pickle.loads(zlib.decompress(packed))
+    return sample
+
+
+class _SamplesById(Mapping[str, Sample]):
+    def __init__(self, dataset: Dataset) -> None:
+        self._dataset = dataset
+
+    def __getitem__(self, sample_id: str) -> Sample:
+        ds = self._dataset
+        return _unpack(ds._packed[ds._by_id[sample_id]])
+
+    def __contains__(self, sample_id: object) -> bool:
+        return sample_id in self._dataset._by_id
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dataset._by_id)
+
+    def __len__(self) -> int:
+        return len(self._dataset)
 
 
 def index_predictions(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from medibench.datasets._base import DatasetError, require_samples, resolve_inside
@@ -68,39 +68,9 @@ def read_native(root: str | os.PathLike, *, name: str | None = None) -> NativeDa
     if not manifest.is_file():
         raise DatasetError(f"{folder} is not a native dataset: it has no {MANIFEST}")
     folder = folder.resolve()
-    samples: list[Sample] = []
-    first_line: dict[str, int] = {}
-    missing: list[str] = []
-    with open(manifest, encoding="utf-8") as fh:
-        for number, line, data, exc in json_lines(fh):
-            where = f"{manifest} line {number}"
-            if exc is not None:
-                raise DatasetError(f"{where}{_guess_id(line)}: not valid JSON ({exc})") from None
-            sample = Sample.parse(data, where=where)
-            sid = sample.sample_id
-            if sid in first_line:
-                raise DatasetError(
-                    f"{where}: duplicate sample_id '{sid}' (first used on line {first_line[sid]})"
-                )
-            first_line[sid] = number
-            resolved = {}
-            for field in _IMAGE_FIELDS:
-                value = getattr(sample, field)
-                if value is None:
-                    continue
-                path = resolve_inside(
-                    folder, value, what=f"{where}, sample '{sid}', field '{field}'"
-                )
-                if not path.is_file():
-                    missing.append(f"line {number} sample '{sid}' {field} '{value}'")
-                resolved[field] = str(path)
-            samples.append(sample.model_copy(update=resolved))
-    if missing:
-        raise DatasetError(
-            f"{manifest}: {len(missing)} image file(s) missing: " + "; ".join(missing)
-        )
-    require_samples(samples, manifest)
-    return NativeDataset(name or folder.name, folder, samples)
+    dataset = NativeDataset(name or folder.name, folder, _read_manifest(folder, manifest))
+    require_samples(dataset, manifest)
+    return dataset
 
 
 def write_native(
@@ -147,6 +117,41 @@ def read_native_path(path: str | os.PathLike | None = None) -> NativeDataset:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _read_manifest(folder: Path, manifest: Path) -> Iterator[Sample]:
+    """The manifest's samples, one at a time (the dataset packs each as it comes), with their
+    image paths resolved; every missing image file is reported together at the end."""
+    first_line: dict[str, int] = {}
+    missing: list[str] = []
+    with open(manifest, encoding="utf-8") as fh:
+        for number, line, data, exc in json_lines(fh):
+            where = f"{manifest} line {number}"
+            if exc is not None:
+                raise DatasetError(f"{where}{_guess_id(line)}: not valid JSON ({exc})") from None
+            sample = Sample.parse(data, where=where)
+            sid = sample.sample_id
+            if sid in first_line:
+                raise DatasetError(
+                    f"{where}: duplicate sample_id '{sid}' (first used on line {first_line[sid]})"
+                )
+            first_line[sid] = number
+            resolved = {}
+            for field in _IMAGE_FIELDS:
+                value = getattr(sample, field)
+                if value is None:
+                    continue
+                path = resolve_inside(
+                    folder, value, what=f"{where}, sample '{sid}', field '{field}'"
+                )
+                if not path.is_file():
+                    missing.append(f"line {number} sample '{sid}' {field} '{value}'")
+                resolved[field] = str(path)
+            yield sample.model_copy(update=resolved)
+    if missing:
+        raise DatasetError(
+            f"{manifest}: {len(missing)} image file(s) missing: " + "; ".join(missing)
+        )
 
 
 def _store(folder: Path, sample_id: str, field: str, value: str) -> str:

@@ -14,7 +14,7 @@ import hashlib
 import os
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import cv2
@@ -42,8 +42,13 @@ class DiskFullError(OSError):
         return f"no space left on the device to write {self.filename} ({self.strerror})"
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -> Path:
+def atomic_write_bytes(
+    path: str | os.PathLike, data: bytes | Iterable[bytes], *, durable: bool = True
+) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename).
+
+    ``data`` may come in pieces (an iterable of ``bytes``, written as they come: a file of
+    100,000 records is never one string in memory).
 
     ``durable=False`` skips the fsync: for caches that can be rebuilt from their source (a
     Parquet cell's bytes written out as a file), where a reader still never sees half a file
@@ -59,7 +64,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = 
     try:
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600
-            fh.write(data)
+            if isinstance(data, bytes | bytearray | memoryview):
+                fh.write(data)
+            else:
+                fh.writelines(data)
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())

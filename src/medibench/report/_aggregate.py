@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from medibench.protocols import Aggregation
 from medibench.protocols._values import Applicable, Values, per_sample_values
@@ -167,10 +167,12 @@ def per_model_values(
     """``{(model, k label): per-sample values}`` after the protocol's k reduction and
     missing policy (:func:`per_sample_values`), pass rates included; models in name order,
     k modes in the aggregation's."""
-    by_model: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
-    for s in scores:
+    by_model: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    names = tuple(metrics)
+    for s in scores:  # what the k reduction reads of each record, not the record
         if s.sample_id in samples:
-            by_model[s.model or ""][s.sample_id].append(s)
+            values = tuple(s.metrics.get(m) for m in names)
+            by_model[s.model or ""][s.sample_id].append(_Kept(s.k, s.status, values, names))
     return {
         (model, label): per_sample_values(
             by_model[model], samples, aggregation, how, metrics, applicable=applicable
@@ -178,6 +180,20 @@ def per_model_values(
         for model in sorted(by_model)
         for label, how in aggregation.k_modes
     }
+
+
+class _Kept(NamedTuple):
+    """What :func:`per_sample_values` reads of a score record: its k, status and the values
+    of the metrics summarised (a tuple, not the record's dict: a third of the memory)."""
+
+    k: int
+    status: str
+    values: tuple[float | None, ...]
+    names: tuple[str, ...]
+
+    @property
+    def metrics(self) -> dict[str, float | None]:
+        return dict(zip(self.names, self.values, strict=True))
 
 
 def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import sys
 import threading
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from concurrent.futures.process import BrokenProcessPool
@@ -29,8 +29,9 @@ from typing import Any
 from rich.console import Console
 
 from medibench._console import labelled
+from medibench._packed import PackedList
 from medibench._progress import progress_bar
-from medibench.datasets import PredictionIndex, load_images
+from medibench.datasets import Dataset, PredictionIndex, load_images
 from medibench.runs._work import Decoded, read_ahead, score_one
 from medibench.samples import Prediction, Sample, Score
 
@@ -47,7 +48,7 @@ def score_predictions(
     workers: int = 1,
     progress: bool = True,
     console: Console | None = None,
-) -> list[Score]:
+) -> PackedList[Score]:
     """Score the outputs in ``index`` for every sample of ``dataset`` (its first ``limit``
     samples, when given) under each protocol.
 
@@ -57,11 +58,14 @@ def score_predictions(
     protocol, by a reader thread that keeps ahead of the scoring. ``workers > 1`` scores spans
     of samples in that many processes (one OpenCV thread each, and a reader thread each only
     where there are at least twice as many cores as workers); the records and their order are
-    the same as with one worker.
+    the same as with one worker. The records come pickled
+    (:class:`~medibench._packed.PackedList`): each is rebuilt when taken, so 100,000 of them
+    take tens of megabytes.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    job = _Job(Path(dataset.root), list(dataset)[:limit], index, tuple(protocols), k)
+    first = dataset[:limit] if isinstance(dataset, Dataset) else list(dataset)[:limit]
+    job = _Job(Path(dataset.root), first, index, tuple(protocols), k)
     _warn_empty_models(dataset, index, len(job.samples), console)
     n = len(job.samples)
     if workers <= 1 or n <= 2:
@@ -81,7 +85,7 @@ class _Job:
     spawned one): never sent per span."""
 
     root: Path
-    samples: list[Sample]
+    samples: Sequence[Sample]
     index: PredictionIndex
     protocols: tuple[Any, ...]
     k: int | None
@@ -111,19 +115,16 @@ def _score_span(
     advance: Callable[[], None] | None = None,
     *,
     ahead: bool = True,
-) -> list[Score]:
+) -> PackedList[Score]:
     """Score samples ``lo:hi`` under every protocol, sample by sample; ``advance()`` after each
     sample. ``ahead``: a reader thread decodes the next samples' files (PNG decoding releases the
     GIL) while this one scores; each file is decoded once, in order."""
-    plan = []
-    for sample in job.samples[lo:hi]:
-        preds = _predictions(sample, job.index, job.k)
-        plan += [(sample, proto, preds) for proto in job.protocols]
+    plan = _plan(job, lo, hi)  # made as the reader reaches it: one sample at a time
     read = partial(_read_item, job.root)
-    decoded = _read_in_order(read, plan) if ahead else map(read, plan)
+    decoded = _read_in_order(read, plan) if ahead else ((item, read(item)) for item in plan)
     per_sample = len(job.protocols)
-    out: list[Score] = []
-    for i, ((sample, proto, preds), files) in enumerate(zip(plan, decoded, strict=True)):
+    out: PackedList[Score] = PackedList()  # pickled: a few hundred bytes a record
+    for i, ((sample, proto, preds), files) in enumerate(decoded):
         for pred in preds:
             out.append(score_one(job.root, sample, pred, proto, load_images, None, files))
         if advance is not None and (i + 1) % per_sample == 0:
@@ -131,17 +132,29 @@ def _score_span(
     return out
 
 
-def _read_in_order(read: Callable[[tuple], Decoded], plan: list[tuple]) -> Iterator[Decoded]:
-    """``read`` of each planned item, run by one reader thread that keeps ``_READ_AHEAD``
-    items ahead of the consumer, in plan order."""
+def _plan(job: _Job, lo: int, hi: int) -> Iterator[tuple]:
+    """(sample, protocol, its predictions) for samples ``lo:hi``, protocol after protocol."""
+    for sample in job.samples[lo:hi]:
+        preds = _predictions(sample, job.index, job.k)
+        for proto in job.protocols:
+            yield sample, proto, preds
+
+
+def _read_in_order(
+    read: Callable[[tuple], Decoded], plan: Iterable[tuple]
+) -> Iterator[tuple[tuple, Decoded]]:
+    """Each planned item with ``read`` of it, run by one reader thread that keeps
+    ``_READ_AHEAD`` items ahead of the consumer, in plan order."""
     with ThreadPoolExecutor(1, thread_name_prefix="medibench-decode") as reader:
-        queued: deque[Future[Decoded]] = deque()
+        queued: deque[tuple[tuple, Future[Decoded]]] = deque()
         for item in plan:
-            queued.append(reader.submit(read, item))
+            queued.append((item, reader.submit(read, item)))
             if len(queued) > _READ_AHEAD:
-                yield queued.popleft().result()
+                done, future = queued.popleft()
+                yield done, future.result()
         while queued:
-            yield queued.popleft().result()
+            done, future = queued.popleft()
+            yield done, future.result()
 
 
 def _read_item(root: Path, item: tuple) -> Decoded:
@@ -184,7 +197,7 @@ def _predictions(sample, index: PredictionIndex, k: int | None) -> list[Predicti
 # --- several processes -----------------------------------------------------------------------
 
 
-def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> list[Score]:
+def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> PackedList[Score]:
     """Score ``job`` in ``workers`` processes, spans of samples handed out as workers free up
     (the spans shrink towards the end so that no worker is left with a long one).
 
@@ -198,7 +211,7 @@ def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> lis
     fork = _fork_is_safe()
     head = _first_scored(job) + 1 if fork else 0
     spans = _spans(head, n, workers)
-    results: dict[int, list[Score]] = {}
+    results: dict[int, Sequence[Score]] = {}
     if head:
         results[0] = _score_span(job, 0, head, ahead=False)
     with _ready_to_fork() if fork else nullcontext():
@@ -232,10 +245,10 @@ def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> lis
                         advance()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return [r for lo in sorted(results) for r in results[lo]]
+    return PackedList(r for lo in sorted(results) for r in results[lo])
 
 
-def _span_result(fut: Future[list[Score]], job: _Job, lo: int, hi: int) -> list[Score]:
+def _span_result(fut: Future[Sequence[Score]], job: _Job, lo: int, hi: int) -> Sequence[Score]:
     """A span's records; when a worker died (killed, out of memory), an error naming them."""
     try:
         return fut.result()
@@ -324,7 +337,7 @@ def _start_worker(job: _Job, forked: bool, ahead: bool = True) -> None:
         torch.set_num_threads(1)
 
 
-def _score_in_worker(lo: int, hi: int) -> list[Score]:
+def _score_in_worker(lo: int, hi: int) -> Sequence[Score]:
     if _JOB is None:
         raise RuntimeError("a scoring worker got a span before its job (_start_worker)")
     return _score_span(_JOB, lo, hi, ahead=_AHEAD)

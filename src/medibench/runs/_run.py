@@ -60,7 +60,8 @@ class RunPlan:
     Attributes:
         config: the config it was made from.
         dataset: the loaded dataset.
-        samples: the samples of this run (of the dataset's first ``limit``, its shard's share).
+        samples: the samples of this run (of the dataset's first ``limit``, its shard's share),
+            a slice of ``dataset``: each sample is rebuilt as a stage reaches it.
         protocols: the ``name@version`` specs it scores by (the config's, or the dataset's).
         shard: the shard, or ``None`` for every sample.
         folder: the run folder (``{shard}`` filled in).
@@ -68,7 +69,7 @@ class RunPlan:
 
     config: RunConfig
     dataset: Dataset
-    samples: list[Sample]
+    samples: Sequence[Sample]
     protocols: tuple[str, ...]
     shard: Shard | None
     folder: Path
@@ -86,7 +87,7 @@ def plan_run(config: RunConfig) -> RunPlan:
         from medibench.datasets._base import no_samples
 
         raise RunError(no_samples(ds, config.dataset))
-    samples = list(ds)[: config.limit]  # None: all; the limit first, so shards split it
+    samples = ds[: config.limit]  # None: all; the limit first, so shards split it
     samples = samples if shard is None else shard.select(samples)
     protocols = config.protocols or tuple(ds.default_protocols)
     return RunPlan(config, ds, samples, protocols, shard, folder)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Callable, Iterable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Literal
 from rich.console import Console
 
 from medibench._identity import output_folder, seed_for
+from medibench._packed import MadeWhenTaken, PackedList
 from medibench._progress import progress_bar
 from medibench.datasets import SampleImages
 from medibench.runs._executors import LocalExecutor
@@ -177,11 +179,11 @@ def generate(
 
     report = StageReport("generate")
     todo = items_to_make(store, samples, model_name, k, only_failed, retry_refused, report)
-    tasks = [Task(s, j, seed_for(seed, s.sample_id, j)) for s, j in todo]
+    tasks: Sequence[Task] = TaskList(samples, todo, seed)
     if demonstrations is not None:
         from medibench.runs._demos import attach_demonstrations
 
-        tasks = attach_demonstrations(store, tasks, demonstrations, model_name, report)
+        tasks = attach_demonstrations(store, list(tasks), demonstrations, model_name, report)
     if is_answering_model(model):  # a VLM or generator: text (+ image) predictions
         from medibench.runs._answers import generate_answers
 
@@ -222,25 +224,49 @@ def items_to_make(
     only_failed: bool,
     retry_refused: bool,
     report: StageReport,
-) -> list[tuple[Sample, int]]:
-    """The (sample, k) items a generate stage makes (see :func:`generate`), counting the
-    skipped ones in ``report``."""
+) -> list[tuple[int, int]]:
+    """The items a generate stage makes (see :func:`generate`), as (position in ``samples``,
+    k) pairs, counting the skipped ones in ``report``."""
     done = store.prediction_keys(model_name, status="ok")
     failed = store.prediction_keys(model_name, status="error")
     failed |= store.prediction_keys(model_name, status=TOO_FEW)
     refused = store.prediction_keys(model_name, status="refused")
+    again = failed | refused
     todo = []
-    for s in samples:
+    for i, sid in enumerate(_ids(samples)):
         for j in range(k):
-            key = (s.sample_id, j)
-            if key in done or (only_failed and key not in failed | refused):
+            key = (sid, j)
+            if key in done or (only_failed and key not in again):
                 report.skipped += 1
             elif key in refused and not (only_failed or retry_refused):
                 report.skipped += 1
                 report.skipped_refused += 1
             else:
-                todo.append((s, j))
+                todo.append((i, j))
     return todo
+
+
+class TaskList(MadeWhenTaken[Task]):
+    """The tasks of a generate stage, each made when it is taken: (position in ``samples``,
+    k) pairs and the run seed, not a live :class:`Task` (with its sample) per item."""
+
+    def __init__(self, samples: Sequence[Sample], items: list[tuple[int, int]], seed: int):
+        self._samples, self._seed = samples, seed
+        self._where = array("q", (i for i, _ in items))
+        self._k = array("q", (j for _, j in items))
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def _take(self, index: int) -> Task:
+        sample, k = self._samples[self._where[index]], self._k[index]
+        return Task(sample, k, seed_for(self._seed, sample.sample_id, k))
+
+
+def _ids(samples: Sequence[Sample]) -> Iterable[str]:
+    # A dataset lists its ids without rebuilding its samples.
+    ids = getattr(samples, "sample_ids", None)
+    return ids() if callable(ids) else (s.sample_id for s in samples)
 
 
 def score(
@@ -262,12 +288,14 @@ def score(
     in for a protocol without its own (default :func:`medibench.datasets.load_images`).
     """
     report = StageReport("score")
-    by_id = {s.sample_id: s for s in samples}
+    by_id = _by_id(samples)
     wanted = set(models) if models is not None else None
     scored = store.score_keys(protocol.name, protocol.version)
     ok = store.score_keys(protocol.name, protocol.version, status="ok")
-    todo = []
-    for pred in store.predictions():
+    todo: PackedList[Prediction] = (
+        PackedList()
+    )  # each prediction pickled: a few hundred bytes, not a live record
+    for pred in store.iter_predictions():
         key = (pred.model, pred.sample_id, pred.k)
         if (wanted is not None and pred.model not in wanted) or pred.sample_id not in by_id:
             continue
@@ -292,12 +320,18 @@ def score(
     return report
 
 
+def _by_id(samples: Sequence[Sample]) -> Mapping[str, Sample]:
+    # A dataset looks its samples up by id without holding them rebuilt.
+    by_id = getattr(samples, "by_id", None)
+    return by_id() if callable(by_id) else {s.sample_id: s for s in samples}
+
+
 def _check_folder_is_its_own(store: RunStore, folder: str, model_name: str) -> None:
     # Names map to folders injectively up to a 32-bit hash; a run can also hold paths written by
     # an older naming. Either way, never write into a folder that holds another model's files.
     prefix = f"outputs/{folder}/"
     others = sorted(
-        {p.model for p in store.predictions() if p.path and p.path.startswith(prefix)}
+        {p.model for p in store.iter_predictions() if p.path and p.path.startswith(prefix)}
         - {model_name}
     )
     if others:

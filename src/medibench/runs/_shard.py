@@ -41,9 +41,10 @@ class Shard:
         if self.count < 1 or not 0 <= self.index < self.count:
             raise ValueError(f"shard {self.index}/{self.count}: need 0 <= i < n")
 
-    def select(self, items: Sequence[T]) -> list[T]:
-        """This shard's items: every ``count``-th, starting at ``index``."""
-        return list(items[self.index :: self.count])
+    def select(self, items: Sequence[T]) -> Sequence[T]:
+        """This shard's items: every ``count``-th, starting at ``index`` (a slice of
+        ``items``: a dataset's slice rebuilds no sample)."""
+        return items[self.index :: self.count]
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,26 @@ __all__ = ["CORE_TABLES", "RunStore", "RunStoreError", "StageTable"]
 
 class RunStoreError(RuntimeError):
     """The run directory is not a medibench run, or its config conflicts with the request."""
+
+
+class StoredSamples(Mapping[str, Sample]):
+    """A run's samples by id (:meth:`RunStore.sample_map`): their JSON records, compressed,
+    each made a :class:`~medibench.samples.Sample` when looked up."""
+
+    def __init__(self, records: dict[str, bytes]) -> None:
+        self._records = records
+
+    def __getitem__(self, sample_id: str) -> Sample:
+        return Sample.model_validate_json(zlib.decompress(self._records[sample_id]))
+
+    def __contains__(self, sample_id: object) -> bool:
+        return sample_id in self._records
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
 
 
 class RunStore:
@@ -139,15 +160,23 @@ class RunStore:
 
     # -- samples ------------------------------------------------------------------------------
     def put_samples(self, samples: Iterable[Sample]) -> None:
+        """Store ``samples`` (in one transaction), one at a time as they come."""
         with self._tx():
             self._db.executemany(
                 "INSERT OR REPLACE INTO samples (sample_id, record) VALUES (?, ?)",
-                [(s.sample_id, s.to_json()) for s in samples],
+                ((s.sample_id, s.to_json()) for s in samples),
             )
 
     def samples(self) -> list[Sample]:
         rows = self._db.execute("SELECT record FROM samples ORDER BY rowid")
         return [Sample.from_json(r[0]) for r in rows]
+
+    def sample_map(self) -> Mapping[str, Sample]:
+        """The run's samples by id, in stored order, each rebuilt from its JSON record when
+        looked up: a run of 100,000 samples holds their text compressed (about 250 bytes
+        each), not 100,000 live records."""
+        rows = self._db.execute("SELECT sample_id, record FROM samples ORDER BY rowid")
+        return StoredSamples({sid: zlib.compress(text.encode("utf-8"), 1) for sid, text in rows})
 
     # -- predictions --------------------------------------------------------------------------
     def put_prediction(self, p: Prediction) -> None:
@@ -176,6 +205,12 @@ class RunStore:
         self, model: str | None = None, *, status: str | None = None
     ) -> list[Prediction]:
         return list(self._iter_predictions(model, status))
+
+    def iter_predictions(
+        self, model: str | None = None, *, status: str | None = None
+    ) -> Iterator[Prediction]:
+        """:meth:`predictions`, one at a time (the rows are read as they are taken)."""
+        return self._iter_predictions(model, status)
 
     def prediction_keys(self, model: str, *, status: str | None = "ok") -> set[tuple[str, int]]:
         """(sample_id, k) pairs that already have a prediction (with ``status``, if given)."""
@@ -318,6 +353,10 @@ class RunStore:
         return {(m, sid, k) for m, sid, k in self._db.execute(sql, args)}
 
     def scores(self, protocol: str | None = None) -> list[Score]:
+        return list(self.iter_scores(protocol))
+
+    def iter_scores(self, protocol: str | None = None) -> Iterator[Score]:
+        """:meth:`scores`, one at a time (the rows are read as they are taken)."""
         sql = (
             "SELECT model, sample_id, k, protocol, protocol_version, metrics, status, error, "
             "notes, reasons FROM scores"
@@ -327,9 +366,8 @@ class RunStore:
             sql += " WHERE protocol = ?"
             args.append(protocol)
         sql += " ORDER BY model, rowid"
-        out = []
         for m, sid, k, proto, ver, metrics, st, err, notes, why in self._db.execute(sql, args):
-            out.append(
+            yield (
                 Score(
                     sample_id=sid,
                     model=m or None,
@@ -343,7 +381,6 @@ class RunStore:
                     reasons=json.loads(why) if why else {},
                 )
             )
-        return out
 
     def _tx(self):
         return Transaction(self._db, self.path)

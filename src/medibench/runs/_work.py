@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +81,7 @@ class Outcome:
     elapsed_s: float
 
 
-def batches(tasks: Sequence[Task], size: int) -> list[list[Task]]:
+def batches(tasks: Sequence[Task], size: int) -> Iterable[list[Task]]:
     """``tasks`` cut into batches of at most ``size`` whose inputs have the same size: a model's
     ``edit_batch`` then always gets full batches of one shape, however the dataset mixes sizes.
 
@@ -90,8 +90,8 @@ def batches(tasks: Sequence[Task], size: int) -> list[list[Task]]:
     header cannot be read (a DICOM, a missing file: its error is recorded when it is read) goes
     with the others that cannot, and ``edit_tasks`` still groups them by decoded shape.
     """
-    if size <= 1:
-        return [[t] for t in tasks]
+    if size <= 1:  # one at a time, each task made as it is taken
+        return ([t] for t in tasks)
     sizes: dict[str, tuple[int, int] | None] = {}  # k draws of a sample share one input
     buckets: dict[tuple[int, int] | None, list[Task]] = {}
     for task in tasks:
