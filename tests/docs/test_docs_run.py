@@ -7,8 +7,8 @@ fails, and so does a row that is not run (``not yet``), so the table stays the e
 The blocks of one chain (:data:`CHAINS`; a file not named there is one chain) run in order in
 one folder (later blocks use what earlier ones made), with ``medibench`` and ``python`` on PATH
 meaning this checkout (``medibench`` forked from the worker's docs zygote, tests/docs/_zygote.py,
-where the environment allows), ``COLUMNS=80``, and the substitutions of :data:`SUBSTITUTIONS` applied
-(each one marked and explained). Each chain is a test of its own, so xdist runs them side by
+where the environment allows), ``COLUMNS=80``, and the substitutions of :data:`SUBSTITUTIONS`
+applied (each one marked and explained). Each chain is a test of its own, so xdist runs them side by
 side; what a chain reads from another chain's blocks a stand-in builds in its place. After a
 chain ran, the stand-in modules' ``check`` hooks look at what its blocks made.
 """
