@@ -46,15 +46,16 @@ UNRECORDED = "stated; no recorded run yet (the script prints it; `--record` not 
 #: Figures no script recomputes (yet): the text is checked to be as inventoried here.
 STATED: tuple[Check, ...] = (
     _stated(
-        "`COLUMNS=80 make test`'s pytest command on afed7cc (xdist, 2 workers, `--dist "
-        "worksteal`): 694 s with the test cache warm (but for this wave's new tiny models); "
-        "the fresh-clone figure is `.ci/run` on a clone of the same commit (758 s of pytest, "
-        "the tiny models built cold; 936 s with the install, which compiles the SSIM kernel)",
+        "`COLUMNS=80 make test`'s pytest command on d789796 (xdist, 2 workers, `--dist "
+        "worksteal`; the docs' commands forked from tests/docs/_zygote.py): 554 s with the "
+        "test cache warm; the fresh-clone figure is `.ci/run` on a clone of the same commit "
+        "(570 s of pytest, the tiny models built cold; 749 s with the install, which compiles "
+        "the SSIM kernel); an idle 2-core AMD EPYC but for the suite",
         "-",
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,474 tests; 11.6 min on 2 cores with the test cache warm, 12.6 min on a fresh "
+            "(3,482 tests; 9.2 min on 2 cores with the test cache warm, 9.5 min on a fresh "
             "clone after its install",
             "test count and time",
         ),
