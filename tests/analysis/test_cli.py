@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import sqlite3
 
 import numpy as np
@@ -17,6 +16,7 @@ pytest.importorskip("diffusers")
 from medibench.analysis import grounding_iou  # noqa: E402
 from medibench.cli import app  # noqa: E402
 from medibench.io import read_image, read_mask  # noqa: E402
+from tests.report.helpers import browser_data  # noqa: E402
 from tests.runs.conftest import make_native  # noqa: E402
 
 OPTS = ["--model-option", "steps=2", "--model-option", "resolution=null"]
@@ -103,12 +103,7 @@ def test_the_report_shows_the_overlays(analysed):
         app, ["report", str(run), "--out", str(run / "report"), "--no-progress"]
     )
     assert res.exit_code == 0, res.output
-    html = (run / "report" / "index.html").read_text()
-    blob = json.loads(
-        re.search(
-            r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S
-        ).group(1)
-    )
+    blob = browser_data(run / "report" / "index.html")
     att = {s["id"]: s.get("attention") for s in blob["samples"]}
     assert set(att) == {"s000", "s001", "s002"}
     for entries in att.values():

@@ -115,8 +115,9 @@ def test_the_in_context_page_plots_score_against_k_and_shows_the_demonstrations(
     assert captions == [f"demo {i + 1}: {sid}" for i, sid in enumerate(shown)]
     thumbs = [i.get_attribute("src") for i in row.find_elements("css selector", "img")]
     inputs = page.execute_script(
-        "var d = JSON.parse(document.getElementById('report-data').textContent);"
-        "var m = {}; d.samples.forEach(function (s) { m[s.id] = s.pics.input.thumb; });"
+        "var pages = window.medibenchPages, m = {};"
+        "Object.keys(pages).forEach(function (p) {"
+        "  pages[p].samples.forEach(function (s) { m[s.id] = s.pics.input.thumb; }); });"
         "return arguments[0].map(function (id) { return m[id]; });",
         list(shown),
     )

@@ -140,3 +140,25 @@ def judged_run(run_dir: Path) -> Path:
         )
     assert res.exit_code == 0, res.output
     return run
+
+
+def browser_data(index: Path) -> dict:
+    """The sample browser's whole data of a report, as one blob: the head ``index.html``
+    embeds, with ``samples`` (in the run's order) and ``answers`` gathered from its page files
+    (``samples/page-NNNN.js``)."""
+    html = index.read_text()
+    head = json.loads(re.search(r'id="report-data">(.*?)</script>', html, re.S).group(1))
+    pages = [
+        json.loads(re.fullmatch(rf"window\.medibenchPages\[{n}\]=(.*);\n", path.read_text())[1])
+        for n, path in enumerate(page_files(index), start=1)
+    ]
+    in_order = [s for page in pages for s in page["samples"]]
+    by_position = dict(zip(head["index"]["order"], in_order, strict=True))
+    samples = [by_position[i] for i in range(len(in_order))]
+    answers = {k: v for page in pages for k, v in page["answers"].items()}
+    return {**head, "samples": samples, "answers": answers}
+
+
+def page_files(index: Path) -> list[Path]:
+    """The sample browser's data files beside ``index``, in page order."""
+    return sorted((index.parent / "samples").glob("page-*.js"))

@@ -1,5 +1,4 @@
 import json
-import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -8,7 +7,7 @@ import pytest
 from medibench.report import build_report
 from medibench.runs import RunStore, RunStoreError
 from medibench.samples import Score
-from tests.report.helpers import JUDGE_ANSWERS, JUDGES, make_run
+from tests.report.helpers import JUDGE_ANSWERS, JUDGES, browser_data, make_run
 
 
 class _Links(HTMLParser):
@@ -27,8 +26,7 @@ def page_links(index: Path) -> list[str]:
     html = index.read_text()
     parser = _Links()
     parser.feed(html)
-    blob = json.loads(re.search(r'id="report-data">(.*?)</script>', html, re.S).group(1))
-    for s in blob["samples"]:
+    for s in browser_data(index)["samples"]:
         pics = [
             *s["pics"].values(),
             *(r["output"] for r in s["runs"]),
@@ -41,8 +39,7 @@ def page_links(index: Path) -> list[str]:
 
 
 def blob_of(index: Path) -> dict:
-    html = index.read_text()
-    return json.loads(re.search(r'id="report-data">(.*?)</script>', html, re.S).group(1))
+    return browser_data(index)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from medibench.datasets import load_dataset
 from medibench.runs import RunConfig, RunError, RunStore, run
 from medibench.runs._demos import read_demonstrations
 from medibench.runs._icl import DemonstrationError, TooFewDemonstrations, plan_icl
+from tests.report.helpers import browser_data
 
 from .icl_data import TEMPTING, pixels, write_dataset
 
@@ -300,7 +301,7 @@ def test_report_compares_each_k_against_k0_and_shows_the_demonstrations(tempting
     run(cfg, progress=False).close()
     index = build_report(out, plots=False, workers=1)
     page = index.read_text()
-    blob = json.loads(page.split('id="report-data">')[1].split("</script>")[0])
+    blob = browser_data(index)
     models = blob["models"]
     a0 = next(s for s in blob["samples"] if s["id"] == "a0")
     demos = {m: r["demos"] for m, r in zip(models, a0["runs"], strict=True)}

@@ -24,7 +24,9 @@ from medibench.samples import Prediction, Sample, Score
 
 __all__ = [
     "JUDGEMENT_READER",
+    "PAGE_SIZE",
     "attach_demonstrations",
+    "browser_pages",
     "image_jobs",
     "read_judgements",
     "reference_text",
@@ -32,6 +34,9 @@ __all__ = [
     "short_error",
     "text_answer",
 ]
+
+#: Samples per page of the browser, and per data file (``samples/page-NNNN.js``) beside the page.
+PAGE_SIZE = 48
 
 #: Characters of a text answer or reference the page holds (the file keeps all of it).
 TEXT_LIMIT = 6000
@@ -184,6 +189,70 @@ def sample_browser_data(
         )
     blob = {"models": list(models), "metrics": [list(m) for m in metrics], "samples": out}
     return {**blob, **_judge_data(out, judgements, index)}
+
+
+def browser_pages(blob: Mapping[str, Any], page_size: int = PAGE_SIZE) -> tuple[dict, list]:
+    """Split the blob of :func:`sample_browser_data` into what ``index.html`` holds and the data
+    files the page loads on demand (``file://`` pages cannot fetch, but can add a script).
+
+    The head keeps ``models``, ``metrics``, ``judges`` and ``demo_pool``, and ``index``: per
+    sample in the run's order its ``ids``, ``codes`` (its task, region and modality as
+    indices into ``tasks``, ``regions`` and ``modalities``; ``null``: none), ``failed`` (the
+    indices of the models that failed), ``values`` (per model its value per metric): what the
+    filters and the "worst first" orders need, and ``order``: the samples' positions in the
+    page's default order (worst first by the first metric over every model, failures last; by
+    position when there is no metric). The samples' details go to pages of ``page_size`` in
+    that order (``{"samples", "answers"}``: the judges' answers they link to), so the page
+    opens on page 1, which the head holds as ``first``."""
+    samples = blob["samples"]
+    index = {"ids": [s["id"] for s in samples]}
+    codes = []
+    for field, vocab in (("task", "tasks"), ("region", "regions"), ("modality", "modalities")):
+        names = sorted({s[field] for s in samples if s[field]})
+        code = {name: i for i, name in enumerate(names)}
+        index[vocab] = names
+        codes.append([code.get(s[field]) for s in samples])
+    index["codes"] = [list(c) for c in zip(*codes, strict=True)]
+    index["failed"] = [[i for i, r in enumerate(s["runs"]) if r["failed"]] for s in samples]
+    index["values"] = [[r["v"] for r in s["runs"]] for s in samples]
+    order = default_order(samples, blob["metrics"])
+    index["order"] = order
+    all_answers = blob.get("answers", {})
+    pages = []
+    for start in range(0, len(order), page_size):
+        chunk = [samples[i] for i in order[start : start + page_size]]
+        linked = [i for s in chunk for r in s["runs"] for g in r["judge"] for i in g["passes"]]
+        pages.append({"samples": chunk, "answers": {i: all_answers[i] for i in linked}})
+    head = {k: v for k, v in blob.items() if k not in ("samples", "answers")}
+    head.update(index=index, page_size=page_size, pages=len(pages))
+    head["first"] = pages[0] if pages else {"samples": [], "answers": {}}
+    return head, pages
+
+
+def default_order(samples: Sequence[Mapping[str, Any]], metrics: Sequence[Sequence[Any]]) -> list:
+    """The positions of ``samples`` in the browser's opening order: scored samples first, by
+    the worst value of the first metric over the models (the lowest, or the highest for a
+    lower-is-better metric), samples without it after them, failures last; ties by position
+    (the order ``report.js`` sorts them in)."""
+
+    def key(i: int) -> tuple:
+        runs = samples[i]["runs"]
+        failed = any(r["failed"] for r in runs)
+        worst = None
+        if metrics and not failed:
+            lower = bool(metrics[0][2])
+            for r in runs:
+                v = _from_json(r["v"][0])
+                if v is not None and (worst is None or (-v if lower else v) < worst):
+                    worst = -v if lower else v
+        return (failed, worst is None, worst or 0.0, i)
+
+    return sorted(range(len(samples)), key=key)
+
+
+def _from_json(v: float | str | None) -> float | None:
+    """A value of the blob (:func:`_json_number`) as a number again."""
+    return float(v) if isinstance(v, str) else v
 
 
 def _judge_data(

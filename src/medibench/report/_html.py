@@ -1,8 +1,10 @@
 """Render ``index.html`` (jinja2) and copy the hand-written assets next to it.
 
-The page needs no server: tables are rendered here, the sample browser's data is a JSON blob in
-a ``<script type="application/json">`` element (``file://`` pages cannot fetch), and the
-assets (``report.js``, ``report.css``) are package data copied into ``assets/``.
+The page needs no server: tables are rendered here, the sample browser's index and its first
+page are a JSON blob in a ``<script type="application/json">`` element, the other pages' data
+are scripts ``samples/page-NNNN.js`` (``window.medibenchPages[N] = {...}``) the page adds when
+it shows them (``file://`` pages cannot fetch, see :func:`medibench.report._browser.browser_pages`),
+and the assets (``report.js``, ``report.css``) are package data copied into ``assets/``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import jinja2
 
 from medibench.io import atomic_write_text
+from medibench.report._browser import browser_pages
 from medibench.report._formats import HEADERS, format_number, interval_ends
 
 #: The columns of a paired comparison, in the CSV and the HTML table.
@@ -44,7 +47,10 @@ COMPARE_COLUMNS = (
 PAGE_COMPARE_COLUMNS = tuple(c for c in COMPARE_COLUMNS if c != "wilcoxon_p")
 WILCOXON_COLUMNS = ("k_mode", "metric", "group", "model_a", "model_b", "n", "wilcoxon_p")
 
-__all__ = ["ASSETS", "COMPARE_COLUMNS", "write_html"]
+__all__ = ["ASSETS", "COMPARE_COLUMNS", "PAGES_DIR", "write_html"]
+
+#: The folder of the sample browser's data files, beside ``index.html``.
+PAGES_DIR = "samples"
 
 #: Files of ``report/templates`` copied into the report's ``assets/`` folder.
 ASSETS = ("report.js", "report.css")
@@ -77,6 +83,8 @@ def write_html(
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    head, pages = browser_pages(blob)
+    write_pages(out / PAGES_DIR, pages)
     has_samples = counts["samples"] > 0 or counts["predictions"] > 0
     page = env.get_template("report.html.j2").render(
         title=f"medibench report: {run_dir.resolve().name}",
@@ -95,9 +103,29 @@ def write_html(
         has_samples=has_samples,
         panels=panels or [],
         # "</" inside a script element would end it: escape it the JSON way.
-        blob=json.dumps(blob, separators=(",", ":"), allow_nan=False).replace("</", "<\\/"),
+        blob=_json(head).replace("</", "<\\/"),
     )
     return atomic_write_text(out / "index.html", page)
+
+
+def write_pages(folder: Path, pages: list[dict[str, Any]]) -> None:
+    """Write ``folder/page-0001.js`` ... one per page (``window.medibenchPages[N] = {...}``),
+    removing the pages of an earlier build beyond them."""
+    if not pages and not folder.is_dir():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    names = set()
+    for n, page in enumerate(pages, start=1):
+        name = f"page-{n:04d}.js"
+        names.add(name)
+        atomic_write_text(folder / name, f"window.medibenchPages[{n}]={_json(page)};\n")
+    for old in folder.glob("page-*.js"):
+        if old.name not in names:
+            old.unlink()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
 def _section(sec, out: Path) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 /* medibench report: sortable, filterable tables and the sample browser.
-   Hand-written, no dependencies; works from file:// (the data is embedded in the page). */
+   Hand-written, no dependencies; works from file:// (the data is embedded in the page, and
+   the sample browser's pages are scripts beside it). */
 (function () {
   "use strict";
 
@@ -90,23 +91,87 @@
   }
 
   // ---- sample browser ----------------------------------------------------------------------
-  var PAGE = 48;
+  // index.html holds a compact index of every sample (what the filters and orders need) and the
+  // first page; the other pages' details are scripts samples/page-NNNN.js, added when shown
+  // (file:// pages cannot fetch), each setting window.medibenchPages[N].
   var dataEl = document.getElementById("report-data");
-  var data = dataEl ? JSON.parse(dataEl.textContent) : { models: [], metrics: [], samples: [] };
-  var samples = data.samples, models = data.models, metrics = data.metrics;
-  var judges = data.judges || {}, answers = data.answers || {};
+  var data = dataEl ? JSON.parse(dataEl.textContent) : { models: [], metrics: [] };
+  var models = data.models, metrics = data.metrics;
+  var judges = data.judges || {}, answers = {};
+  var PAGE = data.page_size || 48;
+  var loaded = window.medibenchPages = window.medibenchPages || {};
+  if (data.first) loaded[1] = data.first;
+  if (loaded[1]) absorb(loaded[1]);
+  var samples = indexEntries(data.index);
   var state = { task: "", region: "", modality: "", model: "", status: "", sort: "id",
                 text: "", page: 0 };
   var current = [];
 
   function $(id) { return document.getElementById(id); }
+  // One entry per sample, in the run's order: id, task, region, modality, and per model whether
+  // it failed and its values (runs[i].failed, runs[i].v), its page and place on that page.
+  function indexEntries(ix) {
+    if (!ix) return [];
+    var where = [];
+    ix.order.forEach(function (i, n) { where[i] = n; });
+    return ix.ids.map(function (id, i) {
+      var code = function (n, vocab) { var c = ix.codes[i][n]; return c === null ? null : ix[vocab][c]; };
+      return {
+        id: id, i: i, page: Math.floor(where[i] / PAGE) + 1, at: where[i] % PAGE,
+        task: code(0, "tasks"), region: code(1, "regions"), modality: code(2, "modalities"),
+        runs: ix.values[i].map(function (v, m) { return { failed: ix.failed[i].indexOf(m) >= 0, v: v }; })
+      };
+    });
+  }
   var byId = null;
-  function sampleById() {
+  function entryById(id) {
     if (byId === null) {
       byId = {};
       samples.forEach(function (x) { byId[x.id] = x; });
     }
-    return byId;
+    return byId[id];
+  }
+  // A sample's details (instruction, pictures, outputs, ...) once its page is loaded.
+  function detailOf(entry) {
+    var page = loaded[entry.page];
+    return page ? page.samples[entry.at] : null;
+  }
+  var pending = {};
+  // Load the pages numbered in `pages` (those not loaded yet), then call done().
+  function loadPages(pages, done) {
+    var need = pages.filter(function (p, n) { return !loaded[p] && pages.indexOf(p) === n; });
+    var left = need.length;
+    if (!left) { done(); return; }
+    need.forEach(function (p) {
+      var finish = function () { left -= 1; if (left === 0) done(); };
+      if (pending[p]) { pending[p].push(finish); return; }
+      pending[p] = [finish];
+      var name = "samples/page-" + ("000" + p).slice(-4) + ".js";
+      var tag = el("script", { src: name });
+      tag.onload = function () {
+        var waiting = pending[p];
+        delete pending[p];
+        if (!loaded[p]) { pageError(name, "it holds no page " + p); return; }
+        absorb(loaded[p]);
+        waiting.forEach(function (f) { f(); });
+      };
+      tag.onerror = function () { delete pending[p]; pageError(name, "it could not be read"); };
+      document.head.appendChild(tag);
+    });
+  }
+  function absorb(page) {  // the judges' answers a page's outputs link to
+    Object.keys(page.answers || {}).forEach(function (k) { answers[k] = page.answers[k]; });
+  }
+  function pageError(name, why) {
+    var box = $("sample-count");
+    box.textContent = "The sample data " + name + " beside this page is missing or damaged (" + why +
+      "): build the report again.";
+    box.classList.add("bad");
+  }
+  function allPages() {
+    var out = [];
+    for (var p = 1; p <= (data.pages || 0); p += 1) out.push(p);
+    return out;
   }
 
   function el(tag, attrs, text) {
@@ -161,7 +226,7 @@
       return (!state.task || s.task === state.task) && (!state.region || s.region === state.region) &&
         (!state.modality || s.modality === state.modality) &&
         (state.status !== "failed" || failed(s)) && (state.status !== "scored" || !failed(s)) &&
-        (!text || s.id.toLowerCase().indexOf(text) >= 0 || s.instruction.toLowerCase().indexOf(text) >= 0);
+        (!text || s.id.toLowerCase().indexOf(text) >= 0 || ((detailOf(s) || {}).instruction || "").toLowerCase().indexOf(text) >= 0);
     });
     var mi = state.sort !== "id" ? parseInt(state.sort.slice(1), 10) : -1;
     out = out.map(function (s, i) {
@@ -221,25 +286,56 @@
       }
     });
     c.appendChild(row);
-    var open = function () { showDetail(s); };
+    var open = function () { openDetail(s.id); };
     c.addEventListener("click", open);
     c.addEventListener("keydown", function (e) { if (e.key === "Enter") open(); });
     return c;
   }
 
+  var drawn = 0;
   function render() {
+    var ticket = drawn += 1;
+    if (state.text && allPages().some(function (p) { return !loaded[p]; })) {
+      // Searching the instructions needs every page's details.
+      $("sample-count").textContent = "loading every sample to search their instructions\u2026";
+      loadPages(allPages(), function () { if (ticket === drawn) render(); });
+      return;
+    }
     current = filtered();
     var pages = Math.max(1, Math.ceil(current.length / PAGE));
     state.page = Math.min(state.page, pages - 1);
+    var shown = current.slice(state.page * PAGE, (state.page + 1) * PAGE);
     var list = $("sample-list");
-    list.textContent = "";
-    var frag = document.createDocumentFragment();
-    current.slice(state.page * PAGE, (state.page + 1) * PAGE).forEach(function (s) { frag.appendChild(card(s)); });
-    list.appendChild(frag);
+    list.setAttribute("aria-busy", "true");
     $("sample-count").textContent = current.length + " of " + samples.length + " samples";
     $("page-info").textContent = "page " + (state.page + 1) + " of " + pages;
     $("page-prev").disabled = state.page === 0;
     $("page-next").disabled = state.page >= pages - 1;
+    loadPages(shown.map(function (s) { return s.page; }), function () {
+      if (ticket !== drawn) return;  // the filters changed meanwhile
+      list.textContent = "";
+      var frag = document.createDocumentFragment();
+      shown.forEach(function (s) { frag.appendChild(card(detailOf(s))); });
+      list.appendChild(frag);
+      list.setAttribute("data-page", String(state.page + 1));
+      list.removeAttribute("aria-busy");
+    });
+  }
+
+  // Show a sample's detail once its page and those of its in-context demonstrations are loaded.
+  function openDetail(id) {
+    var entry = entryById(id);
+    if (!entry) return;
+    loadPages([entry.page], function () {
+      var s = detailOf(entry), pages = [];
+      shownModels().forEach(function (i) {
+        (s.runs[i].demos || []).forEach(function (d) {
+          var e = entryById(d);
+          if (e && !data.demo_pool) pages.push(e.page);
+        });
+      });
+      loadPages(pages, function () { showDetail(s); });
+    });
   }
 
   function showDetail(s) {
@@ -369,8 +465,8 @@
           pic = pool.pictures[id] || null;
           absent = pool.error ? "pool " + pool.spec + " not read: " + pool.error
                               : "not in pool " + pool.spec;
-        } else if (sampleById()[id]) {
-          pic = sampleById()[id].pics.input;
+        } else if (entryById(id) && detailOf(entryById(id))) {
+          pic = detailOf(entryById(id)).pics.input;
         }
         row.appendChild(picture(pic, "demo " + (n + 1) + ": " + id, true, absent));
       });
@@ -472,11 +568,7 @@
     $("page-next").addEventListener("click", function () { state.page += 1; render(); });
     render();
     var m = /^#sample=(.+)$/.exec(window.location.hash);
-    if (m) {
-      var id = decodeURIComponent(m[1]);
-      var s = samples.filter(function (x) { return x.id === id; })[0];
-      if (s) showDetail(s);
-    }
+    if (m) openDetail(decodeURIComponent(m[1]));
   }
 
   function init() {
