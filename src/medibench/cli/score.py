@@ -93,7 +93,7 @@ def score(
         write_summary(rows, csv_out, json_out)
         return
     ds = open_dataset(dataset, download=download, options=dataset_option)
-    _check_bins(specs, list(ds)[:limit])
+    _check_bins(specs, ds[:limit])  # one sample at a time, never all at once
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
     roles = load(_feature_roles, features or [])
     protos = [_with_features(p, features or []) for p in protos]
