@@ -67,7 +67,8 @@ def test_score_holds_a_bounded_number_of_samples_and_records(tmp_path, monkeypat
 
     def probe() -> None:
         gc.collect()
-        seen.append(tuple(_live(k) - b for k, b in zip((Sample, Prediction, Score), before)))
+        kinds = (Sample, Prediction, Score)
+        seen.append(tuple(_live(k) - b for k, b in zip(kinds, before, strict=True)))
 
     def checking(specs, samples):
         probe()  # the samples to check, given: none rebuilt yet
