@@ -64,7 +64,11 @@ def score_predictions(
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    first = dataset[:limit] if isinstance(dataset, Dataset) else list(dataset)[:limit]
+    first: Sequence[Sample]
+    if isinstance(dataset, Dataset):  # a slice copies the dataset's id table: none without limit
+        first = dataset if limit is None else dataset[:limit]
+    else:
+        first = list(dataset)[:limit]
     job = _Job(Path(dataset.root), first, index, tuple(protocols), k)
     _warn_empty_models(dataset, index, len(job.samples), console)
     n = len(job.samples)
