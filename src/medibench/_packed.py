@@ -8,13 +8,16 @@ memory stays small at the size of MieDB-100k.
 
 from __future__ import annotations
 
+import os
 import pickle
+import tempfile
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
-__all__ = ["MadeWhenTaken", "PackedList"]
+__all__ = ["MadeWhenTaken", "PackedFile", "PackedList"]
 
 
 class MadeWhenTaken(Sequence[T], Generic[T]):
@@ -68,3 +71,42 @@ class PackedList(MadeWhenTaken[T]):
 
     def _take(self, index: int) -> T:
         return pickle.loads(self._packed[index])
+
+
+class PackedFile(MadeWhenTaken[T]):
+    """A sequence of picklable items kept pickled in an unnamed temporary file; in memory only
+    where each one starts (8 bytes an item). Each item is read back and rebuilt when taken: a
+    stage that holds an item per sample for 100,000 samples (the score records) holds
+    kilobytes, not tens of megabytes."""
+
+    def __init__(self, items: Iterable[T] = ()) -> None:
+        self._file = tempfile.TemporaryFile(prefix="medibench-packed-")
+        self._starts = array("q")  # where each item starts, in item order
+        self._ends = array("q")
+        self._size = 0
+        for item in items:
+            self.append(item)
+
+    def append(self, item: T) -> None:
+        data = pickle.dumps(item, protocol=5)
+        self._file.seek(self._size)
+        self._file.write(data)
+        self._starts.append(self._size)
+        self._size += len(data)
+        self._ends.append(self._size)
+
+    def sort(self, *, key: Callable[[T], Any]) -> None:
+        """Sort in place (stable), by ``key`` of each item rebuilt once; the file stays as it
+        is, only the order of its items changes."""
+        keys = [key(self._take(i)) for i in range(len(self))]
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        self._starts = array("q", (self._starts[i] for i in order))
+        self._ends = array("q", (self._ends[i] for i in order))
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def _take(self, index: int) -> T:
+        self._file.flush()
+        start = self._starts[index]
+        return pickle.loads(os.pread(self._file.fileno(), self._ends[index] - start, start))

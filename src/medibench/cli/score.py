@@ -93,7 +93,7 @@ def score(
         write_summary(rows, csv_out, json_out)
         return
     ds = open_dataset(dataset, download=download, options=dataset_option)
-    _check_bins(specs, list(ds)[:limit])
+    _check_bins(specs, ds[:limit])  # one sample at a time, never all at once
     protos = [load(load_protocol, p) for p in (protocol or ds.default_protocols)]
     roles = load(_feature_roles, features or [])
     protos = [_with_features(p, features or []) for p in protos]
@@ -112,13 +112,15 @@ def score(
         console=err,
     )
     _write_records(records, out, protos, n_models=len(index.models))
-    chosen = ds[:limit]
+    fid_index = index if "fid" in roles else None  # the summaries need the index for FID only
+    del index
+    chosen = ds if limit is None else ds[:limit]  # a slice copies the dataset's id table
     samples = chosen.by_id()  # each sample rebuilt when looked up
     set_rows: dict[str, list[dict]] = {}  # FID/KID rows by grouping (--features inception:...)
 
     def sets_for(group: str) -> list[dict] | None:
         if "fid" in roles and group not in set_rows:  # extract once per grouping, not per protocol
-            set_rows[group] = _set_rows(chosen, index, roles, group)
+            set_rows[group] = _set_rows(chosen, fid_index, roles, group)
         return set_rows.get(group)
 
     rows = _summaries(records, samples, protos, by, sets_for, specs=specs)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 import pickle
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, overload
@@ -22,7 +23,44 @@ from medibench.samples import Sample
 
 T = TypeVar("T")
 
-__all__ = ["Dataset", "PredictionIndex", "index_predictions"]
+__all__ = ["Dataset", "ModelOutputs", "PredictionIndex", "index_predictions"]
+
+
+class ModelOutputs(MutableMapping[str, dict[int, Path]]):
+    """One model's output files, ``{sample_id: {k: path}}``, kept as one string per sample: the
+    file names (relative to ``folder`` where they lie in it) after their ``k``. Each sample's
+    ``{k: path}`` is made when looked up, so an index of 100,000 outputs holds 100,000 short
+    strings, not 100,000 ``Path`` objects and dicts."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self._base = f"{folder}{os.sep}" if folder is not None else ""
+        self._names: dict[str, str] = {}
+
+    def __getitem__(self, sample_id: str) -> dict[int, Path]:
+        parts = self._names[sample_id].split("\0") if self._names[sample_id] else []
+        return {int(k): self._path(name) for k, name in zip(parts[::2], parts[1::2], strict=True)}
+
+    def __setitem__(self, sample_id: str, outputs: Mapping[int, Path]) -> None:
+        self._names[sample_id] = "\0".join(f"{k}\0{self._name(p)}" for k, p in outputs.items())
+
+    def __delitem__(self, sample_id: str) -> None:
+        del self._names[sample_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return f"ModelOutputs({dict(self.items())!r})"
+
+    def _name(self, path: Path) -> str:
+        text = str(path)
+        return text[len(self._base) :] if self._base and text.startswith(self._base) else text
+
+    def _path(self, name: str) -> Path:
+        return Path(name if os.path.isabs(name) or not self._base else self._base + name)
 
 
 @dataclass
@@ -30,7 +68,8 @@ class PredictionIndex:
     """Prediction files found in a folder, by model, sample id and k.
 
     Attributes:
-        files: ``{model: {sample_id: {k: path}}}``.
+        files: ``{model: {sample_id: {k: path}}}`` (a model's outputs: a dict, or a
+            :class:`ModelOutputs` where the index is large).
         unknown: ``(model, path)`` of files whose sample id is not in the benchmark (reported and
             ignored).
         failed: ``{model: {sample_id: {k: reason}}}``: outputs the layout records as failed
@@ -43,7 +82,7 @@ class PredictionIndex:
             is scored on every sample.
     """
 
-    files: dict[str, dict[str, dict[int, Path]]] = field(default_factory=dict)
+    files: dict[str, MutableMapping[str, dict[int, Path]]] = field(default_factory=dict)
     unknown: list[tuple[str, Path]] = field(default_factory=list)
     failed: dict[str, dict[str, dict[int, str]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
@@ -54,14 +93,18 @@ class PredictionIndex:
         return sorted(self.files)
 
     def add(self, model: str, sample_id: str, k: int, path: Path) -> None:
-        self.files.setdefault(model, {}).setdefault(sample_id, {})[k] = path
+        outputs = self.files.setdefault(model, {})
+        outputs[sample_id] = {**outputs.get(sample_id, {}), k: path}
 
     def add_failed(self, model: str, sample_id: str, k: int, reason: str) -> None:
         """Record that output ``k`` of ``sample_id`` failed, and why (no file to read)."""
         outputs = self.files.setdefault(model, {})
-        outputs.get(sample_id, {}).pop(k, None)
-        if sample_id in outputs and not outputs[sample_id]:
-            del outputs[sample_id]
+        if sample_id in outputs:
+            kept = {j: path for j, path in outputs[sample_id].items() if j != k}
+            if kept:
+                outputs[sample_id] = kept
+            else:
+                del outputs[sample_id]
         self.failed.setdefault(model, {}).setdefault(sample_id, {})[k] = reason
 
     def scores(self, model: str, sample_id: str) -> bool:
@@ -240,9 +283,10 @@ def index_predictions(
     known = set(known)
     index = PredictionIndex()
     for model, folder in model_folders.items():
-        index.files.setdefault(model, {})
-        for path in sorted(folder.iterdir()):
-            m = pattern.match(path.name)
+        index.files.setdefault(model, ModelOutputs(folder))
+        for name in sorted(os.listdir(folder)):  # names, not a Path each, until one matches
+            m = pattern.match(name)
+            path = folder / name
             if not m or not path.is_file():
                 continue
             sid = m["sid"] if id_of is None else id_of.get(m["sid"], m["sid"])

@@ -29,7 +29,7 @@ from typing import Any
 from rich.console import Console
 
 from medibench._console import labelled
-from medibench._packed import PackedList
+from medibench._packed import PackedFile, PackedList
 from medibench._progress import progress_bar
 from medibench.datasets import Dataset, PredictionIndex, load_images
 from medibench.runs._work import Decoded, read_ahead, score_one
@@ -48,7 +48,7 @@ def score_predictions(
     workers: int = 1,
     progress: bool = True,
     console: Console | None = None,
-) -> PackedList[Score]:
+) -> PackedFile[Score]:
     """Score the outputs in ``index`` for every sample of ``dataset`` (its first ``limit``
     samples, when given) under each protocol.
 
@@ -58,19 +58,24 @@ def score_predictions(
     protocol, by a reader thread that keeps ahead of the scoring. ``workers > 1`` scores spans
     of samples in that many processes (one OpenCV thread each, and a reader thread each only
     where there are at least twice as many cores as workers); the records and their order are
-    the same as with one worker. The records come pickled
-    (:class:`~medibench._packed.PackedList`): each is rebuilt when taken, so 100,000 of them
-    take tens of megabytes.
+    the same as with one worker. The records come pickled in a temporary file
+    (:class:`~medibench._packed.PackedFile`): each is read back when taken, so 100,000 of them
+    take less than a megabyte of memory.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    first = dataset[:limit] if isinstance(dataset, Dataset) else list(dataset)[:limit]
+    first: Sequence[Sample]
+    if isinstance(dataset, Dataset):  # a slice copies the dataset's id table: none without limit
+        first = dataset if limit is None else dataset[:limit]
+    else:
+        first = list(dataset)[:limit]
     job = _Job(Path(dataset.root), first, index, tuple(protocols), k)
     _warn_empty_models(dataset, index, len(job.samples), console)
     n = len(job.samples)
     if workers <= 1 or n <= 2:
         with progress_bar(progress, console, "score", n) as advance:
-            records = _score_span(job, 0, n, advance)
+            records: PackedFile[Score] = PackedFile()
+            _score_span(job, 0, n, advance, into=records)
     else:
         records = _score_in_processes(job, workers, progress, console)
     # One protocol after the other, as a single worker writes them.
@@ -115,15 +120,17 @@ def _score_span(
     advance: Callable[[], None] | None = None,
     *,
     ahead: bool = True,
-) -> PackedList[Score]:
+    into: PackedList[Score] | PackedFile[Score] | None = None,
+) -> PackedList[Score] | PackedFile[Score]:
     """Score samples ``lo:hi`` under every protocol, sample by sample; ``advance()`` after each
     sample. ``ahead``: a reader thread decodes the next samples' files (PNG decoding releases the
-    GIL) while this one scores; each file is decoded once, in order."""
+    GIL) while this one scores; each file is decoded once, in order. ``into``: where the records
+    go (default: a new :class:`~medibench._packed.PackedList`, what a worker sends back)."""
     plan = _plan(job, lo, hi)  # made as the reader reaches it: one sample at a time
     read = partial(_read_item, job.root)
     decoded = _read_in_order(read, plan) if ahead else ((item, read(item)) for item in plan)
     per_sample = len(job.protocols)
-    out: PackedList[Score] = PackedList()  # pickled: a few hundred bytes a record
+    out = PackedList() if into is None else into  # pickled: a few hundred bytes a record
     for i, ((sample, proto, preds), files) in enumerate(decoded):
         for pred in preds:
             out.append(score_one(job.root, sample, pred, proto, load_images, None, files))
@@ -197,7 +204,7 @@ def _predictions(sample, index: PredictionIndex, k: int | None) -> list[Predicti
 # --- several processes -----------------------------------------------------------------------
 
 
-def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> PackedList[Score]:
+def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> PackedFile[Score]:
     """Score ``job`` in ``workers`` processes, spans of samples handed out as workers free up
     (the spans shrink towards the end so that no worker is left with a long one).
 
@@ -245,7 +252,7 @@ def _score_in_processes(job: _Job, workers: int, progress: bool, console) -> Pac
                         advance()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return PackedList(r for lo in sorted(results) for r in results[lo])
+    return PackedFile(r for lo in sorted(results) for r in results[lo])
 
 
 def _span_result(fut: Future[Sequence[Score]], job: _Job, lo: int, hi: int) -> Sequence[Score]:
