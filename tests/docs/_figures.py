@@ -46,17 +46,17 @@ UNRECORDED = "stated; no recorded run yet (the script prints it; `--record` not 
 #: Figures no script recomputes (yet): the text is checked to be as inventoried here.
 STATED: tuple[Check, ...] = (
     _stated(
-        "`COLUMNS=80 make test`'s pytest command on d789796 (xdist, 2 workers, `--dist "
-        "worksteal`; the docs' commands forked from tests/docs/_zygote.py): 554 s with the "
-        "test cache warm; the fresh-clone figure is `.ci/run` on a clone of the same commit "
-        "(570 s of pytest, the tiny models built cold; 749 s with the install, which compiles "
-        "the SSIM kernel); an idle 2-core AMD EPYC but for the suite",
+        "`.ci/run` on a fresh clone of 38932ad (its `COLUMNS=80 make test`: xdist, 2 workers, "
+        "`--dist worksteal`, the docs' commands forked from tests/docs/_zygote.py): 545 s of "
+        "pytest, the tiny models built cold, 698 s with the install (which compiles the SSIM "
+        "kernel); the warm figure is the same pytest command on d789796 (3,482 tests) with the "
+        "test cache warm: 554 s; an idle 2-core AMD EPYC but for the suite",
         "-",
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,482 tests; 9.2 min on 2 cores with the test cache warm, 9.5 min on a fresh "
-            "clone after its install",
+            "(3,496 tests; 9.1 min on 2 cores on a fresh clone after its install, 9.2 min with "
+            "the test cache warm",
             "test count and time",
         ),
     ),
