@@ -171,6 +171,8 @@ def serve(folder: str, preload: tuple[str, ...] = PRELOAD) -> None:
     import signal
     import warnings
 
+    # the test session that started it (it may be gone before this line runs)
+    parent = int(os.environ.get("MEDIBENCH_DOCS_ZYGOTE_PARENT") or os.getppid())
     before = dict(os.environ)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -191,8 +193,15 @@ def serve(folder: str, preload: tuple[str, ...] = PRELOAD) -> None:
     listener.bind(path + ".tmp")
     listener.listen(64)
     os.rename(path + ".tmp", path)  # clients see a socket only once it listens
+    listener.settimeout(2.0)
     while True:
-        conn, _ = listener.accept()
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the test session is gone: so is its server
+                return
+            continue
+        conn.setblocking(True)
         try:
             request, fds = _receive(conn)
         except (EOFError, OSError, ValueError):

@@ -174,7 +174,7 @@ def docs_zygote(tmp_path_factory) -> Iterator[str]:
     with open(log, "wb") as out:
         server = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("_zygote.py")), "serve", folder],
-            env=_env(Path(folder), folder),
+            env={**_env(Path(folder), folder), "MEDIBENCH_DOCS_ZYGOTE_PARENT": str(os.getpid())},
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -97,3 +97,20 @@ def test_another_import_time_environment_runs_fresh(server, tmp_path):
     # a variable no pre-imported library reads does not matter
     res = _client({**env, "DOCS_WEIGHTS": "/w"}, tmp_path, "--version")
     assert res.returncode == 0 and len(_forks(log)) == before + 1
+
+
+def test_a_server_whose_session_is_gone_exits(tmp_path):
+    # the server's parent (here a shell that exits at once) stands for a killed test session
+    script = (f"MEDIBENCH_DOCS_ZYGOTE_PARENT=$$ {sys.executable} {ZYGOTE} serve {tmp_path} "
+              "numpy >/dev/null 2>&1 & echo $!")  # fmt: skip
+    pid = int(subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout)
+    stat = Path(f"/proc/{pid}/stat")
+    for _ in range(300):  # it looks for its parent every 2 s
+        try:  # gone, or a zombie its new parent has not reaped yet
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except FileNotFoundError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    raise AssertionError("the orphaned docs zygote kept running")
