@@ -12,12 +12,34 @@ import os
 import pickle
 import tempfile
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
-__all__ = ["MadeWhenTaken", "PackedFile", "PackedList"]
+__all__ = ["MadeWhenLookedUp", "MadeWhenTaken", "PackedFile", "PackedList"]
+
+
+class MadeWhenLookedUp(Mapping[str, T], Generic[T]):
+    """A mapping over the keys of a dict it holds (``_stored``, in its order), each value made
+    from what is stored under its key when looked up (:meth:`_make`), never all at once."""
+
+    _stored: dict[str, Any]
+
+    def _make(self, key: str, stored: Any) -> T:
+        raise NotImplementedError
+
+    def __getitem__(self, key: str) -> T:
+        return self._make(key, self._stored[key])
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._stored
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
 
 
 class MadeWhenTaken(Sequence[T], Generic[T]):

@@ -12,15 +12,15 @@ __all__ = ["progress_bar"]
 
 
 class progress_bar:
-    """A rich progress bar (or nothing), yielding an ``advance()`` callable."""
+    """A rich progress bar (or nothing), yielding an ``advance(steps=1)`` callable."""
 
     def __init__(self, enabled: bool, console: Console | None, label: str, total: int) -> None:
         self.enabled, self.console, self.label, self.total = enabled, console, label, total
         self._bar: Progress | None = None
 
-    def __enter__(self) -> Callable[[], None]:
+    def __enter__(self) -> Callable[..., None]:
         if not self.enabled or self.total == 0:
-            return lambda: None
+            return lambda steps=1: None
         bar = self._bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -31,7 +31,7 @@ class progress_bar:
         )
         bar.__enter__()
         task = bar.add_task(self.label, total=self.total)
-        return lambda: bar.advance(task)
+        return lambda steps=1: bar.advance(task, steps)
 
     def __exit__(
         self,

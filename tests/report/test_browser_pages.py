@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from medibench.report._browser import PAGE_SIZE, browser_pages, default_order
-from medibench.report._html import write_html
+from medibench.report._html import PAGES_DIR, remove_pages, write_html, write_page
 from tests.report.helpers import browser_data, page_files
 
 METRICS = [["native@1", "ssim", False], ["native@1", "mse", True]]
@@ -86,8 +86,12 @@ def test_a_judged_answer_goes_to_the_page_of_the_output_it_judges():
 
 
 def _report(out: Path, n: int) -> Path:
+    head, pages = browser_pages(_blob(n))
+    for number, page in enumerate(pages, start=1):
+        write_page(out / PAGES_DIR, number, page)
+    remove_pages(out / PAGES_DIR, len(pages))
     return write_html(
-        out, run_dir=out, meta={}, sections=[], blob=_blob(n),
+        out, run_dir=out, meta={}, sections=[], head=head,
         settings={"thumb_size": 96, "images": "copy"},
         counts={"samples": n, "models": 2, "predictions": 2 * n, "scores": 2 * n},
         build_seconds=1.0,

@@ -31,7 +31,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from medibench.protocols import Aggregation
-from medibench.protocols._values import Applicable, Values, per_sample_values
+from medibench.protocols._values import (
+    Applicable,
+    Values,
+    per_sample_values,
+)
 from medibench.protocols._values import mean_value as _mean
 from medibench.samples import Sample, Score, sample_field
 
@@ -166,7 +170,8 @@ def per_model_values(
 ) -> dict[tuple[str, str], dict[str, tuple[bool, Values]]]:  # fmt: skip
     """``{(model, k label): per-sample values}`` after the protocol's k reduction and
     missing policy (:func:`per_sample_values`), pass rates included; models in name order,
-    k modes in the aggregation's."""
+    k modes in the aggregation's. Each is a :class:`~medibench.protocols._values.ValueColumns`
+    (the same mapping, held as columns: 100,000 samples cost a few MB)."""
     by_model: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     names = tuple(metrics)
     for s in scores:  # what the k reduction reads of each record, not the record

@@ -121,7 +121,7 @@ def check_specs(specs: Sequence[BinSpec], samples: Iterable[Sample]) -> None:
 
 
 def bin_tables(
-    scores: Sequence[Score], samples: Mapping[str, Sample], aggregation: Aggregation, *,
+    scores: Iterable[Score], samples: Mapping[str, Sample], aggregation: Aggregation, *,
     metrics: Sequence[str], specs: Sequence[BinSpec], applicable: Applicable | None = None,
     values: Mapping[tuple[str, str], dict[str, tuple[bool, Values]]] | None = None,
 ) -> list[BinTable]:  # fmt: skip

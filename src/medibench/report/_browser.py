@@ -26,6 +26,7 @@ __all__ = [
     "JUDGEMENT_READER",
     "PAGE_SIZE",
     "attach_demonstrations",
+    "browser_page",
     "browser_pages",
     "image_jobs",
     "read_judgements",
@@ -110,7 +111,7 @@ def sample_browser_data(
     shown: Mapping[tuple[str, str], Prediction],
     pictures: Sequence[dict[str, Any]],
     scores: Sequence[Score],
-    metrics: Sequence[tuple[str, str, bool]],
+    metrics: Sequence[Sequence[Any]],
     judgements: Mapping[str, Any],
     run_dir: Path | None = None,
 ) -> dict[str, Any]:
@@ -221,12 +222,17 @@ def browser_pages(blob: Mapping[str, Any], page_size: int = PAGE_SIZE) -> tuple[
     pages = []
     for start in range(0, len(order), page_size):
         chunk = [samples[i] for i in order[start : start + page_size]]
-        linked = [i for s in chunk for r in s["runs"] for g in r["judge"] for i in g["passes"]]
-        pages.append({"samples": chunk, "answers": {i: all_answers[i] for i in linked}})
+        pages.append(browser_page(chunk, all_answers))
     head = {k: v for k, v in blob.items() if k not in ("samples", "answers")}
     head.update(index=index, page_size=page_size, pages=len(pages))
     head["first"] = pages[0] if pages else {"samples": [], "answers": {}}
     return head, pages
+
+
+def browser_page(chunk: Sequence[dict[str, Any]], answers: Mapping[str, Any]) -> dict[str, Any]:
+    """A page of the browser: its samples and the judges' ``answers`` their outputs link to."""
+    linked = [i for s in chunk for r in s["runs"] for g in r["judge"] for i in g["passes"]]
+    return {"samples": list(chunk), "answers": {i: answers[i] for i in linked}}
 
 
 def default_order(samples: Sequence[Mapping[str, Any]], metrics: Sequence[Sequence[Any]]) -> list:

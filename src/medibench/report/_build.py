@@ -16,11 +16,11 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 
@@ -38,15 +38,16 @@ from medibench.report._bins import (
     check_specs,
 )
 from medibench.report._browser import (
+    PAGE_SIZE,
     attach_demonstrations,
     image_jobs,
     read_judgements,
-    sample_browser_data,
     shown_predictions,
 )
 from medibench.report._formats import latex_table, leaderboard_ci, markdown_table, write_table
 from medibench.report._html import COMPARE_COLUMNS
 from medibench.report._images import ImageMode, render_all
+from medibench.report._pages import BrowserIndex, LeanSamples, StoredScores
 from medibench.report._tables import comparisons, leaderboard, per_model_values
 from medibench.runs import RunStore
 from medibench.runs._demos import read_demonstrations
@@ -67,7 +68,7 @@ class ProtocolSection:
     aggregation: Aggregation
     metrics: list[str]
     judged: list[str]
-    scores: list[Score]
+    scores: Iterable[Score]  # read from the run store each time (StoredScores)
     known: bool = True
     rows: list[dict[str, Any]] = field(default_factory=list)
     compare: list[dict[str, Any]] = field(default_factory=list)
@@ -130,87 +131,139 @@ def build_report(
     run_dir = Path(run_dir)
     out = Path(out_dir) if out_dir is not None else run_dir / "report"
     with RunStore.open_existing(run_dir) as store:
-        samples = store.samples()
-        predictions = store.predictions()
-        scores = store.scores()
+        # What the tables group by, the rest of each record read when asked (a Sample's API).
+        samples = cast(Mapping[str, Sample], LeanSamples(store))
         meta = store.meta()
         judgements = read_judgements(store.connection)
         attention = read_attention(store.connection)  # medibench analyze attention
         demos = read_demonstrations(store)  # in-context demonstrations (--icl-k)
         panels = collect_panels(store, run_dir)  # calibration, model editing
-    check_specs(by_bins, samples)
-    out.mkdir(parents=True, exist_ok=True)
-    by_id = {s.sample_id: s for s in samples}
-    models = sorted({p.model for p in predictions} | {s.model or "" for s in scores})
-    overrides = {
-        k: v
-        for k, v in (("ci_resamples", n_resamples), ("ci_seed", seed), ("ci_level", level))
-        if v is not None
-    }
-    sections = _sections(scores, overrides)
-    shown = shown_predictions(predictions, models)
-    jobs = image_jobs(samples, models, shown, run_dir)
-    workers = workers or os.cpu_count() or 1
-    big = workers > 1 and len(samples) >= 64
-    with process_pool(workers) if big else contextlib.nullcontext() as pool:
-        # Thumbnails start in the pool while this process computes the tables; the figures
-        # (which need the tables) queue behind them.
-        pictures = render_all(
+        check_specs(by_bins, samples.values())
+        out.mkdir(parents=True, exist_ok=True)
+        models = store.models()
+        overrides = {
+            k: v
+            for k, v in (("ci_resamples", n_resamples), ("ci_seed", seed), ("ci_level", level))
+            if v is not None
+        }
+        sections = _sections(store, overrides)
+        metric_index = [
+            (sec.label, m, m in sec.aggregation.lower_is_better)
+            for sec in sections
+            for m in sec.metrics
+        ]
+        browser = BrowserIndex(store, cast(LeanSamples, samples), models, metric_index)
+        workers = workers or os.cpu_count() or 1
+        big = workers > 1 and len(samples) >= 64
+        with process_pool(workers) if big else contextlib.nullcontext() as pool:
+            # The browser's pictures, page by page in its order, start in the pool while this
+            # process computes the tables; the figures (which need the tables) queue behind.
+            pictures = _page_pictures(
+                browser, store, run_dir, out, thumb_size, images, pool, workers
+            )
+            with progress_bar(progress, console, "report tables", len(sections)) as advance:
+                for sec in sections:
+                    _tables_for(sec, samples, out)
+                    if by_bins:
+                        _bins_for(sec, samples, out, by_bins)
+                    advance()
+            planned = [_plot_set.plan(sec, out) if plots else [] for sec in sections]
+            drawing = [
+                [pool.submit(_plot_set.draw, t) for t in tasks] if pool else None
+                for tasks in planned
+            ]
+            by_sample = defaultdict(list)
+            for row in attention:
+                by_sample[str(row["sample_id"])].append(row)
+
+            def decorate(blob: dict[str, Any]) -> None:
+                mine = [r for s in blob["samples"] for r in by_sample.get(s["id"], [])]
+                attach_attention(blob, mine, run_dir, out)
+                attach_demonstrations(blob, demos)
+
+            first = None
+            folder = out / _html.PAGES_DIR
+            with progress_bar(progress, console, "report pictures", len(samples)) as advance:
+                for number in range(1, browser.pages + 1):
+                    drawn = next(pictures)
+                    page = browser.page(
+                        number, drawn, decorate, judgements=judgements, run_dir=run_dir
+                    )
+                    _html.write_page(folder, number, page)
+                    first = first or page
+                    advance(len(drawn))
+            _html.remove_pages(folder, browser.pages)
+            n_plots = sum(len(tasks) for tasks in planned)
+            with progress_bar(progress, console, "report plots", n_plots) as advance:
+                for sec, tasks, futures in zip(sections, planned, drawing, strict=True):
+                    paths = []
+                    for i, task in enumerate(tasks):
+                        paths.append(
+                            futures[i].result() if futures is not None else _plot_set.draw(task)
+                        )
+                        advance()
+                    sec.plots = _plot_set.describe(tasks, paths, out)
+        head = {
+            "models": list(models),
+            "metrics": [list(m) for m in metric_index],
+            "judges": browser.judges(judgements),
+            "demo_pool": _pool_pictures(demos, meta, out, thumb_size, images),
+            "index": browser,
+            "page_size": PAGE_SIZE,
+            "pages": browser.pages,
+            "first": first or {"samples": [], "answers": {}},
+        }
+        return _html.write_html(
+            out,
+            run_dir=run_dir,
+            meta=meta,
+            sections=sections,
+            head=head,
+            settings={"thumb_size": thumb_size, "images": images},
+            counts={
+                "samples": len(samples),
+                "models": len(models),
+                "predictions": store.count("predictions"),
+                "scores": store.count("scores"),
+            },
+            build_seconds=time.perf_counter() - t0,
+            panels=[*([bins_panel(sections)] if by_bins else []), *panels],
+        )
+
+
+def _page_pictures(
+    browser: BrowserIndex,
+    store: RunStore,
+    run_dir: Path,
+    out: Path,
+    thumb_size: int,
+    images: ImageMode,
+    pool: Any,
+    workers: int,
+    ahead: int = 8,
+) -> Iterator[list[dict[str, Any]]]:
+    """The pictures of each page of the browser in turn (its samples', in page order); with a
+    pool, the next ``ahead`` pages' are drawn while a page is built (started at once)."""
+    models = browser.models
+
+    def start(number: int) -> Iterable[dict[str, Any]]:
+        ids = [browser.ids[i] for i in browser.page_rows(number)]
+        records = store.samples_of(ids)
+        chunk = [records[sid] for sid in ids]
+        shown = shown_predictions(store.predictions_of(models, ids), models)
+        jobs = image_jobs(chunk, models, shown, run_dir)
+        return render_all(
             jobs, out, thumb_size=thumb_size, images=images, pool=pool, workers=workers, lazy=True
         )
-        with progress_bar(progress, console, "report tables", len(sections)) as advance:
-            for sec in sections:
-                _tables_for(sec, by_id, out)
-                if by_bins:
-                    _bins_for(sec, by_id, out, by_bins)
-                advance()
-        planned = [_plot_set.plan(sec, out) if plots else [] for sec in sections]
-        drawing = [
-            [pool.submit(_plot_set.draw, t) for t in tasks] if pool else None for tasks in planned
-        ]
-        with progress_bar(progress, console, "report pictures", len(jobs)) as advance:
-            rendered = []
-            for picture in pictures:
-                rendered.append(picture)
-                advance()
-            pictures = rendered
-        n_plots = sum(len(tasks) for tasks in planned)
-        with progress_bar(progress, console, "report plots", n_plots) as advance:
-            for sec, tasks, futures in zip(sections, planned, drawing, strict=True):
-                paths = []
-                for i, task in enumerate(tasks):
-                    paths.append(
-                        futures[i].result() if futures is not None else _plot_set.draw(task)
-                    )
-                    advance()
-                sec.plots = _plot_set.describe(tasks, paths, out)
-    metric_index = [
-        (sec.label, m, m in sec.aggregation.lower_is_better)
-        for sec in sections
-        for m in sec.metrics
-    ]
-    blob = sample_browser_data(
-        samples, models, shown, pictures, scores, metric_index, judgements, run_dir
-    )
-    attach_attention(blob, attention, run_dir, out)
-    attach_demonstrations(blob, demos)
-    blob["demo_pool"] = _pool_pictures(demos, meta, out, thumb_size, images)
-    return _html.write_html(
-        out,
-        run_dir=run_dir,
-        meta=meta,
-        sections=sections,
-        blob=blob,
-        settings={"thumb_size": thumb_size, "images": images},
-        counts={
-            "samples": len(samples),
-            "models": len(models),
-            "predictions": len(predictions),
-            "scores": len(scores),
-        },
-        build_seconds=time.perf_counter() - t0,
-        panels=[*([bins_panel(sections)] if by_bins else []), *panels],
-    )
+
+    waiting = deque(start(n) for n in range(1, min(browser.pages, ahead if pool else 1) + 1))
+    for number in range(1, browser.pages + 1):
+        if not waiting:
+            waiting.append(start(number))
+        drawn = list(waiting.popleft())
+        if pool is not None and number + ahead <= browser.pages:
+            waiting.append(start(number + ahead))
+        yield drawn
 
 
 def _pool_pictures(
@@ -246,12 +299,13 @@ def _pool_pictures(
     return {"spec": spec, "pictures": pictures, "error": None}
 
 
-def _sections(scores: list[Score], overrides: dict[str, Any]) -> list[ProtocolSection]:
-    grouped: dict[tuple[str, str], list[Score]] = defaultdict(list)
-    for s in scores:
-        grouped[(s.protocol, s.protocol_version)].append(s)
+def _sections(store: RunStore, overrides: dict[str, Any]) -> list[ProtocolSection]:
+    versions = store.connection.execute(
+        "SELECT DISTINCT protocol, protocol_version FROM scores"
+    ).fetchall()
     out = []
-    for (name, version), mine in sorted(grouped.items()):
+    for name, version in sorted(versions):
+        mine = StoredScores(store, name, version)
         try:
             proto = load_protocol(f"{name}@{version}")
             known = (proto.name, proto.version) == (name, version)
@@ -270,7 +324,7 @@ def _sections(scores: list[Score], overrides: dict[str, Any]) -> list[ProtocolSe
     return out
 
 
-def _tables_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path) -> None:
+def _tables_for(sec: ProtocolSection, samples: Mapping[str, Sample], out: Path) -> None:
     agg = sec.aggregation
     sec.values = per_model_values(sec.scores, samples, agg, sec.metrics, sec.applicable)
     sec.rows = leaderboard(
@@ -324,7 +378,7 @@ def _tables_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path) -> 
     )
 
 
-def _bins_for(sec: ProtocolSection, samples: dict[str, Sample], out: Path, specs) -> None:
+def _bins_for(sec: ProtocolSection, samples: Mapping[str, Sample], out: Path, specs) -> None:
     """``sec.bins`` (:func:`~medibench.report._bins.bin_tables` on the section's values) and
     their tables ``bins_<property>.*``."""
     agg = sec.aggregation

@@ -21,8 +21,7 @@ from typing import Any
 
 import jinja2
 
-from medibench.io import atomic_write_text
-from medibench.report._browser import browser_pages
+from medibench.io import atomic_write_bytes, atomic_write_text
 from medibench.report._formats import HEADERS, format_number, interval_ends
 
 #: The columns of a paired comparison, in the CSV and the HTML table.
@@ -64,14 +63,17 @@ def write_html(
     run_dir: Path,
     meta: dict[str, Any],
     sections: list,
-    blob: dict[str, Any],
+    head: dict[str, Any],
     settings: dict[str, Any],
     counts: dict[str, int],
     build_seconds: float,
     panels: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write ``out/index.html`` and ``out/assets/``; return the page's path (``panels``: the
-    other stages' sections, :func:`medibench.report._panels.collect_panels`)."""
+    """Write ``out/index.html`` and ``out/assets/``; return the page's path (``head``: the
+    browser's data the page holds, :func:`~medibench.report._browser.browser_pages`; its
+    ``index`` may be an object whose ``index_chunks()`` give its JSON piece by piece,
+    :class:`~medibench.report._pages.BrowserIndex`; ``panels``: the other stages' sections,
+    :func:`medibench.report._panels.collect_panels`)."""
     templates = files("medibench.report") / "templates"
     (out / "assets").mkdir(parents=True, exist_ok=True)
     for name in ASSETS:
@@ -83,8 +85,6 @@ def write_html(
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    head, pages = browser_pages(blob)
-    write_pages(out / PAGES_DIR, pages)
     has_samples = counts["samples"] > 0 or counts["predictions"] > 0
     page = env.get_template("report.html.j2").render(
         title=f"medibench report: {run_dir.resolve().name}",
@@ -102,25 +102,41 @@ def write_html(
         no_scores=counts["scores"] == 0 and has_samples,
         has_samples=has_samples,
         panels=panels or [],
-        # "</" inside a script element would end it: escape it the JSON way.
-        blob=_json(head).replace("</", "<\\/"),
+        blob=_BLOB,
     )
-    return atomic_write_text(out / "index.html", page)
+    before, after = page.split(_BLOB)
+    index = head["index"]
+    rest = _json({**head, "index": _BLOB})
+    head_before, head_after = rest.split(f'"{_BLOB}"')
+    chunks = index.index_chunks() if hasattr(index, "index_chunks") else [_json(index)]
+    pieces = [before, head_before, *chunks, head_after, after]
+    # "</" inside a script element would end it: escape it the JSON way (JSON pieces only).
+    last = len(pieces) - 1
+    return atomic_write_bytes(
+        out / "index.html",
+        (
+            (p if i in (0, last) else p.replace("</", "<\\/")).encode("utf-8")
+            for i, p in enumerate(pieces)
+        ),
+    )
 
 
-def write_pages(folder: Path, pages: list[dict[str, Any]]) -> None:
-    """Write ``folder/page-0001.js`` ... one per page (``window.medibenchPages[N] = {...}``),
-    removing the pages of an earlier build beyond them."""
-    if not pages and not folder.is_dir():
-        return
+#: Where the browser's data goes in the rendered page (no template or JSON text holds it).
+_BLOB = "@@medibench-browser-data-7f3c9e@@"
+
+
+def write_page(folder: Path, number: int, page: dict[str, Any]) -> None:
+    """Write ``folder/page-NNNN.js`` (``window.medibenchPages[N] = {...}``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    names = set()
-    for n, page in enumerate(pages, start=1):
-        name = f"page-{n:04d}.js"
-        names.add(name)
-        atomic_write_text(folder / name, f"window.medibenchPages[{n}]={_json(page)};\n")
-    for old in folder.glob("page-*.js"):
-        if old.name not in names:
+    text = f"window.medibenchPages[{number}]={_json(page)};\n"
+    atomic_write_text(folder / f"page-{number:04d}.js", text)
+
+
+def remove_pages(folder: Path, pages: int) -> None:
+    """Remove the pages of an earlier build beyond the first ``pages``."""
+    for old in folder.glob("page-*.js") if folder.is_dir() else ():
+        number = old.stem.removeprefix("page-")
+        if not number.isdigit() or int(number) > pages:
             old.unlink()
 
 

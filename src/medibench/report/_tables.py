@@ -50,7 +50,7 @@ def breakdowns(samples: Iterable[Sample], aggregation: Aggregation) -> tuple[str
 
 
 def leaderboard(
-    scores: Sequence[Score],
+    scores: Iterable[Score],
     samples: Mapping[str, Sample],
     aggregation: Aggregation,
     *,

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from medibench._packed import MadeWhenLookedUp
 from medibench._sql import where_equal
 from medibench.calls._redact import redact, redact_value
 from medibench.runs import _tables
@@ -45,24 +46,15 @@ class RunStoreError(RuntimeError):
     """The run directory is not a medibench run, or its config conflicts with the request."""
 
 
-class StoredSamples(Mapping[str, Sample]):
+class StoredSamples(MadeWhenLookedUp[Sample]):
     """A run's samples by id (:meth:`RunStore.sample_map`): their JSON records, compressed,
     each made a :class:`~medibench.samples.Sample` when looked up."""
 
     def __init__(self, records: dict[str, bytes]) -> None:
-        self._records = records
+        self._stored = records
 
-    def __getitem__(self, sample_id: str) -> Sample:
-        return Sample.model_validate_json(zlib.decompress(self._records[sample_id]))
-
-    def __contains__(self, sample_id: object) -> bool:
-        return sample_id in self._records
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._records)
-
-    def __len__(self) -> int:
-        return len(self._records)
+    def _make(self, key: str, stored: bytes) -> Sample:
+        return Sample.model_validate_json(zlib.decompress(stored))
 
 
 class RunStore:
@@ -218,9 +210,11 @@ class RunStore:
 
     def _iter_predictions(self, model: str | None, status: str | None) -> Iterator[Prediction]:
         where, args = where_equal({"model": model, "status": status})
+        return self._predictions(f"{where} ORDER BY model, rowid", args)
+
+    def _predictions(self, tail: str, args: Sequence[Any]) -> Iterator[Prediction]:
         columns = ("model", "sample_id", "k", "seed", "path", "status", "error", "elapsed_s")
-        sql = f"SELECT {', '.join(columns)} FROM predictions{where} ORDER BY model, rowid"
-        for row in self._db.execute(sql, args):
+        for row in self._db.execute(f"SELECT {', '.join(columns)} FROM predictions{tail}", args):
             yield Prediction(**dict(zip(columns, row, strict=True)))
 
     # -- scores -------------------------------------------------------------------------------
@@ -355,17 +349,32 @@ class RunStore:
     def scores(self, protocol: str | None = None) -> list[Score]:
         return list(self.iter_scores(protocol))
 
-    def iter_scores(self, protocol: str | None = None) -> Iterator[Score]:
-        """:meth:`scores`, one at a time (the rows are read as they are taken)."""
+    def iter_scores(
+        self, protocol: str | None = None, version: str | None = None
+    ) -> Iterator[Score]:
+        """:meth:`scores`, one at a time (the rows are read as they are taken); ``version``:
+        only that version of ``protocol``."""
+        where, args = where_equal({"protocol": protocol, "protocol_version": version})
+        yield from self._scores(f"{where} ORDER BY model, rowid", args)
+
+    def models(self) -> list[str]:
+        """The models with a prediction or a score in the run, in name order (``""``: scores
+        without a model)."""
+        sql = "SELECT DISTINCT model FROM predictions UNION SELECT DISTINCT model FROM scores"
+        return sorted(m or "" for (m,) in self._db.execute(sql))
+
+    def scores_of(self, models: Sequence[str], sample_ids: Sequence[str]) -> list[Score]:
+        """The scores of these models for these samples (every protocol), in stored order (one
+        look-up per model: the table's key starts with the model)."""
+        marks = ", ".join("?" * len(sample_ids))
+        tail = f" WHERE model = ? AND sample_id IN ({marks}) ORDER BY rowid"
+        return [s for m in models for s in self._scores(tail, [m, *sample_ids])]
+
+    def _scores(self, tail: str, args: Sequence[Any]) -> Iterator[Score]:
         sql = (
             "SELECT model, sample_id, k, protocol, protocol_version, metrics, status, error, "
-            "notes, reasons FROM scores"
+            "notes, reasons FROM scores" + tail
         )
-        args: list[Any] = []
-        if protocol is not None:
-            sql += " WHERE protocol = ?"
-            args.append(protocol)
-        sql += " ORDER BY model, rowid"
         for m, sid, k, proto, ver, metrics, st, err, notes, why in self._db.execute(sql, args):
             yield (
                 Score(
@@ -381,6 +390,24 @@ class RunStore:
                     reasons=json.loads(why) if why else {},
                 )
             )
+
+    def predictions_of(self, models: Sequence[str], sample_ids: Sequence[str]) -> list[Prediction]:
+        """The predictions of these models for these samples, in stored order."""
+        marks = ", ".join("?" * len(sample_ids))
+        tail = f" WHERE model = ? AND sample_id IN ({marks}) ORDER BY rowid"
+        return [p for m in models for p in self._predictions(tail, [m, *sample_ids])]
+
+    def samples_of(self, sample_ids: Sequence[str]) -> dict[str, Sample]:
+        """These samples by id (those the run has)."""
+        marks = ", ".join("?" * len(sample_ids))
+        sql = f"SELECT sample_id, record FROM samples WHERE sample_id IN ({marks})"
+        return {sid: Sample.from_json(r) for sid, r in self._db.execute(sql, list(sample_ids))}
+
+    def count(self, table: str) -> int:
+        """Rows of one of the run's core tables (samples, predictions, scores)."""
+        if table not in ("samples", "predictions", "scores"):
+            raise ValueError(f"count: {table!r} is not a core table of the run store")
+        return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
     def _tx(self):
         return Transaction(self._db, self.path)

@@ -122,6 +122,7 @@ def write_training_report(folder: Path, out: Path | None = None) -> Path | None:
     each evaluation run has its report: ``medibench report DIR/eval/step-N``). ``None`` when
     ``folder`` is no training folder (a :data:`medibench.report._panels.FOLDER_REPORTS`
     writer)."""
+    from medibench.report._browser import browser_pages
     from medibench.report._html import write_html
 
     folder = Path(folder)
@@ -139,7 +140,7 @@ def write_training_report(folder: Path, out: Path | None = None) -> Path | None:
         run_dir=folder,
         meta={"config": config},
         sections=[],
-        blob=blob,
+        head=browser_pages(blob)[0],
         settings={},
         counts={"samples": 0, "models": 0, "predictions": 0, "scores": 0},
         build_seconds=0.0,
