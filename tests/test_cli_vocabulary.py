@@ -80,6 +80,36 @@ def test_help_has_no_hard_line_breaks_inside_a_paragraph(path, cmd):
         assert "\n" not in (getattr(p, "help", None) or ""), f"`medibench {path}` {p.name}"
 
 
+@pytest.mark.parametrize(
+    "option, commands, declared",
+    [
+        ("--k", ("run", "analyze attention"), (1, 1, "outputs per sample, each with its own seed")),
+        (
+            "--seed",
+            ("run", "analyze attention"),
+            (0, None, "run seed (per-item seeds derive from it)"),
+        ),
+        (
+            "--limit",
+            ("score", "analyze attention"),
+            (None, 1, "only the first N samples of the dataset"),
+        ),
+        ("--executor", ("run", "edit sweep"), ("local", None, "local or ray")),
+        (
+            "--progress",
+            ("run", "report", "score", "analyze attention"),
+            (True, None, "show progress bars"),
+        ),
+    ],
+)
+def test_a_shared_option_is_the_same_in_each_command(option, commands, declared):
+    # one declaration in cli/_options.py: default, lower bound and help alike everywhere
+    found = dict(_commands())
+    for command in commands:
+        (param,) = [p for p in found[command].params if option in p.opts]
+        assert (param.default, param.min, param.help) == declared, (command, option)
+
+
 def test_every_old_spelling_is_documented_and_maps_into_the_vocabulary():
     commands = dict(_commands())
     for command, renames in RENAMED.items():

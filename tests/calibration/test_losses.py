@@ -11,8 +11,11 @@ torch = pytest.importorskip("torch")
 from medibench.calibration.losses import (  # noqa: E402
     FocalLoss,
     LabelSmoothingLoss,
+    LogitNormLoss,
     MarginLogitSuppressionLoss,
+    MaximumMeanCalibrationErrorLoss,
     MultiClassMarginLoss,
+    SmoothedAccuracyConfidenceLoss,
     margin_statistics,
 )
 
@@ -92,3 +95,21 @@ def test_losses_have_gradients():
     z.requires_grad_(True)
     MultiClassMarginLoss()(z, y).backward()
     assert z.grad is not None and torch.isfinite(z.grad).all()
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: FocalLoss(gamma=-1.0), "focal gamma must be >= 0, got -1.0"),
+        (lambda: FocalLoss(gamma=math.nan), "focal gamma must be >= 0, got nan"),
+        (lambda: LabelSmoothingLoss(1.0), "label smoothing alpha must be in [0, 1), got 1.0"),
+        (lambda: LabelSmoothingLoss(-0.1), "label smoothing alpha must be in [0, 1), got -0.1"),
+        (lambda: SmoothedAccuracyConfidenceLoss(math.nan), "smac alpha must be in [0, 1), got nan"),
+        (lambda: MaximumMeanCalibrationErrorLoss(0.0), "mmce bandwidth must be > 0, got 0.0"),
+        (lambda: LogitNormLoss(-2), "logitnorm temperature must be > 0, got -2"),
+    ],
+)
+def test_bad_hyper_parameters_name_the_loss_and_the_setting(build, message):
+    with pytest.raises(ValueError) as caught:
+        build()
+    assert str(caught.value) == message

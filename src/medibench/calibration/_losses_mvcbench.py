@@ -37,7 +37,8 @@ are missing, these raise: training always supplies them.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +56,25 @@ __all__ = [
     "ZeroShotRangeLoss",
     "ZeroShotRangePenaltyLoss",
 ]
+
+
+#: The rules a loss's hyper-parameter is checked against; NaN keeps none of them.
+_RULES: dict[str, Callable[[float], bool]] = {
+    "> 0": lambda value: value > 0,
+    ">= 0": lambda value: value >= 0,
+    "in [0, 1)": lambda value: 0 <= value < 1,
+}
+
+
+def checked_setting(
+    loss: str, name: str, value: float, rule: Literal["> 0", ">= 0", "in [0, 1)"]
+) -> float:
+    """``value`` when it keeps ``rule``, else a ``ValueError`` naming the loss and the setting
+    (``"focal gamma must be >= 0, got -1.0"``): the losses of :mod:`medibench.calibration.losses`
+    that check a hyper-parameter all do it here, so their errors read alike."""
+    if not _RULES[rule](value):
+        raise ValueError(f"{loss} {name} must be {rule}, got {value!r}")
+    return value
 
 
 class _ContextLoss(nn.Module):
@@ -96,9 +116,7 @@ class SmoothedAccuracyConfidenceLoss(_ContextLoss):
 
     def __init__(self, alpha: float = 0.05) -> None:
         super().__init__()
-        if not 0.0 <= alpha < 1.0:
-            raise ValueError(f"smac alpha must be in [0, 1), got {alpha!r}")
-        self.alpha = alpha
+        self.alpha = checked_setting("smac", "alpha", alpha, "in [0, 1)")
 
     def forward(
         self, logits: torch.Tensor, labels: torch.Tensor, **_: torch.Tensor
@@ -111,9 +129,7 @@ class MaximumMeanCalibrationErrorLoss(_ContextLoss):
 
     def __init__(self, bandwidth: float = 0.4) -> None:
         super().__init__()
-        if not bandwidth > 0:
-            raise ValueError(f"mmce bandwidth must be > 0, got {bandwidth!r}")
-        self.bandwidth = bandwidth
+        self.bandwidth = checked_setting("mmce", "bandwidth", bandwidth, "> 0")
 
     def forward(
         self, logits: torch.Tensor, labels: torch.Tensor, **_: torch.Tensor
@@ -141,9 +157,7 @@ class LogitNormLoss(_ContextLoss):
 
     def __init__(self, temperature: float = 1.0) -> None:
         super().__init__()
-        if not temperature > 0:
-            raise ValueError(f"logitnorm temperature must be > 0, got {temperature!r}")
-        self.temperature = temperature
+        self.temperature = checked_setting("logitnorm", "temperature", temperature, "> 0")
 
     def forward(
         self, logits: torch.Tensor, labels: torch.Tensor, **_: torch.Tensor

@@ -34,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - the torch extra is missing
 
 from medibench.calibration import _losses_mvcbench
 from medibench.calibration._losses_mvcbench import *  # noqa: F403 - MVC-Bench's losses, re-exported
+from medibench.calibration._losses_mvcbench import checked_setting
 
 __all__ = [
     *_losses_mvcbench.__all__,
@@ -100,8 +101,7 @@ class LabelSmoothingLoss(nn.Module):
         self, alpha: float = 0.1, convention: Literal["pytorch", "mvcbench"] = "pytorch"
     ) -> None:
         super().__init__()
-        if not 0.0 <= alpha < 1.0:
-            raise ValueError(f"label smoothing alpha must be in [0, 1), got {alpha!r}")
+        checked_setting("label smoothing", "alpha", alpha, "in [0, 1)")
         if convention not in ("pytorch", "mvcbench"):
             raise ValueError(f"convention must be 'pytorch' or 'mvcbench', got {convention!r}")
         self.alpha, self.convention = alpha, convention
@@ -122,9 +122,7 @@ class FocalLoss(nn.Module):
 
     def __init__(self, gamma: float = 3.0) -> None:
         super().__init__()
-        if gamma < 0:
-            raise ValueError(f"focal gamma must be >= 0, got {gamma!r}")
-        self.gamma = gamma
+        self.gamma = checked_setting("focal", "gamma", gamma, ">= 0")
 
     def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         logpt = F.log_softmax(logits, dim=1).gather(1, labels.view(-1, 1)).squeeze(1)

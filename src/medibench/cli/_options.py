@@ -1,8 +1,9 @@
 """Typer option types that mean the same in several commands: one declaration, one help text.
 
 A command writes ``progress: ProgressOption = True`` instead of repeating the ``Annotated``
-declaration; options that only look alike but mean something else per command (``--seed``,
-``--workers``, ``--executor``) stay declared where they are used.
+declaration; options that only look alike but mean something else per command (``--seed`` of a
+bootstrap or a shuffle, ``--workers``) stay declared where they are used. ``prompt_tuning``'s
+commands declare their own (``prompt_tuning`` does not import ``cli``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ __all__ = [
     "DatasetOptionsOption",
     "JsonOption",
     "DownloadOption",
+    "ExecutorOption",
     "ModelOptionsOption",
+    "OutputsPerSampleOption",
     "PredictionsOption",
     "ProgressOption",
     "ProtocolsOption",
     "RayAddressOption",
+    "RunSeedOption",
+    "SampleLimitOption",
     "bin_specs",
 ]
 
@@ -100,6 +105,24 @@ ModelOptionsOption = Annotated[
     list[str] | None,
     typer.Option(help="model option key=value (repeatable; given to each --model)"),
 ]
+
+#: ``--k``: outputs per sample of a run, each seeded from (run seed, sample, k) (``run``,
+#: ``analyze attention``: the same images).
+OutputsPerSampleOption = Annotated[
+    int, typer.Option("--k", min=1, help="outputs per sample, each with its own seed")
+]
+
+#: ``--seed``: the seed of a run, from which each (sample, k) seed derives
+#: (:func:`medibench._identity.seed_for`).
+RunSeedOption = Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")]
+
+#: ``--limit``: a dataset's first N samples only (``score``, ``analyze attention``).
+SampleLimitOption = Annotated[
+    int | None, typer.Option(min=1, help="only the first N samples of the dataset")
+]
+
+#: ``--executor``: where a command's work runs, this process or a Ray cluster (``--ray-address``).
+ExecutorOption = Annotated[str, typer.Option(help="local or ray")]
 
 #: ``--ray-address``: the Ray cluster a ``--executor ray`` command joins.
 RayAddressOption = Annotated[

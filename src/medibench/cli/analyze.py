@@ -24,8 +24,11 @@ from medibench.cli._options import (
     DatasetOption,
     JsonOption,
     ModelOptionsOption,
+    OutputsPerSampleOption,
     PredictionsOption,
     ProgressOption,
+    RunSeedOption,
+    SampleLimitOption,
 )
 
 analyze_app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -43,12 +46,9 @@ def attention(
             "instruction names it, else its longest word)"
         ),
     ] = None,
-    k: Annotated[
-        int,
-        typer.Option("--k", min=1, help="outputs per sample, seeded as `run` does"),
-    ] = 1,
-    limit: Annotated[int | None, typer.Option(min=1, help="only the first N samples")] = None,
-    seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
+    k: OutputsPerSampleOption = 1,
+    limit: SampleLimitOption = None,
+    seed: RunSeedOption = 0,
     alpha: Annotated[float, typer.Option(help="binarise at alpha x Otsu")] = 1.3,
     preset: Annotated[
         str, typer.Option(help="aggregation: medebench (default), daam or p2p")

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from medibench._console import labelled
 from medibench.cli._app import console, err, fail, load
-from medibench.cli._options import CsvOption, RayAddressOption
+from medibench.cli._options import CsvOption, ExecutorOption, RayAddressOption
 
 edit_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Model editing of medical VLMs (M3Bench style).")  # fmt: skip
@@ -389,7 +389,7 @@ def sweep(
     limit: LimitOption = None,
     batch_size: BatchSizeOption = 8,
     max_new_tokens: MaxNewTokensOption = 16,
-    executor: Annotated[str, typer.Option(help="local or ray")] = "local",
+    executor: ExecutorOption = "local",
     ray_address: RayAddressOption = None,
 ) -> None:
     """Run an editor over a grid of its options, each cell with every seed (one edit run per

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from medibench._console import labelled, stderr_console, stdout_console
-from medibench.cli._options import ByBinsOption, bin_specs
+from medibench.cli._options import ByBinsOption, ProgressOption, bin_specs
 from medibench.runs._cli import holds_run_folder
 
 __all__ = ["report"]
@@ -42,7 +42,7 @@ def report(
     workers: Annotated[
         int | None, typer.Option(min=1, help="processes for thumbnails (default: CPUs)")
     ] = None,
-    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    progress: ProgressOption = True,
     by_bins: ByBinsOption = None,
 ) -> None:
     """Write the HTML report of a run (tables with CIs, paired tests, plots, sample browser)."""

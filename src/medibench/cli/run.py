@@ -23,11 +23,14 @@ from medibench.cli._options import (
     DatasetOption,
     DatasetOptionsOption,
     DownloadOption,
+    ExecutorOption,
     JsonOption,
     ModelOptionsOption,
+    OutputsPerSampleOption,
     ProgressOption,
     ProtocolsOption,
     RayAddressOption,
+    RunSeedOption,
 )
 
 
@@ -88,11 +91,8 @@ def run(
     download: DownloadOption = False,
     dataset_option: DatasetOptionsOption = None,
     protocol: ProtocolsOption = None,
-    k: Annotated[
-        int,
-        typer.Option("--k", min=1, help="outputs per sample, each with its own seed"),
-    ] = 1,
-    seed: Annotated[int, typer.Option(help="run seed (per-item seeds derive from it)")] = 0,
+    k: OutputsPerSampleOption = 1,
+    seed: RunSeedOption = 0,
     stage: Annotated[str, typer.Option(help="generate, score or all")] = "all",
     only_failed: Annotated[
         bool, typer.Option(help="re-run only failed items (refused ones included)")
@@ -102,7 +102,7 @@ def run(
         typer.Option(help="ask again for the edits a model refused (a plain re-run does not)"),
     ] = False,
     model_option: ModelOptionsOption = None,
-    executor: Annotated[str, typer.Option(help="local or ray")] = "local",
+    executor: ExecutorOption = "local",
     workers: Annotated[
         int | None,
         typer.Option(

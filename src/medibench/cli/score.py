@@ -38,9 +38,7 @@ def score(
         int | None,
         typer.Option(min=1, help="outputs expected per sample (default: the benchmark's)"),
     ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="only the first N samples of the dataset")
-    ] = None,
+    limit: opt.SampleLimitOption = None,
     csv_out: opt.CsvOption = None,
     json_out: opt.JsonOption = None,
     by: Annotated[
