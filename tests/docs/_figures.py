@@ -155,59 +155,67 @@ STATED: tuple[Check, ...] = (
         "`python bench/report.py`",
         "runs stated",
         UNRECORDED,
-        ("README.md", "| 11.2 s; 0.2 s", "report build, time to interactive"),
+        (
+            "README.md",
+            "| 14.9 and 16.5 s; 0.20 and 0.35 s (two runs",
+            "report build, time to interactive",
+        ),
     ),
     _stated(
-        "`python bench/scale.py --quick --record` and `--sizes 10000,100000 --steps "
-        "run-identity,score --record` (then `--steps run-identity`; `--quick --steps "
-        "run-identity,report --record` for the report's)",
+        "`python bench/scale.py --record` (10,000, 30,000 and 100,000 samples) and "
+        "`python bench/scale.py --quick --record` (2,000 and 20,000)",
         "one run each",
         "stated; the runs are recorded in `bench/results/scale.json` (not yet compared by "
         "`docs/numbers.py`)",
         (
             "README.md",
-            "`run` identity 291 MB at 2,000 samples and 350 MB at 20,000 (x1.20;",
-            "peak RSS of run, 2k and 20k",
+            "`run` identity 306, 315 and 418 MB (x1.37 from 10,000 to 100,000;",
+            "peak RSS of run identity, 10k, 30k and 100k",
         ),
         (
             "README.md",
-            "`report` does not stream yet: 215 and 398 MB (x1.85, target missed;",
+            "`run` classical 314, 325 and 428 MB (x1.36;",
+            "peak RSS of run classical, 10k, 30k and 100k",
+        ),
+        (
+            "README.md",
+            "`score` 292, 326 and 420 MB (x1.44;",
+            "peak RSS of score, 10k, 30k and 100k",
+        ),
+        (
+            "README.md",
+            "`report` 222, 229 and 305 MB (x1.37;",
+            "peak RSS of report, 10k, 30k and 100k",
+        ),
+        (
+            "README.md",
+            "`index.html` 1,056, 3,059 and 10,068 KB",
+            "the report page's size, 10k, 30k and 100k",
+        ),
+        (
+            "README.md",
+            "interactive after 0.28, 0.27 and 0.52 s in headless Chromium",
+            "the report page's time to interactive, 10k, 30k and 100k",
+        ),
+        (
+            "README.md",
+            "`report` 203 and 229 MB (x1.13)",
             "peak RSS of report, 2k and 20k",
-        ),
-        (
-            "README.md",
-            "`index.html` 263 KB at 2,000 samples and 2,058 KB at 20,000",
-            "the report page's size, 2k and 20k",
-        ),
-        (
-            "README.md",
-            "interactive after 0.25 and 0.42 s (before: 0.31 and 0.80 s)",
-            "the report page's time to interactive, 2k and 20k",
-        ),
-        (
-            "README.md",
-            "`run` identity 309 MB at 10,000 samples and 437 MB at 100,000 (x1.41;",
-            "peak RSS of run, 10k and 100k",
-        ),
-        (
-            "README.md",
-            "`score` 313 and 590 MB (x1.89, before it streamed",
-            "peak RSS of score, 10k and 100k, before it streamed",
         ),
     ),
     _stated(
-        "`python bench/scale.py --sizes 10000,100000 --steps run-identity,score --keep DIR`, "
-        "then its `score` step re-run on DIR's datasets (bench/scale.py's `measure`)",
-        "two runs",
-        "stated; not recorded (the re-runs of one step are not a `--record` run)",
+        "the runs of earlier stops (`python bench/scale.py --quick --record`; "
+        "`--sizes 10000,100000 --steps run-identity,score --record`)",
+        "one run each",
+        "stated; recorded in `bench/results/scale.json`",
         (
             "README.md",
-            "294 MB at 10,000 samples and 440-442 MB at 100,000 (x1.50,",
-            "peak RSS of score, 10k and 100k",
+            "`report` 215 and 398 MB at 2,000 and 20,000 (x1.85)",
+            "peak RSS of report before it streamed, 2k and 20k",
         ),
         (
             "README.md",
-            "against 305 and 564 MB (x1.85) before on the same datasets",
+            "`score` 313 and 590 MB (x1.89) at 10,000 and 100,000",
             "peak RSS of score before it streamed, 10k and 100k",
         ),
     ),

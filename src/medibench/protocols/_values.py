@@ -122,7 +122,7 @@ class ValueColumns(MadeWhenLookedUp[tuple[bool, Values]]):
         return self._values[at] if self._set[at] else None
 
     def _make(self, key: str, stored: int) -> tuple[bool, Values]:
-        return bool(self._has[stored]), _Row(self, stored)  # type: ignore[return-value]
+        return self._has[stored] == 1, _Row(self, stored)  # type: ignore[return-value]
 
 
 class _Row(Mapping[str, float | None]):
@@ -137,8 +137,12 @@ class _Row(Mapping[str, float | None]):
         return self._cols.value(self._row, self._cols._col[name])
 
     def get(self, name: str, default: Any = None) -> Any:
-        j = self._cols._col.get(name)
-        return default if j is None else self._cols.value(self._row, j)
+        cols = self._cols
+        j = cols._col.get(name)
+        if j is None:
+            return default
+        at = self._row * len(cols.names) + j
+        return cols._values[at] if cols._set[at] else None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._cols.names)

@@ -207,11 +207,12 @@ def _row(model, label, by, group, sids, values, names) -> dict[str, Any]:
         "k_mode": label,
         "by": by,
         "group": group,
-        "n": sum(values[s][0] for s in sids),
-        "n_missing": sum(not values[s][0] for s in sids),
     }
+    looked_up = [values[s] for s in sids]  # once per sample, not per metric
+    row["n"] = sum(has for has, _ in looked_up)
+    row["n_missing"] = len(looked_up) - row["n"]
     for m in names:
-        got = [v for s in sids if (v := values[s][1].get(m)) is not None]
+        got = [v for _, vals in looked_up if (v := vals.get(m)) is not None]
         row[m] = _mean(got)
         row[f"{m}_n"] = len(got)
     return row
@@ -229,8 +230,9 @@ def _add_cis(row, sids, hierarchy, values, samples, aggregation, names) -> None:
     opts = dict(
         n_resamples=aggregation.ci_resamples, seed=aggregation.ci_seed, level=aggregation.ci_level
     )
+    looked_up = [(s, values[s][1]) for s in sids]  # once per sample, not per metric
     for m in names:
-        present = [(s, v) for s in sids if (v := values[s][1].get(m)) is not None]
+        present = [(s, v) for s, vals in looked_up if (v := vals.get(m)) is not None]
         vals = [v for _, v in present]
         if len(vals) < 2 or any(math.isinf(v) for v in vals):  # n=1: no spread to resample
             row[f"{m}_ci_low"] = row[f"{m}_ci_high"] = None

@@ -185,9 +185,9 @@ def build_report(
             folder = out / _html.PAGES_DIR
             with progress_bar(progress, console, "report pictures", len(samples)) as advance:
                 for number in range(1, browser.pages + 1):
-                    drawn = next(pictures)
+                    chunk, shown, drawn = next(pictures)
                     page = browser.page(
-                        number, drawn, decorate, judgements=judgements, run_dir=run_dir
+                        chunk, shown, drawn, decorate, judgements=judgements, run_dir=run_dir
                     )
                     _html.write_page(folder, number, page)
                     first = first or page
@@ -240,30 +240,33 @@ def _page_pictures(
     images: ImageMode,
     pool: Any,
     workers: int,
-    ahead: int = 8,
-) -> Iterator[list[dict[str, Any]]]:
-    """The pictures of each page of the browser in turn (its samples', in page order); with a
-    pool, the next ``ahead`` pages' are drawn while a page is built (started at once)."""
+    ahead: int = 64,
+) -> Iterator[tuple[list[Sample], dict, list[dict[str, Any]]]]:
+    """Each page of the browser in turn: its samples (in page order), their shown predictions
+    (:func:`~medibench.report._browser.shown_predictions`) and pictures; with a pool, the next
+    ``ahead`` pages' pictures are drawn while a page is built (started at once)."""
     models = browser.models
 
-    def start(number: int) -> Iterable[dict[str, Any]]:
+    def start(number: int) -> tuple[list[Sample], dict, Iterable[dict[str, Any]]]:
         ids = [browser.ids[i] for i in browser.page_rows(number)]
         records = store.samples_of(ids)
         chunk = [records[sid] for sid in ids]
         shown = shown_predictions(store.predictions_of(models, ids), models)
         jobs = image_jobs(chunk, models, shown, run_dir)
-        return render_all(
+        drawn = render_all(
             jobs, out, thumb_size=thumb_size, images=images, pool=pool, workers=workers, lazy=True
         )
+        return chunk, shown, drawn
 
     waiting = deque(start(n) for n in range(1, min(browser.pages, ahead if pool else 1) + 1))
     for number in range(1, browser.pages + 1):
         if not waiting:
             waiting.append(start(number))
-        drawn = list(waiting.popleft())
+        chunk, shown, drawn = waiting.popleft()
+        pictures = list(drawn)
         if pool is not None and number + ahead <= browser.pages:
             waiting.append(start(number + ahead))
-        yield drawn
+        yield chunk, shown, pictures
 
 
 def _pool_pictures(

@@ -31,12 +31,7 @@ from typing import Any
 import numpy as np
 
 from medibench._packed import MadeWhenLookedUp
-from medibench.report._browser import (
-    PAGE_SIZE,
-    _judge_data,
-    sample_browser_data,
-    shown_predictions,
-)
+from medibench.report._browser import PAGE_SIZE, _judge_data, browser_page, sample_browser_data
 from medibench.runs import RunStore
 from medibench.samples import Sample, Score
 
@@ -201,29 +196,23 @@ class BrowserIndex:
 
     def page(
         self,
-        number: int,
+        samples: Sequence[Sample],
+        shown: Mapping[tuple[str, str], Any],
         pictures: Sequence[dict[str, Any]],
         decorate: Callable[[dict[str, Any]], Any] = lambda blob: None,
         **context: Any,
     ) -> dict[str, Any]:
-        """Page ``number`` (from 1) of the browser: its samples' details and the judges'
-        answers they link to, as :func:`~medibench.report._browser.browser_pages` makes it;
-        ``pictures`` are its samples' (in page order), ``decorate(blob)`` adds to the page's
-        blob (attention, demonstrations), ``context`` holds the other arguments of
+        """A page of the browser: the details of its ``samples`` (in page order, with their
+        shown predictions and pictures) and the judges' answers they link to, as
+        :func:`~medibench.report._browser.browser_pages` makes it; ``decorate(blob)`` adds to
+        the page's blob (attention, demonstrations), ``context`` holds the other arguments of
         :func:`~medibench.report._browser.sample_browser_data`."""
-        ids = [self.ids[i] for i in self.page_rows(number)]
-        records = self.store.samples_of(ids)
-        samples = [records[sid] for sid in ids]
-        shown = shown_predictions(self.store.predictions_of(self.models, ids), self.models)
-        scores = self.store.scores_of(self.models, ids)
+        scores = self.store.scores_of(self.models, [s.sample_id for s in samples])
         blob = sample_browser_data(
             samples, self.models, shown, pictures, scores, self.metrics, **context
         )
         decorate(blob)
-        linked = [
-            i for s in blob["samples"] for r in s["runs"] for g in r["judge"] for i in g["passes"]
-        ]
-        return {"samples": blob["samples"], "answers": {i: blob["answers"][i] for i in linked}}
+        return browser_page(blob["samples"], blob["answers"])
 
     def page_rows(self, number: int) -> list[int]:
         """The run positions of page ``number``'s samples, in page order."""

@@ -290,6 +290,8 @@ def fit_scatter(
     }
     stem.with_suffix(".json").write_text(json.dumps(drawn, indent=1), encoding="utf-8")
     return paths
+
+
 def _ci_errors(rows: Sequence[Mapping[str, Any]], means: list, metric: str) -> np.ndarray:
     """Matplotlib's ``yerr`` (2 x n: below, above) from each row's CI; 0 where it has none."""
     return np.array(
