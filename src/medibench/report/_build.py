@@ -258,15 +258,20 @@ def _page_pictures(
         )
         return chunk, shown, drawn
 
+    # Started now, not when the first page is taken: the pool draws while the tables are made.
     waiting = deque(start(n) for n in range(1, min(browser.pages, ahead if pool else 1) + 1))
-    for number in range(1, browser.pages + 1):
-        if not waiting:
-            waiting.append(start(number))
-        chunk, shown, drawn = waiting.popleft()
-        pictures = list(drawn)
-        if pool is not None and number + ahead <= browser.pages:
-            waiting.append(start(number + ahead))
-        yield chunk, shown, pictures
+
+    def pages() -> Iterator[tuple[list[Sample], dict, list[dict[str, Any]]]]:
+        for number in range(1, browser.pages + 1):
+            if not waiting:
+                waiting.append(start(number))
+            chunk, shown, drawn = waiting.popleft()
+            pictures = list(drawn)
+            if pool is not None and number + ahead <= browser.pages:
+                waiting.append(start(number + ahead))
+            yield chunk, shown, pictures
+
+    return pages()
 
 
 def _pool_pictures(
