@@ -46,11 +46,13 @@ UNRECORDED = "stated; no recorded run yet (the script prints it; `--record` not 
 #: Figures no script recomputes (yet): the text is checked to be as inventoried here.
 STATED: tuple[Check, ...] = (
     _stated(
-        "`.ci/run` on a fresh clone of 7f183df (3,515 tests; the commit after it changes "
-        "only this figure) (its `COLUMNS=80 make test`: xdist, 2 workers, `--dist worksteal`, "
+        "`.ci/run` on a fresh clone of 7f183df (3,515 tests, as on eec97a1: the commits after "
+        "it change the docs' figures and start the report's first pictures sooner) (its "
+        "`COLUMNS=80 make test`: xdist, 2 workers, `--dist worksteal`, "
         "the docs' commands forked from tests/docs/_zygote.py): 671 s of pytest, the tiny "
         "models built cold, 887 s with the install (which compiles the SSIM kernel); the warm "
-        "figure is the same pytest command on 7f183df with the test cache warm: 661 s; a "
+        "figures are the same pytest command with the test cache warm: 661 s on 7f183df, 573 s "
+        "on eec97a1 (the final code) an hour later; a "
         "2-core AMD EPYC idle but for the suite (the last stop measured 545 s on 38932ad; one "
         "docs chain timed alone the same hour on both, README.md:run, took 39.7 s on 56095b1 "
         "and 36.0 s on 7f183df, so the code did not slow it)",
@@ -58,8 +60,8 @@ STATED: tuple[Check, ...] = (
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,515 tests; 11.2 min on 2 cores on a fresh clone after its install, 11.0 min "
-            "with the test cache warm",
+            "(3,515 tests; 11.2 min on 2 cores on a fresh clone after its install, 9.5-11.0 "
+            "min with the test cache warm",
             "test count and time",
         ),
     ),
