@@ -177,3 +177,20 @@ def test_value_columns_refuse_a_sample_twice_and_hold_each_name_once():
     assert cols.names == ("a", "b") and dict(cols["s0"][1]) == {"a": 1.5, "b": None}
     with pytest.raises(ValueError, match="sample 's0' is already in the columns"):
         cols.append("s0", False, {})
+
+
+def test_a_model_named_like_the_pages_data_marker_is_shown_as_itself(tiny_run, tmp_path):
+    import shutil
+
+    from medibench.report._html import _BLOB
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run, run_dir)
+    with RunStore(run_dir) as store:
+        for table in ("predictions", "scores"):
+            store.connection.execute(
+                f"UPDATE {table} SET model = ? WHERE model = 'identity'", (_BLOB,)
+            )
+    head, pages = _built(build_report(run_dir, tmp_path / "built", plots=False, workers=1))
+    assert head["models"] == sorted(["classical", _BLOB])
+    assert len(head["index"]["ids"]) == 9 and len(pages[0]["samples"]) == 9

@@ -14,6 +14,7 @@ import math
 import re
 import shutil
 from collections import defaultdict
+from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
@@ -104,21 +105,23 @@ def write_html(
         panels=panels or [],
         blob=_BLOB,
     )
-    before, after = page.split(_BLOB)
-    index = head["index"]
-    rest = _json({**head, "index": _BLOB})
-    head_before, head_after = rest.split(f'"{_BLOB}"')
-    chunks = index.index_chunks() if hasattr(index, "index_chunks") else [_json(index)]
-    pieces = [before, head_before, *chunks, head_after, after]
-    # "</" inside a script element would end it: escape it the JSON way (JSON pieces only).
-    last = len(pieces) - 1
+    # The data element is the template's last use of it (the run's own text comes before).
+    before, _, after = page.rpartition(_BLOB)
     return atomic_write_bytes(
         out / "index.html",
-        (
-            (p if i in (0, last) else p.replace("</", "<\\/")).encode("utf-8")
-            for i, p in enumerate(pieces)
-        ),
+        (piece.encode("utf-8") for piece in (before, *_head_json(head), after)),
     )
+
+
+def _head_json(head: dict[str, Any]) -> Iterator[str]:
+    """``head`` as JSON, piece by piece (its ``index`` through ``index_chunks()`` when it has
+    them), with "</" escaped the JSON way: inside a script element it would end it."""
+    for n, (key, value) in enumerate(head.items()):
+        yield ("{" if n == 0 else ",") + _json(key) + ":"
+        chunks = value.index_chunks() if hasattr(value, "index_chunks") else [_json(value)]
+        for chunk in chunks:
+            yield chunk.replace("</", "<\\/")
+    yield "{}" if not head else "}"
 
 
 #: Where the browser's data goes in the rendered page (no template or JSON text holds it).
