@@ -117,10 +117,6 @@ class ValueColumns(MadeWhenLookedUp[tuple[bool, Values]]):
         self._set[at] = value is not None
         self._values[at] = 0.0 if value is None else float(value)
 
-    def value(self, row: int, j: int) -> float | None:
-        at = row * len(self.names) + j
-        return self._values[at] if self._set[at] else None
-
     def _make(self, key: str, stored: int) -> tuple[bool, Values]:
         return self._has[stored] == 1, _Row(self, stored)  # type: ignore[return-value]
 
@@ -134,7 +130,9 @@ class _Row(Mapping[str, float | None]):
         self._cols, self._row = cols, row
 
     def __getitem__(self, name: str) -> float | None:
-        return self._cols.value(self._row, self._cols._col[name])
+        if name not in self._cols._col:
+            raise KeyError(name)
+        return self.get(name)
 
     def get(self, name: str, default: Any = None) -> Any:
         cols = self._cols

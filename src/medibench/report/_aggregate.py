@@ -31,11 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from medibench.protocols import Aggregation
-from medibench.protocols._values import (
-    Applicable,
-    Values,
-    per_sample_values,
-)
+from medibench.protocols._values import Applicable, Values, per_sample_values
 from medibench.protocols._values import mean_value as _mean
 from medibench.samples import Sample, Score, sample_field
 

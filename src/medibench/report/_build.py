@@ -132,7 +132,8 @@ def build_report(
     out = Path(out_dir) if out_dir is not None else run_dir / "report"
     with RunStore.open_existing(run_dir) as store:
         # What the tables group by, the rest of each record read when asked (a Sample's API).
-        samples = cast(Mapping[str, Sample], LeanSamples(store))
+        lean = LeanSamples(store)
+        samples = cast(Mapping[str, Sample], lean)
         meta = store.meta()
         judgements = read_judgements(store.connection)
         attention = read_attention(store.connection)  # medibench analyze attention
@@ -152,7 +153,7 @@ def build_report(
             for sec in sections
             for m in sec.metrics
         ]
-        browser = BrowserIndex(store, cast(LeanSamples, samples), models, metric_index)
+        browser = BrowserIndex(store, lean, models, metric_index)
         workers = workers or os.cpu_count() or 1
         big = workers > 1 and len(samples) >= 64
         with process_pool(workers) if big else contextlib.nullcontext() as pool:
