@@ -53,7 +53,8 @@ STATED: tuple[Check, ...] = (
         "the docs' commands forked from tests/docs/_zygote.py): 671 s of pytest, the tiny "
         "models built cold, 887 s with the install (which compiles the SSIM kernel); the warm "
         "figures are the same pytest command with the test cache warm: 661 s on 7f183df, 573 s "
-        "on eec97a1 an hour later, 549 s on 67ec11d (the final code, 3,516 tests); a "
+        "on eec97a1 an hour later, 549 s on 67ec11d and 528 s on 5a0fd9b (the final code, "
+        "3,516 tests); a "
         "2-core AMD EPYC idle but for the suite (the last stop measured 545 s on 38932ad; one "
         "docs chain timed alone the same hour on both, README.md:run, took 39.7 s on 56095b1 "
         "and 36.0 s on 7f183df, so the code did not slow it)",
@@ -61,7 +62,7 @@ STATED: tuple[Check, ...] = (
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,516 tests; 11.2 min on 2 cores on a fresh clone after its install, 9.2-11.0 "
+            "(3,516 tests; 11.2 min on 2 cores on a fresh clone after its install, 8.8-11.0 "
             "min with the test cache warm",
             "test count and time",
         ),
