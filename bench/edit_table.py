@@ -8,14 +8,15 @@ Run:  python bench/edit_table.py           # print the table
       python bench/edit_table.py --paths   # the table on each ATen code path, and its spread
 
 The task set, the tiny LLaVA (taught the set's locality probes) and every editor are seeded. The
-table is computed in a child process on one code path, whatever the CPU (:data:`PINNED`): ATen's
-portable kernels (``ATEN_CPU_CAPABILITY=default``) and MKL's reproducible mode
-(``MKL_CBWR=COMPATIBLE``), one thread, the tiny LLaVA in float64 (:data:`DTYPE`; also off
-oneDNN's ISA-specific float32 kernels). On the SIMD paths the tiny model's teaching (15 epochs of
-Adam) carries a last-bit difference up to other weights, float64 included, and cells move by up
-to 0.218 (measured): ``--paths`` prints the table on each path this CPU has. The editors train
-in whatever dtype the model has (float32 for a user's model). MEND's hypernetwork is trained
-first, as ``medibench edit train-mend`` trains it with mend@1's settings, on the same 24 edits.
+table is computed in a child process in arithmetic that comes out the same on every x86-64 CPU
+(:data:`PINNED`, ``bench/portable.py``): ATen's portable kernels (``ATEN_CPU_CAPABILITY=default``),
+one thread, the tiny LLaVA in float64 (:data:`DTYPE`), matrix products and the functions MKL's
+vector math would compute routed around MKL, libm's FMA variant hidden. On ATen's SIMD paths the
+tiny model's teaching (15 epochs of Adam) carries a last-bit difference up to other weights and
+cells move by up to 0.583 (measured): ``--paths`` prints the table on each path this CPU has. The
+editors train in whatever dtype the model has (float32 for a user's model). MEND's hypernetwork
+is trained first, as ``medibench edit train-mend`` trains it with mend@1's settings, on the same
+24 edits.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' tiny LLaVA builder
 
+from bench.portable import LIBM, Portable  # noqa: E402
+
 README = ROOT / "README.md"
 BEGIN, END = "<!-- edit-table -->", "<!-- /edit-table -->"
 #: The tiny LLaVA's weights, teaching and edits.
@@ -40,6 +43,7 @@ PINNED = {
     "MKL_CBWR": "COMPATIBLE",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
+    **LIBM,
 }
 CAPABILITIES = ("default", "avx2", "avx512")
 #: (label, editor, sequential, stage)
@@ -96,7 +100,7 @@ def table_here(edits: int = 24) -> str:
 
     torch.set_num_threads(1)
     rows = ["| run | reliability | generality | locality |", "|---|---|---|---|"]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, Portable():
         root = Path(tmp)
         ts = synthetic_taskset(root / "tasks", edits, seed=0)
         texts = [t for r in ts.requests for p in r.probes for t in (p.question, p.answer)]

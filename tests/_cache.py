@@ -4,9 +4,10 @@ xdist workers of one session: built once under a key of the builder's source.
 ``cached(name, build)`` returns ``<cache>/<name>-<key>``, a folder made by ``build(folder)`` the
 first time any process asks for it. The key hashes the source files of the builder's module and
 of the modules named in ``sources``, the versions of the libraries that write the files (torch,
-transformers, diffusers, peft) and ``salt``: a changed builder rebuilds, an unchanged one is
-reused. Building happens in a scratch folder renamed into place under a file lock, so a worker
-never sees a half-built folder and two workers never build the same thing twice.
+transformers, diffusers, peft), the CPU's model name, ``ATEN_CPU_CAPABILITY`` and ``salt``: a
+changed builder, CPU or code path rebuilds, an unchanged one is reused. Building happens in a
+scratch folder renamed into place under a file lock, so a worker never sees a half-built folder
+and two workers never build the same thing twice.
 
 The cache lives in ``$MEDIBENCH_TEST_CACHE``, default ``.cache/tests`` in the checkout (ignored
 by git); ``rm -rf .cache/tests`` forces every build. Callers must treat the folder as read-only
@@ -38,8 +39,10 @@ def cache_root() -> Path:
 
 def key(build: Callable, sources: Iterable[str] = (), salt: str = "") -> str:
     """16 hex digits over the builder's module source, ``sources`` (module names), the library
-    versions and ``salt``."""
+    versions, the CPU and ATen's code path on it (a tiny model taught on one path is another
+    model on the next) and ``salt``."""
     h = hashlib.sha256(salt.encode())
+    h.update(f"{_cpu()}\0{os.environ.get('ATEN_CPU_CAPABILITY', '')}".encode())
     modules = [build.__module__, *sources]
     for name in modules:
         module = sys.modules.get(name) or importlib.import_module(name)
@@ -51,6 +54,16 @@ def key(build: Callable, sources: Iterable[str] = (), salt: str = "") -> str:
         except importlib.metadata.PackageNotFoundError:
             h.update(f"{lib}=absent".encode())
     return h.hexdigest()[:16]
+
+
+def _cpu() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; empty where there is none)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                 if line.startswith("model name")), "")  # fmt: skip
 
 
 def digest(*folders: Path) -> str:

@@ -62,6 +62,19 @@ def test_built_once_reused_and_rebuilt_when_the_builder_changes(tmp_path, monkey
     assert _cache.cached("tiny", module.build, salt="x") != second  # the salt is in the key
 
 
+def test_the_key_follows_the_cpu_and_atens_code_path(monkeypatch):
+    build = _cache.cached  # any function of a module: only the key is computed
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    here = _cache.key(build)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert _cache.key(build) != here
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    monkeypatch.setattr(_cache, "_cpu", lambda: "AMD EPYC 9R14")
+    amd = _cache.key(build)
+    monkeypatch.setattr(_cache, "_cpu", lambda: "Intel(R) Xeon(R) Platinum 8488C")
+    assert _cache.key(build) != amd
+
+
 def test_two_processes_asking_at_once_build_it_once(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

@@ -1,0 +1,211 @@
+"""Arithmetic that comes out the same on every x86-64 CPU, for the README's model-editing table.
+
+On one thread and ATen's portable kernels (``ATEN_CPU_CAPABILITY=default``) PyTorch still hands
+three kinds of work to code that picks its instructions by the CPU it finds:
+
+- matrix products (``mm``, ``addmm``, ``bmm``, convolutions, the CPU flash attention, ``cdist``)
+  go to MKL, which takes another kernel on an AMD EPYC than on an Intel Xeon whatever
+  ``MKL_CBWR`` says (measured: ``MKL_CBWR=COMPATIBLE`` gives one table on an AMD EPYC and
+  another on an Intel Xeon Sapphire Rapids);
+- ``exp``, ``log``, ``sin``, ``cos``, ``pow`` go to glibc's libm, which picks an FMA variant when
+  the CPU has FMA and AVX2 (measured: the tiny LLaVA's initial weights change when
+  ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-FMA`` hides it);
+- float32 ``matmul`` may also go to oneDNN (the table is float64: it does not).
+
+:class:`Portable` routes the first kind through elementwise products and sums (ATen's portable
+kernels, the same instructions on every CPU; autograd differentiates them with the same
+kernels) and refuses, by name, any matrix product that still reaches MKL; :data:`LIBM` hides
+FMA from glibc so that libm takes its SSE2 variant everywhere (read when a process starts: a
+child's environment). The table is then the same under every ``MKL_CBWR`` code path and with
+libm's FMA variant or without it (``python bench/edit_table.py --paths`` shows both).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: glibc's tunable that hides FMA (and FMA4, AVX2) from libm's variant choice.
+LIBM = {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-FMA4"}
+
+#: aten operators that compute with MKL or oneDNN (or call it inside) on the CPU and that
+#: :class:`Portable` does not compute itself: refused by name.
+REFUSED = frozenset(
+    {
+        "addbmm", "addmv", "vdot", "tensordot", "convolution", "convolution_backward",
+        "_convolution", "mkldnn_convolution", "_cdist_forward", "_cdist_backward",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention_for_cpu_backward", "erfinv", "asin", "acos",
+        "_foreach_exp", "_foreach_log", "_foreach_sin", "_foreach_cos", "_foreach_tanh",
+    }
+)  # fmt: skip
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """``torch.matmul``'s result (broadcast batch dimensions, 1-D operands) as a sum of
+    elementwise products over the shared dimension."""
+    squeeze = []
+    if a.dim() == 1:
+        a, squeeze = a.unsqueeze(0), [*squeeze, -2]
+    if b.dim() == 1:
+        b, squeeze = b.unsqueeze(-1), [*squeeze, -1]
+    out = (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
+    for dim in sorted(squeeze):
+        out = out.squeeze(dim)
+    return out
+
+
+def _addmm(bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+    out = matmul(a, b)
+    out = out if alpha == 1 else out * alpha
+    return out + (bias if beta == 1 else bias * beta) if beta != 0 else out
+
+
+def _complex(x: Any, imag: bool = False) -> Any:
+    import torch
+
+    zero = torch.zeros_like(x)
+    return torch.complex(zero, x) if imag else torch.complex(x, zero)
+
+
+def _nan_below(x: Any, out: Any, low: float = 0.0) -> Any:
+    return out.masked_fill(x < low, float("nan"))
+
+
+#: MKL's vector math (VML) computes these on real tensors (``exp``, ``log``, ``sin``, ``cos``,
+#: ``sqrt``, ``tanh``, ``tan``, ``atan``, ``log10``): the same values through the complex
+#: kernels, which call libm (pinned by :data:`LIBM`). ``sqrt`` of a real through ``csqrt`` is
+#: IEEE's correctly rounded root; ``log`` and ``sqrt`` of a negative number are NaN as for reals.
+def _arith() -> dict[str, Any]:
+    import torch
+
+    return {
+        "mm": matmul, "bmm": matmul, "mv": matmul, "dot": matmul, "matmul": matmul,
+        "addmm": _addmm, "baddbmm": _addmm,
+        "exp": lambda x: torch.exp(_complex(x)).real,
+        "sin": lambda x: torch.exp(_complex(x, imag=True)).imag,
+        "cos": lambda x: torch.exp(_complex(x, imag=True)).real,
+        "tanh": lambda x: torch.tanh(_complex(x)).real,
+        "tan": lambda x: torch.tan(_complex(x)).real,
+        "atan": lambda x: torch.atan(_complex(x)).real,
+        "log": lambda x: _nan_below(x, torch.log(_complex(x)).real),
+        "log10": lambda x: _nan_below(x, torch.log10(_complex(x)).real),
+        "sqrt": lambda x: _nan_below(x, torch.sqrt(_complex(x)).real),
+    }  # fmt: skip
+
+
+def attention(
+    q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+    is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
+) -> Any:  # fmt: skip
+    """``scaled_dot_product_attention`` as PyTorch's math backend states it (a fully masked row
+    attends to nothing: zeros)."""
+    import torch
+
+    if dropout_p:
+        raise RuntimeError("portable attention: dropout_p must be 0 (the table runs in eval)")
+    if enable_gqa and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
+        v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = matmul(q, k.transpose(-2, -1)) * scale
+    if is_causal:
+        n, m = scores.shape[-2:]
+        attn_mask = torch.ones(n, m, dtype=torch.bool, device=q.device).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    empty = torch.isneginf(scores).all(-1, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+    return matmul(weights, v)
+
+
+def conv2d(
+    x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+    dilation: Any = 1, groups: int = 1,
+) -> Any:  # fmt: skip
+    """``conv2d`` as im2col (a copy) and :func:`matmul`."""
+    import torch
+
+    if groups != 1 or isinstance(padding, str):
+        raise RuntimeError("portable conv2d: groups=1 and numeric padding only")
+    pair = torch.nn.modules.utils._pair
+    batch = x.dim() == 4
+    x = x if batch else x.unsqueeze(0)
+    cols = torch.nn.functional.unfold(x, weight.shape[-2:], dilation, padding, stride)
+    out = matmul(weight.reshape(weight.shape[0], -1), cols)  # (N, out, L)
+    if bias is not None:
+        out = out + bias[:, None]
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    kh, kw = weight.shape[-2:]
+    h = (x.shape[-2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    w = (x.shape[-1] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = out.reshape(x.shape[0], weight.shape[0], h, w)
+    return out if batch else out.squeeze(0)
+
+
+def cdist(x1: Any, x2: Any, p: float = 2.0, compute_mode: Any = None) -> Any:
+    diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs()
+    if p == 2.0:
+        return diff.square().sum(-1).sqrt()
+    return diff.pow(p).sum(-1).pow(1.0 / p)
+
+
+def _structural() -> list[tuple[Any, str, Any]]:
+    """Functions whose aten kernels call MKL from inside (flash attention, im2col convolution,
+    ``cdist``), replaced where transformers, torch's modules and the editors look them up (at
+    call time) so that autograd records the elementwise operators they are written in."""
+    import torch
+    import torch.nn.functional as F
+
+    return [(F, "scaled_dot_product_attention", attention), (F, "conv2d", conv2d),
+            (torch, "cdist", cdist)]  # fmt: skip
+
+
+class Portable:
+    """Inside ``with Portable():`` matrix products are sums of elementwise products, MKL's vector
+    math goes through libm, and an operator that would still reach MKL raises ``RuntimeError``
+    naming it."""
+
+    def __enter__(self) -> Portable:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        arith = _arith()
+
+        class Arith(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+                kwargs = kwargs or {}
+                name = func.overloadpacket.__name__
+                if name in REFUSED or (
+                    name.rstrip("_") in arith and func._overloadname not in ("default", "Tensor")
+                ):
+                    raise RuntimeError(
+                        f"portable arithmetic: aten.{name}.{func._overloadname} "
+                        "would compute with MKL; route it in bench/portable.py"
+                    )
+                if name.startswith("_foreach_") and name[9:].rstrip("_") in arith:
+                    impl = arith[name[9:].rstrip("_")]
+                    outs = [impl(t) for t in args[0]]
+                    if not name.endswith("_"):
+                        return outs
+                    for t, v in zip(args[0], outs, strict=True):
+                        t.copy_(v)
+                    return None
+                impl = arith.get(name.rstrip("_"))
+                if impl is None:
+                    return func(*args, **kwargs)
+                out = impl(*args, **kwargs)
+                return args[0].copy_(out) if name.endswith("_") else out
+
+        self._saved = [(owner, name, getattr(owner, name)) for owner, name, _ in _structural()]
+        for owner, name, impl in _structural():
+            setattr(owner, name, impl)
+        self._mode = Arith()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)
+        for owner, name, old in self._saved:
+            setattr(owner, name, old)
