@@ -9,7 +9,7 @@ Run:  python bench/edit_table.py           # print the table
 
 The task set, the tiny LLaVA (taught the set's locality probes) and every editor are seeded. The
 table is computed in a child process in arithmetic that comes out the same on every x86-64 CPU
-(:data:`PINNED`, ``bench/portable.py``): ATen's portable kernels (``ATEN_CPU_CAPABILITY=default``),
+(:data:`PINNED`, ``bench/_portable.py``): ATen's portable kernels (``ATEN_CPU_CAPABILITY=default``),
 one thread, the tiny LLaVA in float64 (:data:`DTYPE`), matrix products and the functions MKL's
 vector math would compute routed around MKL, libm's FMA variant hidden. On ATen's SIMD paths the
 tiny model's teaching (15 epochs of Adam) carries a last-bit difference up to other weights and
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' tiny LLaVA builder
 
-from bench.portable import LIBM, Portable  # noqa: E402
+from bench._portable import LIBM, Portable  # noqa: E402
 
 README = ROOT / "README.md"
 BEGIN, END = "<!-- edit-table -->", "<!-- /edit-table -->"

@@ -1,7 +1,7 @@
-"""bench/portable.py, the arithmetic of the README's model-editing table: its matrix products,
-attention, convolution and distances equal torch's (values and gradients); MKL's vector math
-functions keep their values; an operator that would still reach MKL is refused by name; and a
-small network's training comes out bit for bit the same under every MKL code path."""
+"""bench/_portable.py, the arithmetic of the README's model-editing table: its matrix
+products, attention, convolution and distances equal torch's (values and gradients); MKL's
+vector math functions keep their values; an operator that would still reach MKL is refused by
+name; and a small network's training comes out bit for bit the same under every MKL code path."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.portable import LIBM, Portable  # noqa: E402
+from bench._portable import LIBM, Portable  # noqa: E402
 
 F = torch.nn.functional
 
@@ -87,22 +87,22 @@ def test_an_operator_that_would_reach_mkl_is_refused_by_name():
     with Portable(), pytest.raises(RuntimeError, match=r"aten\.mm\.out would compute"):
         torch.mm(m.T, m, out=torch.empty(4, 4, dtype=torch.float64))
     torch.addmv(torch.zeros(3, dtype=torch.float64), m, v)  # outside: torch's own again
-    assert F.scaled_dot_product_attention.__module__ != "bench.portable"
+    assert F.scaled_dot_product_attention.__module__ != "bench._portable"
 
 
 TRAIN = """
 import hashlib, sys
 import torch
 sys.path.insert(0, sys.argv[1])
-from bench.portable import Portable
+from bench._portable import Portable
 torch.manual_seed(0)
 net = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64),
                           torch.nn.SiLU(), torch.nn.Linear(64, 8)).double()
 opt = torch.optim.Adam(net.parameters(), lr=0.05)
-x = torch.randn(256, 16, dtype=torch.float64)
-y = torch.randint(0, 8, (256,))
+x = torch.randn(64, 16, dtype=torch.float64)
+y = torch.randint(0, 8, (64,))
 with Portable():
-    for _ in range(30):
+    for _ in range(10):
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(net(x).exp().log(), y)
         loss.backward()

@@ -182,7 +182,7 @@ class Portable:
                 ):
                     raise RuntimeError(
                         f"portable arithmetic: aten.{name}.{func._overloadname} "
-                        "would compute with MKL; route it in bench/portable.py"
+                        "would compute with MKL; route it in bench/_portable.py"
                     )
                 if name.startswith("_foreach_") and name[9:].rstrip("_") in arith:
                     impl = arith[name[9:].rstrip("_")]
