@@ -120,6 +120,23 @@ def test_paired_wilcoxon_by_sample_id():
     )
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_paired_wilcoxon_with_ties_or_zeros_is_scipys_exact_permutation_test(seed):
+    # up to 13 pairs with ties or zeros scipy enumerates every sign flip, one call each; medibench
+    # counts them vectorised: the same p-values, bit for bit, for each alternative (13, the last
+    # size scipy enumerates, for one; 14 is scipy's asymptotic test again)
+    rng = np.random.default_rng(seed)
+    n = (4, 7, 9, 11, 13, 14)[seed]
+    x = rng.integers(0, 4, n) / 4.0
+    y = x + rng.integers(-2, 3, n) / 8.0  # zeros and tied differences
+    a, b = dict(enumerate(x)), dict(enumerate(y))
+    for alternative in ("two-sided", "greater", "less") if n != 13 else ("greater",):
+        ours = paired_wilcoxon(a, b, alternative=alternative)
+        ref = stats.wilcoxon(x, y, zero_method="wilcox", alternative=alternative)
+        assert (ours["statistic"], ours["pvalue"]) == (float(ref.statistic), float(ref.pvalue))
+    assert ours["n_zero"] == int(np.count_nonzero(x == y)) > 0 or len(set(np.abs(x - y))) < n
+
+
 def test_paired_wilcoxon_edge_cases():
     same = paired_wilcoxon({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 2.0})
     assert (same["statistic"], same["pvalue"], same["n_zero"]) == (0.0, 1.0, 2)
