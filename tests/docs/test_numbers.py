@@ -38,12 +38,12 @@ def test_every_timing_the_inventory_lists_names_a_recorded_or_stated_source():
             assert check.stated and check.status != "checked", check.name
 
 
-@pytest.mark.slow
 def test_the_examples_that_documented_blocks_run_are_slow_checks():
     # they are checked on their blocks' outputs, in the docs-run test, not a second time here
     assert set(figures.CHECKED) <= {c.name for c in numbers.CHECKS if c.slow}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", [c.name for c in numbers.CHECKS if c.slow and c.name not in figures.CHECKED]
 )
