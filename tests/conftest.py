@@ -88,6 +88,12 @@ def evaluated_training(tiny_ip2p, tmp_path_factory):
 
 
 def pytest_collection_modifyitems(items):
-    """The slow tests first (a stable sort, the same on every xdist worker): the scheduler hands
-    them out while the rest of the suite fills the gaps, so no long test starts last."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The slow tests first, the longest of them (``slow(seconds=...)``, measured) before the rest
+    (a stable sort, the same on every xdist worker): the scheduler hands them out while the rest
+    of the suite fills the gaps, so no long test starts last."""
+
+    def order(item: pytest.Item) -> tuple[bool, float]:
+        slow = item.get_closest_marker("slow")
+        return slow is None, -(slow.kwargs.get("seconds", 0) if slow else 0)
+
+    items.sort(key=order)

@@ -43,7 +43,7 @@ def test_the_examples_that_documented_blocks_run_are_slow_checks():
     assert set(figures.CHECKED) <= {c.name for c in numbers.CHECKS if c.slow}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=150)  # the model-editing table, on the 2-core machine
 @pytest.mark.parametrize(
     "name", [c.name for c in numbers.CHECKS if c.slow and c.name not in figures.CHECKED]
 )
