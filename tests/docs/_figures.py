@@ -46,24 +46,19 @@ UNRECORDED = "stated; no recorded run yet (the script prints it; `--record` not 
 #: Figures no script recomputes (yet): the text is checked to be as inventoried here.
 STATED: tuple[Check, ...] = (
     _stated(
-        "`.ci/run` on a fresh clone of 7f183df (3,515 tests; the commits after it change the "
-        "docs' figures, start the report's first pictures sooner and add one test of 1 s: the "
-        "count, 3,516, is theirs) (its "
-        "`COLUMNS=80 make test`: xdist, 2 workers, `--dist worksteal`, "
-        "the docs' commands forked from tests/docs/_zygote.py): 671 s of pytest, the tiny "
-        "models built cold, 887 s with the install (which compiles the SSIM kernel); the warm "
-        "figures are the same pytest command with the test cache warm: 661 s on 7f183df, 573 s "
-        "on eec97a1 an hour later, 549 s on 67ec11d and 528 s on 5a0fd9b (the final code, "
-        "3,516 tests); a "
-        "2-core AMD EPYC idle but for the suite (the last stop measured 545 s on 38932ad; one "
-        "docs chain timed alone the same hour on both, README.md:run, took 39.7 s on 56095b1 "
-        "and 36.0 s on 7f183df, so the code did not slow it)",
+        "`.ci/run` on fresh clones (its `COLUMNS=80 make test`: xdist, 2 workers, `--dist "
+        "worksteal`, the docs' commands forked from tests/docs/_zygote.py, the tiny models built "
+        "cold): on a 2-core Intel Xeon (Sapphire Rapids), 3,539 tests passed in 792 s of pytest "
+        "(1,002 s with the install) on 9812d3a and 994 s (1,275 s) on e7141f3 an hour later, "
+        "the same tests 35-50% slower throughout (the machine's own speed: user time 1,162 s "
+        "against 1,483 s); on a 2-core AMD EPYC, 671 s of pytest on 7f183df (3,515 tests; "
+        "warm: 528-661 s) before this Intel machine's session",
         "-",
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,516 tests; 11.2 min on 2 cores on a fresh clone after its install, 8.8-11.0 "
-            "min with the test cache warm",
+            "(3,539 tests; on 2 cores after the install of a fresh clone 13.2-16.6 min on an "
+            "Intel Xeon, 11.2 min on an AMD EPYC)",
             "test count and time",
         ),
     ),
