@@ -1,23 +1,25 @@
 """Arithmetic that comes out the same on every x86-64 CPU, for the README's model-editing table.
 
 On one thread and ATen's portable kernels (``ATEN_CPU_CAPABILITY=default``) PyTorch still hands
-three kinds of work to code that picks its instructions by the CPU it finds:
+three kinds of work to code that picks its instructions by the CPU it finds (each measured on an
+Intel Xeon Sapphire Rapids by the op's digest under ``MKL_CBWR`` COMPATIBLE, AVX2, AVX512 and
+with ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-FMA``):
 
 - matrix products (``mm``, ``addmm``, ``bmm``, convolutions, the CPU flash attention, ``cdist``)
   go to MKL, which takes another kernel on an AMD EPYC than on an Intel Xeon whatever
-  ``MKL_CBWR`` says (measured: ``MKL_CBWR=COMPATIBLE`` gives one table on an AMD EPYC and
-  another on an Intel Xeon Sapphire Rapids);
-- ``exp``, ``log``, ``sin``, ``cos``, ``pow`` go to glibc's libm, which picks an FMA variant when
-  the CPU has FMA and AVX2 (measured: the tiny LLaVA's initial weights change when
-  ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-FMA`` hides it);
-- float32 ``matmul`` may also go to oneDNN (the table is float64: it does not).
+  ``MKL_CBWR`` says (``MKL_CBWR=COMPATIBLE`` gave one table on an AMD EPYC and another here);
+- ``exp``, ``log``, ``sin``, ``cos``, ``sqrt``, ``tanh``, ``tan``, ``atan``, ``log10`` (and
+  ``erfinv``) of a tensor go to MKL's vector math (VML), whose results move with its code path;
+- ``pow``, ``sigmoid``, ``silu``, ``softmax`` and ``randn`` go to glibc's libm, which picks an
+  FMA variant when the CPU has FMA and AVX2 (the tiny LLaVA's initial weights change with it).
 
-:class:`Portable` routes the first kind through elementwise products and sums (ATen's portable
-kernels, the same instructions on every CPU; autograd differentiates them with the same
-kernels) and refuses, by name, any matrix product that still reaches MKL; :data:`LIBM` hides
-FMA from glibc so that libm takes its SSE2 variant everywhere (read when a process starts: a
-child's environment). The table is then the same under every ``MKL_CBWR`` code path and with
-libm's FMA variant or without it (``python bench/edit_table.py --paths`` shows both).
+:class:`Portable` computes the first two kinds itself: matrix products as elementwise products
+and sums (ATen's portable kernels; autograd differentiates them with the same kernels), the VML
+functions through the complex kernels, which call libm; and it refuses, by name, an operator
+that would still reach MKL. :data:`LIBM` hides FMA from glibc so that libm takes its SSE2
+variant everywhere (read when a process starts: a child's environment). The README's table is
+then byte-identical under ``MKL_CBWR`` COMPATIBLE, AVX2 and AVX512 (measured;
+``tests/bench/test_portable.py`` holds a small network's training to it).
 """
 
 from __future__ import annotations
