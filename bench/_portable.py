@@ -37,7 +37,6 @@ REFUSED = frozenset(
         "_convolution", "mkldnn_convolution", "_cdist_forward", "_cdist_backward",
         "_scaled_dot_product_flash_attention_for_cpu",
         "_scaled_dot_product_flash_attention_for_cpu_backward", "erfinv", "asin", "acos",
-        "_foreach_exp", "_foreach_log", "_foreach_sin", "_foreach_cos", "_foreach_tanh",
     }
 )  # fmt: skip
 
@@ -200,8 +199,9 @@ class Portable:
                 out = impl(*args, **kwargs)
                 return args[0].copy_(out) if name.endswith("_") else out
 
-        self._saved = [(owner, name, getattr(owner, name)) for owner, name, _ in _structural()]
-        for owner, name, impl in _structural():
+        routed = _structural()
+        self._saved = [(owner, name, getattr(owner, name)) for owner, name, _ in routed]
+        for owner, name, impl in routed:
             setattr(owner, name, impl)
         self._mode = Arith()
         self._mode.__enter__()

@@ -17,6 +17,7 @@ by git); ``rm -rf .cache/tests`` forces every build. Callers must treat the fold
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -56,6 +57,7 @@ def key(build: Callable, sources: Iterable[str] = (), salt: str = "") -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
 def _cpu() -> str:
     """The CPU's model name (``/proc/cpuinfo``; empty where there is none)."""
     try:
