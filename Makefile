@@ -16,6 +16,12 @@ export MKL_NUM_THREADS := 1
 # one core; a no-op without numba), rather than by the first command or test that scores SSIM.
 KERNELS := $(PY) -c "from medibench.metrics._ssim_fused import fused_backend, warm; fused_backend() and warm()"
 
+# xdist workers: one more than the cores this process may use. The suite's tests wait on Ray
+# start-ups, local servers, Chromium and forked commands; with one worker per core the two cores
+# of the reference machine stayed about a third idle, with one more they are busy throughout
+# (measured: docs/numbers.md, README.md's `make test` line).
+WORKERS ?= $(shell $(PYTHON) -c "import os; f = getattr(os, 'sched_getaffinity', None); print((len(f(0)) if f else os.cpu_count()) + 1)")
+
 .PHONY: demo test bench lint clean
 
 $(PY):
@@ -35,7 +41,7 @@ demo: $(VENV)/.demo-installed
 	$(VENV)/bin/medibench demo --out demo_run
 
 test: $(VENV)/.dev-installed
-	$(PY) -m pytest -q -n auto --dist worksteal
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup
 
 bench: $(VENV)/.dev-installed
 	$(PY) bench/metrics.py

@@ -164,6 +164,27 @@ def _structural() -> list[tuple[Any, str, Any]]:
             (torch, "cdist", cdist)]  # fmt: skip
 
 
+def _refuse(op: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"portable arithmetic: {op} would compute with MKL; route it in bench/_portable.py"
+        )
+
+    return refuse
+
+
+def _foreach(impl: Any, *, inplace: bool) -> Any:
+    def each(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        outs = [impl(t) for t in tensors]
+        if not inplace:
+            return outs
+        for t, v in zip(tensors, outs, strict=True):
+            t.copy_(v)
+        return None
+
+    return each
+
+
 class Portable:
     """Inside ``with Portable():`` matrix products are sums of elementwise products, MKL's vector
     math goes through libm, and an operator that would still reach MKL raises ``RuntimeError``
@@ -173,31 +194,39 @@ class Portable:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         arith = _arith()
+        plans: dict[Any, Any] = {}
+
+        def plan(func: Any) -> Any:
+            """What to do with ``func`` (``None``: run it), decided once per operator."""
+            name = func.overloadpacket.__name__
+            if name in REFUSED or (
+                name.rstrip("_") in arith and func._overloadname not in ("default", "Tensor")
+            ):
+                return _refuse(f"aten.{name}.{func._overloadname}")
+            if name.startswith("_foreach_") and name[9:].rstrip("_") in arith:
+                return _foreach(arith[name[9:].rstrip("_")], inplace=name.endswith("_"))
+            impl = arith.get(name.rstrip("_"))
+            if impl is None:
+                return None
+            if name.endswith("_"):
+                return lambda *args, **kwargs: args[0].copy_(impl(*args, **kwargs))
+            return impl
 
         class Arith(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                # No torch.compile runs inside: without torch's per-call wrapper that turns
+                # Dynamo off, an operator that is not routed costs a dict lookup.
+                return False
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-                kwargs = kwargs or {}
-                name = func.overloadpacket.__name__
-                if name in REFUSED or (
-                    name.rstrip("_") in arith and func._overloadname not in ("default", "Tensor")
-                ):
-                    raise RuntimeError(
-                        f"portable arithmetic: aten.{name}.{func._overloadname} "
-                        "would compute with MKL; route it in bench/_portable.py"
-                    )
-                if name.startswith("_foreach_") and name[9:].rstrip("_") in arith:
-                    impl = arith[name[9:].rstrip("_")]
-                    outs = [impl(t) for t in args[0]]
-                    if not name.endswith("_"):
-                        return outs
-                    for t, v in zip(args[0], outs, strict=True):
-                        t.copy_(v)
-                    return None
-                impl = arith.get(name.rstrip("_"))
+                try:
+                    impl = plans[func]
+                except KeyError:
+                    impl = plans[func] = plan(func)
                 if impl is None:
-                    return func(*args, **kwargs)
-                out = impl(*args, **kwargs)
-                return args[0].copy_(out) if name.endswith("_") else out
+                    return func(*args, **(kwargs or {}))
+                return impl(*args, **(kwargs or {}))
 
         routed = _structural()
         self._saved = [(owner, name, getattr(owner, name)) for owner, name, _ in routed]

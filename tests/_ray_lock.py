@@ -5,6 +5,11 @@ A test that starts Ray (``ray.init``, a ``ray.cluster_utils.Cluster``) does so i
 xdist workers, and by test sessions running side by side on the machine), so a second Ray
 instance waits until the first is shut down; an instance this process left running is shut
 down first.
+
+Such a test is also marked ``@pytest.mark.xdist_group("ray")``: ``make test`` runs
+``--dist loadgroup``, which hands every test of the group to one worker, one after another, so
+no worker sits waiting on the lock while another one's Ray test runs (checked: a test that takes
+the lock without the mark fails, naming it).
 """
 
 from __future__ import annotations
@@ -14,6 +19,15 @@ import fcntl
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+#: The test being set up or run (tests/conftest.py sets it).
+CURRENT: list[Any] = [None]
+
+
+def _in_the_ray_group(item: Any) -> bool:
+    marks = item.iter_markers("xdist_group")
+    return "ray" in {m.args[0] if m.args else m.kwargs.get("name") for m in marks}
 
 
 @contextlib.contextmanager
@@ -21,6 +35,12 @@ def only_ray_instance() -> Iterator[None]:
     """Hold the machine's test Ray lock for the block; Ray is shut down when it ends."""
     import ray
 
+    item = CURRENT[0]
+    if item is not None and not _in_the_ray_group(item):
+        raise RuntimeError(
+            f"{item.nodeid} starts Ray without @pytest.mark.xdist_group(\"ray\"): mark it so "
+            "that one xdist worker runs every Ray test (tests/_ray_lock.py)"
+        )
     path = Path(tempfile.gettempdir()) / "medibench-tests-ray.lock"
     with open(path, "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)

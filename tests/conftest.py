@@ -87,10 +87,18 @@ def evaluated_training(tiny_ip2p, tmp_path_factory):
     return root / "run", result.output
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    from tests import _ray_lock
+
+    _ray_lock.CURRENT[0] = item
+
+
 def pytest_collection_modifyitems(items):
     """The slow tests first, the longest of them (``slow(seconds=...)``, measured) before the rest
-    (a stable sort, the same on every xdist worker): the scheduler hands them out while the rest
-    of the suite fills the gaps, so no long test starts last."""
+    (a stable sort, the same on every xdist worker): ``--dist loadgroup`` hands the tests out one
+    at a time in this order (a group, tests/_ray_lock.py's, first), the longest to whichever
+    worker is free, while the rest of the suite fills the gaps, so no long test starts last."""
 
     def order(item: pytest.Item) -> tuple[bool, float]:
         slow = item.get_closest_marker("slow")

@@ -149,6 +149,7 @@ def test_a_killed_build_rerun_finishes_without_redoing_finished_items(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # tests/_ray_lock.py
 def test_ray_tasks_build_what_the_local_executor_builds(tmp_path):
     ray = pytest.importorskip("ray")
     source = mni_png_source(tmp_path / "src", patients=3, per_patient=2)

@@ -143,6 +143,7 @@ def test_sweep_options_are_checked_before_anything_runs(tmp_path, synthetic, tau
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # tests/_ray_lock.py
 def test_a_sweep_as_ray_tasks_gives_the_local_table(tmp_path, synthetic, taught_path):
     pytest.importorskip("ray")
     import ray

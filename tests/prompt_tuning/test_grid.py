@@ -156,6 +156,7 @@ def test_bad_grid_files(tmp_path, folder_dataset, tiny_clip):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # tests/_ray_lock.py
 def test_grid_as_ray_tasks(tmp_path, folder_dataset, tiny_clip):
     pytest.importorskip("ray")
     import ray

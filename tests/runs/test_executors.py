@@ -160,6 +160,7 @@ def local_ray():
         yield ray
 
 
+@pytest.mark.xdist_group("ray")  # tests/_ray_lock.py
 def test_ray_with_two_workers_gives_the_local_scores(tmp_path, local_ray):
     from medibench.runs._executors import RayExecutor
 

@@ -26,7 +26,8 @@ from tests.prompt_tuning.conftest import _tiny_backbone, write_folder_dataset
 from tests.prompt_tuning.test_grid import write_config
 from tests.runs.conftest import make_native
 
-pytestmark = pytest.mark.slow(seconds=50)  # a three-node cluster: about 20 s to start
+# a three-node cluster: about 20 s to start; one worker runs every Ray test (tests/_ray_lock.py)
+pytestmark = [pytest.mark.slow(seconds=50), pytest.mark.xdist_group("ray")]
 runner = CliRunner()
 LOOPBACK = "127.0.0.1"
 #: A killed node is known dead within seconds (Ray's defaults take up to a minute).
