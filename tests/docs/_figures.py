@@ -46,19 +46,20 @@ UNRECORDED = "stated; no recorded run yet (the script prints it; `--record` not 
 #: Figures no script recomputes (yet): the text is checked to be as inventoried here.
 STATED: tuple[Check, ...] = (
     _stated(
-        "`.ci/run` on a fresh clone of 658dcc3 (its `COLUMNS=80 make test`: xdist, 3 workers on "
-        "2 cores, `--dist loadgroup`, the Ray tests in one group, the docs' commands forked from "
+        "`.ci/run` on fresh clones (its `COLUMNS=80 make test`: xdist, 3 workers on 2 cores, "
+        "`--dist loadgroup`, the Ray tests in one group, the docs' commands forked from "
         "tests/docs/_zygote.py, the tiny models built cold) on a 2-core Intel Xeon (Sapphire "
-        "Rapids): 3,541 tests passed in 835 s of pytest (1,054 s with the install), the cores "
-        "88% busy; the same suite with the test cache warm: 720 s (cores 98% busy; 780 s with 2 "
-        "workers). On a 2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, "
-        "`--dist worksteal`; warm: 528-661 s)",
+        "Rapids): 3,541 tests passed in 835 s of pytest on 658dcc3 (1,054 s with the install; "
+        "cores 88% busy, 1,852 CPU-s) and 862 s on e8ff710 (1,105 s; 88%, 1,933 CPU-s); with "
+        "the test cache warm: 720 s on 658dcc3 (cores 98% busy; 780 s with 2 workers). On a "
+        "2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, `--dist "
+        "worksteal`; warm: 528-661 s)",
         "-",
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,541 tests; on 2 cores after the install of a fresh clone 13.9 min on an Intel "
-            "Xeon, 12.0 min with its test cache warm; 11.2 min on an AMD EPYC)",
+            "(3,541 tests; on 2 cores after the install of a fresh clone 13.9-14.4 min on an "
+            "Intel Xeon, 12.0 min with its test cache warm; 11.2 min on an AMD EPYC)",
             "test count and time",
         ),
     ),
