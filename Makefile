@@ -22,9 +22,9 @@ unexport PYTHONDONTWRITEBYTECODE
 KERNELS := $(PY) -c "from medibench.metrics._ssim_fused import fused_backend, warm; fused_backend() and warm()"
 
 # xdist workers: one more than the cores this process may use. The suite's tests wait on Ray
-# start-ups, local servers, Chromium and forked commands; with one worker per core the two cores
-# of the reference machine stayed about a third idle, with one more they are busy throughout
-# (measured: docs/numbers.md, README.md's `make test` line).
+# start-ups, local servers, Chromium and forked commands, which leaves a core idle with one
+# worker per core: on the 2-core machine (warm test cache) 780 s with 2 workers, 720 s with 3,
+# the cores then 98% busy (/proc/stat). README.md's `make test` line has the fresh-clone figure.
 WORKERS ?= $(shell $(PYTHON) -c "import os; f = getattr(os, 'sched_getaffinity', None); print((len(f(0)) if f else os.cpu_count()) + 1)")
 
 .PHONY: demo test bench lint clean
