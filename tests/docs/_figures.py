@@ -51,7 +51,8 @@ STATED: tuple[Check, ...] = (
         "tests/docs/_zygote.py, the tiny models built cold) on a 2-core Intel Xeon (Sapphire "
         "Rapids): 3,541 tests passed in 835 s of pytest on 658dcc3 (1,054 s with the install; "
         "cores 88% busy, 1,852 CPU-s) and 862 s on e8ff710 (1,105 s; 88%, 1,933 CPU-s); with "
-        "the test cache warm: 720 s on 658dcc3 (cores 98% busy; 780 s with 2 workers). On a "
+        "the test cache warm: 720 s on 658dcc3 (cores 98% busy; 780 s with 2 workers) and 808 s "
+        "on bed7baf (`make test`, a slower hour). On a "
         "2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, `--dist "
         "worksteal`; warm: 528-661 s)",
         "-",
@@ -59,7 +60,7 @@ STATED: tuple[Check, ...] = (
         (
             "README.md",
             "(3,541 tests; on 2 cores after the install of a fresh clone 13.9-14.4 min on an "
-            "Intel Xeon, 12.0 min with its test cache warm; 11.2 min on an AMD EPYC)",
+            "Intel Xeon, 12.0-13.5 min with its test cache warm; 11.2 min on an AMD EPYC)",
             "test count and time",
         ),
     ),
