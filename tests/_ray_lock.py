@@ -6,7 +6,7 @@ xdist workers, and by test sessions running side by side on the machine), so a s
 instance waits until the first is shut down; an instance this process left running is shut
 down first.
 
-Such a test is also marked ``@pytest.mark.xdist_group("ray")``: ``make test`` runs
+Such a test is also marked :data:`RAY_GROUP` (``xdist_group("ray")``): ``make test`` runs
 ``--dist loadgroup``, which hands every test of the group to one worker, one after another, so
 no worker sits waiting on the lock while another one's Ray test runs (checked: a test that takes
 the lock without the mark fails, naming it).
@@ -21,13 +21,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+#: The mark of every test that starts Ray: one xdist worker runs them all, one after another.
+RAY_GROUP = pytest.mark.xdist_group("ray")
 #: The test being set up or run (tests/conftest.py sets it).
 CURRENT: list[Any] = [None]
 
 
 def _in_the_ray_group(item: Any) -> bool:
     marks = item.iter_markers("xdist_group")
-    return "ray" in {m.args[0] if m.args else m.kwargs.get("name") for m in marks}
+    names = {m.args[0] if m.args else m.kwargs.get("name") for m in marks}
+    return RAY_GROUP.args[0] in names
 
 
 @contextlib.contextmanager

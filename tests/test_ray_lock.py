@@ -4,7 +4,7 @@ lock)."""
 
 import pytest
 
-from tests._ray_lock import only_ray_instance
+from tests._ray_lock import RAY_GROUP, only_ray_instance
 
 
 def test_a_ray_test_outside_the_ray_group_is_refused_by_name():
@@ -18,7 +18,7 @@ def test_a_ray_test_outside_the_ray_group_is_refused_by_name():
     )
 
 
-@pytest.mark.xdist_group("ray")
+@RAY_GROUP
 def test_a_test_in_the_ray_group_takes_the_lock(tmp_path):
     ray = pytest.importorskip("ray")
     with only_ray_instance():

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from medibench.build import build
 from medibench.cli import app
-from tests._ray_lock import only_ray_instance
+from tests._ray_lock import RAY_GROUP, only_ray_instance
 from tests.build.conftest import mni_png_source
 
 runner = CliRunner()
@@ -149,7 +149,7 @@ def test_a_killed_build_rerun_finishes_without_redoing_finished_items(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")  # tests/_ray_lock.py
+@RAY_GROUP
 def test_ray_tasks_build_what_the_local_executor_builds(tmp_path):
     ray = pytest.importorskip("ray")
     source = mni_png_source(tmp_path / "src", patients=3, per_patient=2)

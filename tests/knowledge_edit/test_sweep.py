@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from medibench.cli import app
 from medibench.knowledge_edit._sweep import parse_grid, sweep_cells
 from tests._kill import kill_mid_write
-from tests._ray_lock import only_ray_instance
+from tests._ray_lock import RAY_GROUP, only_ray_instance
 
 runner = CliRunner()
 
@@ -143,7 +143,7 @@ def test_sweep_options_are_checked_before_anything_runs(tmp_path, synthetic, tau
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")  # tests/_ray_lock.py
+@RAY_GROUP
 def test_a_sweep_as_ray_tasks_gives_the_local_table(tmp_path, synthetic, taught_path):
     pytest.importorskip("ray")
     import ray

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from medibench.cli import app
 from medibench.prompt_tuning._grid import load_grid, run_grid
-from tests._ray_lock import only_ray_instance
+from tests._ray_lock import RAY_GROUP, only_ray_instance
 from tests.prompt_tuning.conftest import write_folder_dataset
 
 runner = CliRunner()
@@ -156,7 +156,7 @@ def test_bad_grid_files(tmp_path, folder_dataset, tiny_clip):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")  # tests/_ray_lock.py
+@RAY_GROUP
 def test_grid_as_ray_tasks(tmp_path, folder_dataset, tiny_clip):
     pytest.importorskip("ray")
     import ray

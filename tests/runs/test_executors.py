@@ -15,7 +15,7 @@ from medibench.models._spec import parse_model_spec
 from medibench.protocols import load_protocol
 from medibench.runs import RunStore, _executors, generate, score
 from medibench.runs._executors import LocalExecutor
-from tests._ray_lock import only_ray_instance
+from tests._ray_lock import RAY_GROUP, only_ray_instance
 from tests.runs.conftest import make_native
 
 
@@ -160,7 +160,7 @@ def local_ray():
         yield ray
 
 
-@pytest.mark.xdist_group("ray")  # tests/_ray_lock.py
+@RAY_GROUP
 def test_ray_with_two_workers_gives_the_local_scores(tmp_path, local_ray):
     from medibench.runs._executors import RayExecutor
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from medibench.cli import app
 from tests._kill import ROOT, folder_state, hidden_temps
-from tests._ray_lock import only_ray_instance
+from tests._ray_lock import RAY_GROUP, only_ray_instance
 from tests._sqlite import table_rows
 from tests.build.conftest import mni_png_source
 from tests.prompt_tuning.conftest import _tiny_backbone, write_folder_dataset
@@ -27,7 +27,7 @@ from tests.prompt_tuning.test_grid import write_config
 from tests.runs.conftest import make_native
 
 # a three-node cluster: about 20 s to start; one worker runs every Ray test (tests/_ray_lock.py)
-pytestmark = [pytest.mark.slow(seconds=50), pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.slow(seconds=50), RAY_GROUP]
 runner = CliRunner()
 LOOPBACK = "127.0.0.1"
 #: A killed node is known dead within seconds (Ray's defaults take up to a minute).
