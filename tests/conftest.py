@@ -10,6 +10,10 @@ import cv2  # noqa: E402
 
 cv2.setNumThreads(1)
 
+from tests._cli_cache import install  # noqa: E402
+
+install()  # CliRunner builds the click command of an unchanged app once (tests/_cli_cache.py)
+
 
 @pytest.fixture(autouse=True)
 def _no_api_base_url_from_the_shell(monkeypatch):

@@ -38,8 +38,8 @@ SENSITIVE = (
 
 #: what the server imports before it forks (none of it medibench's)
 PRELOAD = (
-    "numpy", "scipy.ndimage", "scipy.stats", "scipy.optimize", "scipy.linalg", "PIL.Image",
-    "cv2", "skimage.io", "matplotlib.pyplot", "torch", "torch._dynamo",
+    "numpy", "pydantic", "scipy.ndimage", "scipy.stats", "scipy.optimize", "scipy.linalg",
+    "PIL.Image", "cv2", "skimage.io", "matplotlib.pyplot", "torch", "torch._dynamo",
     "safetensors.torch", "transformers", "diffusers",
     "diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_instruct_pix2pix",
 )  # fmt: skip

@@ -46,15 +46,15 @@ def write_demo_sources(
 
 def _mni(folder: Path, slices: tuple[int, int] | None) -> Path:
     import nibabel as nib
-    import nilearn.datasets as nd
+
+    from medibench.io._mni152 import load_mni152
 
     folder.mkdir(parents=True, exist_ok=True)
-    t1 = nib.as_closest_canonical(nd.load_mni152_template(resolution=2))
+    t1 = nib.as_closest_canonical(load_mni152("template"))
     masks = {
-        name: np.asanyarray(nib.as_closest_canonical(load(resolution=2)).dataobj) > 0.5
-        for name, load in (("brain", nd.load_mni152_brain_mask),
-                           ("gm", nd.load_mni152_gm_mask), ("wm", nd.load_mni152_wm_mask))
-    }  # fmt: skip
+        name: np.asanyarray(nib.as_closest_canonical(load_mni152(f"{name}_mask")).dataobj) > 0.5
+        for name in ("brain", "gm", "wm")
+    }
     data = np.asanyarray(t1.dataobj).astype(np.float32)
     tissue = np.zeros(t1.shape, np.uint8)
     tissue[masks["wm"]] = 2

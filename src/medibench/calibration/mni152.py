@@ -56,18 +56,14 @@ def tissue_volume() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(t1, labels, region)``: the 2 mm MNI152 T1 (float64 in [0, 1]), the tissue label of
     each voxel (0 GM, 1 WM, 2 CSF/background; -1 outside the region) and the region: the brain
     mask dilated by two voxels. Read once per process; the arrays are read-only."""
-    try:
-        from nilearn import datasets
-    except ImportError as exc:
-        raise ImportError(
-            "the MNI152 example needs nilearn: pip install 'medibench[demo-data]'"
-        ) from exc
-    t1 = datasets.load_mni152_template(resolution=2).get_fdata()
-    brain = datasets.load_mni152_brain_mask(resolution=2).get_fdata() > 0
-    gm = datasets.load_mni152_gm_mask(resolution=2).get_fdata() > 0
-    wm = datasets.load_mni152_wm_mask(resolution=2).get_fdata() > 0
-    gm_p = datasets.load_mni152_gm_template(resolution=2).get_fdata()
-    wm_p = datasets.load_mni152_wm_template(resolution=2).get_fdata()
+    from medibench.io._mni152 import load_mni152
+
+    t1 = load_mni152("template").get_fdata()
+    brain = load_mni152("brain_mask").get_fdata() > 0
+    gm = load_mni152("gm_mask").get_fdata() > 0
+    wm = load_mni152("wm_mask").get_fdata() > 0
+    gm_p = load_mni152("gm_template").get_fdata()
+    wm_p = load_mni152("wm_template").get_fdata()
     from scipy import ndimage
 
     region = ndimage.binary_dilation(brain, iterations=2)

@@ -88,11 +88,11 @@ _WINDOWS: dict[str, tuple[float, float]] = {
     "CT_small.dcm": (40.0, 400.0),  # soft-tissue window, HU (the file stores none)
 }
 
-_MNI_LOADERS = {
-    "t1": "load_mni152_template",
-    "brain": "load_mni152_brain_mask",
-    "white matter": "load_mni152_wm_mask",
-    "grey matter": "load_mni152_gm_mask",
+_MNI_LOADERS = {  # nilearn's load_mni152_<volume>, through medibench.io's machine-wide cache
+    "t1": "template",
+    "brain": "brain_mask",
+    "white matter": "wm_mask",
+    "grey matter": "gm_mask",
 }
 
 
@@ -175,9 +175,10 @@ def to_square(image: np.ndarray, size: int, *, nearest: bool = False) -> np.ndar
 @cache
 def _mni_volume(kind: str):
     import nibabel as nib
-    import nilearn.datasets
 
-    image = getattr(nilearn.datasets, _MNI_LOADERS[kind])(resolution=2)
+    from medibench.io._mni152 import load_mni152
+
+    image = load_mni152(_MNI_LOADERS[kind], resolution=2)
     # Reorient and load once: slicing the canonical in-memory volume is then cheap (it was
     # 0.5 s per slice when every call reoriented the file-backed volume).
     canonical = nib.as_closest_canonical(image)

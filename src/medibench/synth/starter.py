@@ -118,11 +118,10 @@ def load_starter(
 def starter_cache_dir(*, seed: int = 0, size: int = 256) -> Path:
     """``$MEDIBENCH_CACHE`` or ``$XDG_CACHE_HOME/medibench`` or ``~/.cache/medibench``, then
     ``starter-<version>-seed<seed>`` (``-size<size>`` appended when not 256)."""
-    base = os.environ.get("MEDIBENCH_CACHE")
-    if not base:
-        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "medibench")
+    from medibench.io._mni152 import cache_root
+
     name = f"starter-{STARTER_VERSION}-seed{int(seed)}" + ("" if size == 256 else f"-size{size}")
-    return Path(base) / name
+    return cache_root() / name
 
 
 # --- the content -----------------------------------------------------------------------------
