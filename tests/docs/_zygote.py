@@ -34,6 +34,7 @@ SENSITIVE = (
     "HF_", "HUGGINGFACE", "TRANSFORMERS", "DIFFUSERS", "TORCH", "PYTORCH", "ATEN_", "OMP_",
     "GOMP_", "KMP_", "MKL_", "OPENBLAS", "NPY_", "NUMPY_", "MPL", "OPENCV_", "XDG_", "PYTHON",
     "LD_", "CUDA", "TOKENIZERS", "SAFETENSORS", "LANG", "LC_", "HOME", "TMPDIR", "TEMP", "TMP",
+    "NUMBA_", "NILEARN_",
 )  # fmt: skip
 
 #: what the server imports before it forks (none of it medibench's)
@@ -42,6 +43,7 @@ PRELOAD = (
     "PIL.Image", "cv2", "skimage.io", "matplotlib.pyplot", "torch", "torch._dynamo",
     "safetensors.torch", "transformers", "diffusers",
     "diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion_instruct_pix2pix",
+    "typer", "rich.console", "rich.table", "numba", "nilearn.datasets", "nilearn.image",
 )  # fmt: skip
 
 
