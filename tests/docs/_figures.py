@@ -52,15 +52,18 @@ STATED: tuple[Check, ...] = (
         "Rapids): 3,541 tests passed in 835 s of pytest on 658dcc3 (1,054 s with the install; "
         "cores 88% busy, 1,852 CPU-s) and 862 s on e8ff710 (1,105 s; 88%, 1,933 CPU-s); with "
         "the test cache warm: 720 s on 658dcc3 (cores 98% busy; 780 s with 2 workers) and 808 s "
-        "on bed7baf (`make test`, a slower hour). On a "
+        "on bed7baf (`make test`, a slower hour); 3,548 tests: 951 s of pytest on 8af1699 from a "
+        "fresh clone (1,216 s with the install; cores 88% busy, 2,127 CPU-s; a fixed Python loop "
+        "took 2.94 s before the run and 4.14 s after it) and 819 s warm on 1247fa6 (98.6% busy, "
+        "1,616 CPU-s). On a "
         "2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, `--dist "
         "worksteal`; warm: 528-661 s)",
         "-",
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,541 tests; on 2 cores after the install of a fresh clone 13.9-14.4 min on an "
-            "Intel Xeon, 12.0-13.5 min with its test cache warm; 11.2 min on an AMD EPYC)",
+            "(3,548 tests; on 2 cores after the install of a fresh clone 13.9-15.9 min on an "
+            "Intel Xeon, 12.0-13.7 min with its test cache warm; 11.2 min on an AMD EPYC)",
             "test count and time",
         ),
     ),
