@@ -9,15 +9,15 @@ import pytest
 nib = pytest.importorskip("nibabel")
 datasets = pytest.importorskip("nilearn.datasets")
 
-from medibench.io._mni152 import _path, load_mni152  # noqa: E402
+from medibench.io._mni152 import _path, _stored, load_mni152  # noqa: E402
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDIBENCH_CACHE", str(tmp_path / "cache"))
-    load_mni152.cache_clear()
+    _stored.cache_clear()
     yield tmp_path / "cache"
-    load_mni152.cache_clear()
+    _stored.cache_clear()
 
 
 def _same(image, reference) -> None:
@@ -38,7 +38,7 @@ def test_a_volume_is_nilearns_computed_then_read_from_the_cache(cache, kind, mon
     assert stored.is_file() and stored.is_relative_to(cache)
     assert "nilearn" in stored.parent.name  # the versions that computed it are its key
     # a later process: nilearn is not asked again
-    load_mni152.cache_clear()
+    _stored.cache_clear()
     monkeypatch.setattr(datasets, f"load_mni152_{kind}", lambda **_: pytest.fail("recomputed"))
     _same(load_mni152(kind), reference)
 
@@ -55,3 +55,9 @@ def test_an_unreadable_cache_file_is_computed_again_and_rewritten(cache):
 def test_an_unknown_volume_is_refused_by_name(cache):
     with pytest.raises(ValueError, match="unknown MNI152 volume 'csf_mask': one of template, "):
         load_mni152("csf_mask")
+
+
+def test_each_call_is_a_new_image_a_caller_may_change(cache):
+    first = load_mni152("brain_mask")
+    np.asanyarray(first.dataobj)[:] = 0
+    assert np.asanyarray(load_mni152("brain_mask").dataobj).any()

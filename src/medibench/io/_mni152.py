@@ -46,12 +46,21 @@ def _path(kind: str, resolution: int) -> Path:
     return cache_root() / f"mni152-{_versions()}" / f"{kind}-{int(resolution)}mm.npz"
 
 
-@cache
 def load_mni152(kind: str, resolution: int = 2) -> Any:
     """``nilearn.datasets.load_mni152_<kind>(resolution=resolution)`` as an in-memory
     ``nibabel.Nifti1Image``: the same array (values and dtype), affine and header, read from the
-    cache folder when an earlier process computed it. One object per process: do not modify its
-    array."""
+    cache folder when an earlier process computed it. A new image (and array) on every call, as
+    nilearn's: a caller may change it."""
+    import nibabel as nib
+
+    data, affine, header = _stored(kind, int(resolution))
+    return nib.Nifti1Image(data.copy(), affine.copy(), nib.Nifti1Header(binaryblock=header))
+
+
+@cache
+def _stored(kind: str, resolution: int) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """The volume's array, affine and header bytes: from the cache folder, or computed by nilearn
+    and written there (once per process; read-only arrays, copied by :func:`load_mni152`)."""
     import nibabel as nib
 
     if kind not in KINDS:
@@ -66,14 +75,15 @@ def load_mni152(kind: str, resolution: int = 2) -> Any:
     try:
         with np.load(path, allow_pickle=False) as stored:
             data, affine = stored["data"], stored["affine"]
-            header = nib.Nifti1Header(binaryblock=stored["header"].tobytes())
-        return nib.Nifti1Image(data, affine, header)
+            header = stored["header"].tobytes()
+        nib.Nifti1Header(binaryblock=header)  # a header nibabel cannot read is unreadable
     except (OSError, KeyError, ValueError):  # missing, half-old or unreadable: compute again
-        pass
-    image = getattr(nilearn.datasets, f"load_mni152_{kind}")(resolution=resolution)
-    data = np.asanyarray(image.dataobj)
-    header = np.frombuffer(image.header.binaryblock, dtype=np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, data=data, affine=image.affine, header=header)
-    atomic_write_bytes(path, buffer.getvalue(), durable=False)
-    return nib.Nifti1Image(data, image.affine, image.header)
+        image = getattr(nilearn.datasets, f"load_mni152_{kind}")(resolution=resolution)
+        data, affine = np.asanyarray(image.dataobj), np.asarray(image.affine)
+        header = bytes(image.header.binaryblock)
+        buffer = io.BytesIO()
+        np.savez(buffer, data=data, affine=affine, header=np.frombuffer(header, dtype=np.uint8))
+        atomic_write_bytes(path, buffer.getvalue(), durable=False)
+    for array in (data, affine):
+        array.setflags(write=False)
+    return data, affine, header
