@@ -2,11 +2,12 @@
 
 ``typer.testing.CliRunner.invoke(app, ...)`` turns the Typer app into a click command on every
 call: with every medibench command mounted that is about 0.15 s of CPU (each command's signature
-read, its annotations evaluated), paid by each of the suite's ~1,000 CLI invocations (5% of the
-suite's CPU, sampled with py-spy). :func:`install` makes that conversion return the command built
-before for an app whose commands, groups and callbacks are the same objects as then: a test that
-registers a command, mounts a group or swaps a callback gets a freshly built command, as before.
-A click command holds no state between invocations (each gets its own context)."""
+read, its annotations evaluated), paid by every in-process CLI invocation of the suite (5% of the
+suite's sampled CPU, py-spy over a whole `make test`). :func:`install` makes that conversion
+return the command built before for an app whose commands, groups and callbacks are the same
+objects as then: a test that registers a command, mounts a group or swaps a callback gets a
+freshly built command, as before. A click command holds no state between invocations (each gets
+its own context)."""
 
 from __future__ import annotations
 
