@@ -55,15 +55,17 @@ STATED: tuple[Check, ...] = (
         "on bed7baf (`make test`, a slower hour); 3,548 tests: 951 s of pytest on 8af1699 from a "
         "fresh clone (1,216 s with the install; cores 88% busy, 2,127 CPU-s; a fixed Python loop "
         "took 2.94 s before the run and 4.14 s after it) and 819 s warm on 1247fa6 (98.6% busy, "
-        "1,616 CPU-s). On a "
+        "1,616 CPU-s); 3,549 tests: 961 s warm on c706566 (98.9% busy, 1,903 CPU-s: the same "
+        "work took 18% more CPU than an hour before). On a "
         "2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, `--dist "
         "worksteal`; warm: 528-661 s)",
         "-",
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,548 tests; on 2 cores after the install of a fresh clone 13.9-15.9 min on an "
-            "Intel Xeon, 12.0-13.7 min with its test cache warm; 11.2 min on an AMD EPYC)",
+            "(3,549 tests; on 2 cores after the install 12.0-16.0 min on an Intel Xeon, from a "
+            "fresh clone or with the test cache warm, its speed moving by a third between runs; "
+            "11.2 min on an AMD EPYC)",
             "test count and time",
         ),
     ),
