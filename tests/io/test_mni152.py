@@ -61,3 +61,18 @@ def test_each_call_is_a_new_image_a_caller_may_change(cache):
     first = load_mni152("brain_mask")
     np.asanyarray(first.dataobj)[:] = 0
     assert np.asanyarray(load_mni152("brain_mask").dataobj).any()
+
+
+def test_without_nilearn_the_error_names_the_extra(cache, monkeypatch):
+    import importlib.metadata
+
+    real = importlib.metadata.version
+
+    def version(name):
+        if name == "nilearn":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    with pytest.raises(ImportError, match=r"need nilearn: pip install 'medibench\[demo-data\]'"):
+        load_mni152("template")

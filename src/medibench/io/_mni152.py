@@ -37,9 +37,14 @@ def cache_root() -> Path:
 
 
 def _versions() -> str:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return "-".join(f"{name}{version(name)}" for name in ("nilearn", "nibabel", "scipy"))
+    try:
+        return "-".join(f"{name}{version(name)}" for name in ("nilearn", "nibabel", "scipy"))
+    except PackageNotFoundError as exc:
+        raise ImportError(
+            f"the MNI152 volumes need {exc.name or 'nilearn'}: pip install 'medibench[demo-data]'"
+        ) from exc
 
 
 def _path(kind: str, resolution: int) -> Path:
@@ -65,19 +70,15 @@ def _stored(kind: str, resolution: int) -> tuple[np.ndarray, np.ndarray, bytes]:
 
     if kind not in KINDS:
         raise ValueError(f"unknown MNI152 volume {kind!r}: one of {', '.join(KINDS)}")
-    try:
-        import nilearn.datasets
-    except ImportError as exc:
-        raise ImportError(
-            "the MNI152 volumes need nilearn: pip install 'medibench[demo-data]'"
-        ) from exc
-    path = _path(kind, resolution)
+    path = _path(kind, resolution)  # an ImportError naming the extra without nilearn
     try:
         with np.load(path, allow_pickle=False) as stored:
             data, affine = stored["data"], stored["affine"]
             header = stored["header"].tobytes()
         nib.Nifti1Header(binaryblock=header)  # a header nibabel cannot read is unreadable
     except (OSError, KeyError, ValueError):  # missing, half-old or unreadable: compute again
+        import nilearn.datasets  # only here: a volume read back needs none of nilearn's imports
+
         image = getattr(nilearn.datasets, f"load_mni152_{kind}")(resolution=resolution)
         data, affine = np.asanyarray(image.dataobj), np.asarray(image.affine)
         header = bytes(image.header.binaryblock)
