@@ -122,3 +122,49 @@ def test_training_is_the_same_under_every_mkl_code_path():
     assert len(digests) == 1
     (digest,) = digests
     assert len(digest) == 64 and digest != hashlib.sha256(b"").hexdigest()
+
+
+def test_no_routed_operator_reaches_the_kernels_below():
+    """A dispatch-mode spy sits below Portable's kernels: it sees the elementwise products and
+    the complex kernels, never a real matrix product or vector-math function, inference mode
+    included."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Spy(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            first = args[0][0] if isinstance(args[0], (list, tuple)) else args[0]
+            seen.append((func.overloadpacket.__name__, first.dtype))
+            return func(*args, **(kwargs or {}))
+
+    w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(2, 4, dtype=torch.float64)
+    with Portable(), Spy():
+        y = (x @ w).exp().sum()
+        y.backward()
+        with torch.inference_mode():
+            z = torch.mm(x, w.detach()).sqrt_()
+        (s,) = torch._foreach_exp([x])
+    names = {name for name, _ in seen}
+    assert {"mul", "sum", "exp", "complex"} <= names
+    routed = {"mm", "exp", "sqrt", "sqrt_", "_foreach_exp"}
+    assert [(n, d) for n, d in seen if n in routed and not d.is_complex] == []
+    assert not z.is_inference()  # computed under no_grad inside Portable
+    torch.testing.assert_close(s, x.exp(), rtol=1e-15, atol=0)
+    with torch.inference_mode():  # outside, torch's own again
+        assert torch.ones(1).is_inference()
+
+
+def test_a_complex_input_runs_atens_own_kernel_and_versions_count():
+    z = torch.randn(5, dtype=torch.complex128)
+    x = torch.randn(5, dtype=torch.float64)
+    v = x._version
+    with Portable():
+        got = z.exp()
+        x.exp_()
+        y = torch.empty(2, 2, dtype=torch.complex128)
+        torch.mm(z[:4].reshape(2, 2), z[:4].reshape(2, 2), out=y)
+    assert torch.equal(got, z.exp())
+    assert x._version == v + 1
+    torch.testing.assert_close(y, z[:4].reshape(2, 2) @ z[:4].reshape(2, 2))
