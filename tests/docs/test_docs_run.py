@@ -97,8 +97,14 @@ def _runnable(block: Block) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the environment as the session starts: a chain's commands get it, not what the worker's own
+#: tests have set since (torch's inductor sets ``TORCHINDUCTOR_CACHE_DIR`` in the worker when a
+#: test compiles; a chain with it would not match its docs zygote and run every command fresh)
+_SESSION_ENV = dict(os.environ)
+
+
 def _env(bin_dir: Path, zygote: str = "") -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "GEMINI", "HF_"))}
+    env = {k: v for k, v in _SESSION_ENV.items() if not k.startswith(("OPENAI", "GEMINI", "HF_"))}
     path = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
     env.update(
         PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
@@ -164,8 +170,8 @@ def standin_cache(tmp_path_factory) -> Path:
 def docs_zygote(tmp_path_factory) -> Iterator[str]:
     """The folder of this worker's docs zygote (tests/docs/_zygote.py): a server that imports
     torch, diffusers and transformers once and forks each ``medibench`` command of the chains
-    whose environment matches its own. Started without waiting: until its socket appears,
-    commands run as fresh processes. ``MEDIBENCH_DOCS_FORK=0`` runs every command fresh."""
+    whose environment matches its own (the first chain waits until it listens).
+    ``MEDIBENCH_DOCS_FORK=0`` runs every command fresh."""
     if os.environ.get("MEDIBENCH_DOCS_FORK") == "0":
         yield ""
         return
@@ -180,12 +186,41 @@ def docs_zygote(tmp_path_factory) -> Iterator[str]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+    _SERVERS[folder] = (server, log)
     try:
+        _wait_for(folder)
         yield folder
+        _alive(folder)
     finally:
         server.terminate()
         server.wait(timeout=30)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wait_for(folder: str, timeout: float = 300.0) -> None:
+    """Wait until the zygote listens (its imports take ~10 s of CPU; a chain started before
+    would run its commands fresh, each importing them again); fail if it exits first."""
+    deadline = time.monotonic() + timeout
+    while not any(name.endswith(".sock") for name in os.listdir(folder)):
+        _alive(folder)
+        if time.monotonic() > deadline:
+            pytest.fail(f"the docs zygote did not listen within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+#: the docs zygote's folder -> (its server process, its log)
+_SERVERS: dict[str, tuple[subprocess.Popen, Path]] = {}
+
+
+def _alive(folder: str) -> None:
+    """Fail, with the server's log, when this worker's docs zygote has exited: its chains would
+    still pass, each command a fresh process (slower, and the zygote's fault unseen)."""
+    if folder not in _SERVERS:
+        return  # MEDIBENCH_DOCS_FORK=0: no server
+    server, log = _SERVERS[folder]
+    if server.poll() is not None:
+        pytest.fail(f"the docs zygote exited ({server.returncode}):\n"
+                    f"{log.read_text(errors='replace')[-3000:]}")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -213,6 +248,7 @@ def test_the_blocks_that_run_run(file, blocks, tmp_path, standin_cache, docs_zyg
     for module in standins.modules():
         if hasattr(module, "check"):
             module.check(file, chosen, work)
+    _alive(docs_zygote)
 
 
 def _run_blocks(file: str, ordinals: set[int], work: Path, env: dict[str, str]) -> None:

@@ -114,3 +114,31 @@ def test_a_server_whose_session_is_gone_exits(tmp_path):
         time.sleep(0.05)
     os.kill(pid, 9)
     raise AssertionError("the orphaned docs zygote kept running")
+
+
+def test_a_thread_a_fork_would_lose_is_named_and_jemallocs_is_not():
+    import threading
+
+    from tests.docs._zygote import other_threads
+
+    def named(name: str, ready: threading.Event, stop: threading.Event) -> None:
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as f:
+            f.write(name)
+        ready.set()
+        stop.wait()
+
+    before = other_threads()
+    stops = []
+    for name in ("helper", "jemalloc_bg_thd"):
+        ready, stop = threading.Event(), threading.Event()
+        t = threading.Thread(target=named, args=(name, ready, stop))
+        t.start()
+        ready.wait()
+        stops.append((t, stop))
+    try:
+        assert sorted(other_threads()) == sorted([*before, "helper"])
+    finally:
+        for t, stop in stops:
+            stop.set()
+            t.join()
+    assert other_threads() == before
