@@ -56,16 +56,21 @@ STATED: tuple[Check, ...] = (
         "fresh clone (1,216 s with the install; cores 88% busy, 2,127 CPU-s; a fixed Python loop "
         "took 2.94 s before the run and 4.14 s after it) and 819 s warm on 1247fa6 (98.6% busy, "
         "1,616 CPU-s); 3,549 tests: 961 s warm on c706566 (98.9% busy, 1,903 CPU-s: the same "
-        "work took 18% more CPU than an hour before). On a "
+        "work took 18% more CPU than an hour before). The runs from 8af1699 to 4491b9b ran every "
+        "docs command fresh: their docs zygote never started (nilearn, added to its imports, "
+        "loads pandas and pyarrow, whose jemalloc starts a thread; the zygote refused to fork "
+        "with it). 3,553 tests, the zygote mended: 588 s of pytest on 156edd5 from a fresh clone "
+        "(796 s with the install; cores 85% busy, 1,347 CPU-s; a fixed Python loop 2.78 s before "
+        "and 2.63 s after) and 632 s warm on 156edd5 (98% busy, 1,243 CPU-s). On a "
         "2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, `--dist "
         "worksteal`; warm: 528-661 s)",
         "-",
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,550 tests; on 2 cores after the install 12.0-16.0 min on an Intel Xeon, from a "
-            "fresh clone or with the test cache warm, its speed moving by a third between runs; "
-            "11.2 min on an AMD EPYC)",
+            "(3,553 tests; on 2 cores after the install 9.8 min on an Intel Xeon from a fresh "
+            "clone, 10.5 min with the test cache warm, 13.3 min for CI's whole `.ci/run` with "
+            "the install; 11.2 min on an AMD EPYC, measured before the suite's last speed-ups)",
             "test count and time",
         ),
     ),
