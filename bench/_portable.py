@@ -258,23 +258,39 @@ class _Kernels:
 def _inference_as_no_grad(torch: Any) -> Any:
     """``torch.inference_mode`` as ``no_grad``: an inference tensor skips the ``ADInplaceOrView``
     key (and the kernels there), so inside :class:`Portable` generation runs under ``no_grad``
-    (the same kernels, the same values)."""
+    (the same kernels, the same values). As torch's: a context manager or a decorator, with or
+    without ``(mode)``."""
+    import functools
 
-    class inference_mode(torch.no_grad):  # noqa: N801 (torch's name)
+    class inference_mode:  # noqa: N801 (torch's name)
+        def __new__(cls, mode: Any = True) -> Any:
+            if callable(mode):  # ``@torch.inference_mode`` without parentheses
+                return cls()(mode)
+            return super().__new__(cls)
+
         def __init__(self, mode: bool = True) -> None:
-            super().__init__()
-            self.mode = mode
+            self.mode, self._inner = mode, None
 
         def __enter__(self) -> None:
             if self.mode:
-                super().__enter__()
+                self._inner = torch.no_grad()
+                self._inner.__enter__()
 
         def __exit__(self, *exc: object) -> None:
-            if self.mode:
-                super().__exit__(*exc)
+            if self._inner is not None:
+                self._inner.__exit__(*exc)
+                self._inner = None
+
+        def __call__(self, func: Any) -> Any:
+            @functools.wraps(func)
+            def run(*args: Any, **kwargs: Any) -> Any:
+                with inference_mode(self.mode):
+                    return func(*args, **kwargs)
+
+            return run
 
         def clone(self) -> Any:
-            return self.__class__(self.mode)
+            return inference_mode(self.mode)
 
     return inference_mode
 

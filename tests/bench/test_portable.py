@@ -168,3 +168,27 @@ def test_a_complex_input_runs_atens_own_kernel_and_versions_count():
     assert torch.equal(got, z.exp())
     assert x._version == v + 1
     torch.testing.assert_close(y, z[:4].reshape(2, 2) @ z[:4].reshape(2, 2))
+
+
+def test_inference_mode_keeps_its_forms_inside():
+    @torch.inference_mode
+    def bare():
+        return torch.is_grad_enabled()
+
+    with Portable():
+
+        @torch.inference_mode()
+        def called():
+            return torch.is_grad_enabled()
+
+        with torch.inference_mode(False):
+            off = torch.is_grad_enabled()
+        with torch.autograd.inference_mode(mode=True):
+            on = torch.is_grad_enabled()
+        assert (off, on, called(), torch.is_grad_enabled()) == (True, False, False, True)
+        t = torch.ones(2)
+        with torch.inference_mode():
+            assert not (t * 2).is_inference()
+    assert bare() is False  # decorated outside: torch's own
+    with torch.inference_mode():
+        assert torch.ones(1).is_inference()
