@@ -165,15 +165,6 @@ def _structural() -> list[tuple[Any, str, Any]]:
             (torch, "cdist", cdist)]  # fmt: skip
 
 
-def _refuse(op: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(
-            f"portable arithmetic: {op} would compute with MKL; route it in bench/_portable.py"
-        )
-
-    return refuse
-
-
 def _tensor_overloads(packet: Any) -> list[Any]:
     """The overloads of an aten operator that take a tensor (``exp.int`` and the like compute
     on Python numbers)."""
