@@ -64,7 +64,8 @@ STATED: tuple[Check, ...] = (
         "and 2.63 s after) and 632 s warm on 156edd5 (98% busy, 1,243 CPU-s); 3,554 tests: 667 s "
         "warm on e24efd7 (98% busy, 1,306 CPU-s; the loop 2.84 s before, 2.67 s after) and, from "
         "a fresh clone of a2c7c85 (the same code) in a slowing hour, 724 s of pytest (955 s with "
-        "the install; 87% busy, 1,662 CPU-s; the loop 2.95 s before, 4.93 s after). On a "
+        "the install; 87% busy, 1,662 CPU-s; the loop 2.95 s before, 4.93 s after) and 718 s warm "
+        "on a664486 (98.6% busy, 1,416 CPU-s; the loop 5.28 s after). On a "
         "2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, `--dist "
         "worksteal`; warm: 528-661 s)",
         "-",
@@ -72,7 +73,7 @@ STATED: tuple[Check, ...] = (
         (
             "README.md",
             "(3,554 tests; on 2 cores after the install 9.8-12.1 min on an Intel Xeon from a "
-            "fresh clone and 10.5-11.1 min with the test cache warm, its speed moving by up to two "
+            "fresh clone and 10.5-12.0 min with the test cache warm, its speed moving by up to two "
             "thirds between runs; 13.3-15.9 min for CI's whole `.ci/run` with the install; "
             "11.2 min on an AMD EPYC, measured before the suite's last speed-ups)",
             "test count and time",
