@@ -134,8 +134,11 @@ def test_no_routed_operator_reaches_the_kernels_below():
 
     class Spy(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            first = args[0][0] if isinstance(args[0], (list, tuple)) else args[0]
-            seen.append((func.overloadpacket.__name__, first.dtype))
+            first = args[0] if args else None
+            if isinstance(first, (list, tuple)):  # a _foreach_ list, or a factory's sizes
+                first = first[0] if first else None
+            if isinstance(first, torch.Tensor):
+                seen.append((func.overloadpacket.__name__, first.dtype))
             return func(*args, **(kwargs or {}))
 
     w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)

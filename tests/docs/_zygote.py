@@ -62,7 +62,9 @@ FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 def other_threads() -> list[str]:
     """The names of this process's threads besides the calling one that a fork would lose
     (:data:`FORK_SAFE_THREADS` aside)."""
-    me, names = str(__import__("threading").get_native_id()), []
+    import threading
+
+    me, names = str(threading.get_native_id()), []
     for tid in os.listdir("/proc/self/task"):
         if tid == me:
             continue
