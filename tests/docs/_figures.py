@@ -65,7 +65,9 @@ STATED: tuple[Check, ...] = (
         "warm on e24efd7 (98% busy, 1,306 CPU-s; the loop 2.84 s before, 2.67 s after) and, from "
         "a fresh clone of a2c7c85 (the same code) in a slowing hour, 724 s of pytest (955 s with "
         "the install; 87% busy, 1,662 CPU-s; the loop 2.95 s before, 4.93 s after) and 718 s warm "
-        "on a664486 (98.6% busy, 1,416 CPU-s; the loop 5.28 s after). On a "
+        "on a664486 (98.6% busy, 1,416 CPU-s; the loop 5.28 s after); warm on ec7dfa5: 748 s in "
+        "a slow hour (1,473 CPU-s; the loop 4.99 s before, 4.05 s after) and 581 s (1,143 CPU-s, "
+        "with a plugin recording each test's CPU; the loop 4.05 s before, 2.89 s after). On a "
         "2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, `--dist "
         "worksteal`; warm: 528-661 s)",
         "-",
@@ -73,8 +75,8 @@ STATED: tuple[Check, ...] = (
         (
             "README.md",
             "(3,554 tests; on 2 cores after the install 9.8-12.1 min on an Intel Xeon from a "
-            "fresh clone and 10.5-12.0 min with the test cache warm, its speed moving by up to two "
-            "thirds between runs; 13.3-15.9 min for CI's whole `.ci/run` with the install; "
+            "fresh clone and 9.7-12.5 min with the test cache warm, the machine's speed halving "
+            "in its slow hours; 13.3-15.9 min for CI's whole `.ci/run` with the install; "
             "11.2 min on an AMD EPYC, measured before the suite's last speed-ups)",
             "test count and time",
         ),
