@@ -67,16 +67,19 @@ STATED: tuple[Check, ...] = (
         "the install; 87% busy, 1,662 CPU-s; the loop 2.95 s before, 4.93 s after) and 718 s warm "
         "on a664486 (98.6% busy, 1,416 CPU-s; the loop 5.28 s after); warm on ec7dfa5: 748 s in "
         "a slow hour (1,473 CPU-s; the loop 4.99 s before, 4.05 s after) and 581 s (1,143 CPU-s, "
-        "with a plugin recording each test's CPU; the loop 4.05 s before, 2.89 s after). On a "
+        "with a plugin recording each test's CPU; the loop 4.05 s before, 2.89 s after); from a "
+        "fresh clone of a28ce44 after `make demo` (green, 157 s with its install), in a slow "
+        "hour: 838 s of pytest (1,061 s for `.ci/run` with the install; 88% busy, 1,865 CPU-s; "
+        "the loop 5.16 s before, 4.46 s after). On a "
         "2-core AMD EPYC: 671 s of pytest on 7f183df (3,515 tests, 2 workers, `--dist "
         "worksteal`; warm: 528-661 s)",
         "-",
         "stated; in README block 1 (shell), updated by the lead",
         (
             "README.md",
-            "(3,554 tests; on 2 cores after the install 9.8-12.1 min on an Intel Xeon from a "
+            "(3,554 tests; on 2 cores after the install 9.8-14.0 min on an Intel Xeon from a "
             "fresh clone and 9.7-12.5 min with the test cache warm, the machine's speed halving "
-            "in its slow hours; 13.3-15.9 min for CI's whole `.ci/run` with the install; "
+            "in its slow hours; 13.3-17.7 min for CI's whole `.ci/run` with the install; "
             "11.2 min on an AMD EPYC, measured before the suite's last speed-ups)",
             "test count and time",
         ),
