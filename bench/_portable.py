@@ -217,8 +217,9 @@ class _Kernels:
                     outs = op(tensors, *args, **kwargs)
                 else:
                     outs = [impl(t) for t in tensors]
-                    for t, v in zip(tensors, outs if inplace else (), strict=False):
-                        t.copy_(v)
+                    if inplace:
+                        for t, v in zip(tensors, outs, strict=True):
+                            t.copy_(v)
             if not inplace:
                 return outs
             self.torch.autograd.graph.increment_version(list(tensors))
